@@ -1,0 +1,125 @@
+//! Write a toolcell tool in a few lines.
+//!
+//! A tool is a type that implements [`Tool`]: it describes itself and runs one call with typed
+//! arguments. [`export_tool!`] exports it as the `toolcell:tool/tool` interface from `wit/`.
+//! This crate hides the generated bindings, parses the call's JSON into your argument type
+//! (a parse failure is an `invalid-input` error the model can read), and keeps a guest's
+//! normal failures out of traps.
+//!
+//! ```ignore
+//! use serde::Deserialize;
+//! use toolcell_guest::{Info, Tool, ToolError};
+//!
+//! struct Echo;
+//!
+//! #[derive(Deserialize)]
+//! struct Args { text: String }
+//!
+//! impl Tool for Echo {
+//!     type Args = Args;
+//!     fn describe() -> Info {
+//!         toolcell_guest::info("echo", "Returns its text argument unchanged.", serde_json::json!({
+//!             "type": "object",
+//!             "properties": { "text": { "type": "string" } },
+//!             "required": ["text"]
+//!         }))
+//!     }
+//!     fn call(args: Args) -> Result<String, ToolError> { Ok(args.text) }
+//! }
+//!
+//! toolcell_guest::export_tool!(Echo);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` (the linker shipped with the
+//! Rust toolchain emits a component directly) or with `cargo component build --release`.
+
+/// The bindings generated from `wit/`. Tools should not need them directly: the useful types
+/// are re-exported at the crate root, and [`export_tool!`] wires a [`Tool`] to the exports.
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "guest",
+        pub_export_macro: true,
+        default_bindings_module: "toolcell_guest::bindings",
+    });
+}
+
+use serde::de::DeserializeOwned;
+
+pub use bindings::exports::toolcell::tool::tool::{
+    Capability, CapabilityKind, Info, ResourceRef, ToolError,
+};
+
+/// One tool: what it says about itself and how it runs a call.
+pub trait Tool {
+    /// The call's arguments. The JSON the host passes is parsed into this type; a value that
+    /// does not parse becomes [`ToolError::InvalidInput`] with serde's message, and
+    /// [`Tool::call`] is not run.
+    type Args: DeserializeOwned;
+
+    /// What the tool says about itself: read once by the host, when it loads the component.
+    fn describe() -> Info;
+
+    /// Run one call. Return `Err` for any failure the model should read; never panic for one.
+    fn call(args: Self::Args) -> Result<String, ToolError>;
+}
+
+/// An [`Info`] with the given name, description and JSON Schema, and the conservative
+/// defaults: not read-only, not concurrency-safe, no capabilities. Change the fields you need.
+pub fn info(name: &str, description: &str, input_schema: serde_json::Value) -> Info {
+    Info {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        input_schema: input_schema.to_string(),
+        read_only: false,
+        concurrency_safe: false,
+        capabilities: Vec::new(),
+    }
+}
+
+/// A capability whose resource is named by the argument at `pointer` (a JSON pointer such as
+/// `/path`).
+pub fn capability_from_argument(kind: CapabilityKind, pointer: &str) -> Capability {
+    Capability {
+        kind,
+        target: ResourceRef::Argument(pointer.to_owned()),
+    }
+}
+
+/// A capability granted whole, with no resource (the clock).
+pub fn capability_whole(kind: CapabilityKind) -> Capability {
+    Capability {
+        kind,
+        target: ResourceRef::Whole,
+    }
+}
+
+/// Parse `arguments` as `T::Args` and run `T::call`. Used by [`export_tool!`]; public so a
+/// tool's own tests can drive the same path the host does.
+pub fn run<T: Tool>(arguments: &str) -> Result<String, ToolError> {
+    let args = serde_json::from_str::<T::Args>(arguments)
+        .map_err(|error| ToolError::InvalidInput(format!("arguments: {error}")))?;
+    T::call(args)
+}
+
+/// Export a [`Tool`] as this component's `toolcell:tool/tool` interface. Use it once per crate.
+#[macro_export]
+macro_rules! export_tool {
+    ($tool:ty) => {
+        #[doc(hidden)]
+        pub struct ToolcellExport;
+
+        impl $crate::bindings::exports::toolcell::tool::tool::Guest for ToolcellExport {
+            fn describe() -> $crate::Info {
+                <$tool as $crate::Tool>::describe()
+            }
+
+            fn call(arguments: ::std::string::String) -> Result<::std::string::String, $crate::ToolError> {
+                $crate::run::<$tool>(&arguments)
+            }
+        }
+
+        $crate::bindings::export!(ToolcellExport with_types_in $crate::bindings);
+    };
+}

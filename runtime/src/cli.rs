@@ -1,0 +1,217 @@
+//! The `toolcell` command line: list, find, call and describe tools.
+//!
+//! `call` enters through the same [`Runtime::handle`] an agent loop would, so `find_tool` and
+//! `call_tool` work here exactly as they do for a model. Exit status:
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | a result (printed on stdout) |
+//! | 1 | the call failed (the reason on stderr) |
+//! | 2 | usage: bad flags, or a tools directory that cannot be read |
+//! | 3 | the call was denied |
+//! | 4 | the call ran past its deadline |
+//! | 5 | the call was cancelled |
+
+use crate::{FIND_TOOL, Runtime, ToolResponse, WasmToolPort, limits::DEFAULT_RESULT_CAP};
+use clap::{Parser, Subcommand};
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Run untrusted agent tools as WebAssembly components, one fresh powerless instance per call.
+#[derive(Debug, Parser)]
+#[command(name = "toolcell", version, about)]
+pub struct Cli {
+    /// Also load every *.wasm component in this directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    tools: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the loaded tools.
+    List {
+        /// Print one JSON object per tool, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search the tools, as the model's find_tool does.
+    Find {
+        /// A keyword to look for in tool names and descriptions (case-insensitive).
+        query: String,
+    },
+    /// Call a tool (or find_tool / call_tool) with JSON arguments.
+    Call {
+        /// The tool's name.
+        name: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        /// Cut the result to at most this many bytes.
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_RESULT_CAP)]
+        cap: usize,
+        /// Print the whole response as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load one component file and print what it says about itself.
+    Describe {
+        /// The component (.wasm).
+        file: PathBuf,
+    },
+}
+
+/// Exit statuses, one per kind of response.
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_DENIED: u8 = 3;
+const EXIT_TIMED_OUT: u8 = 4;
+const EXIT_CANCELLED: u8 = 5;
+
+/// Parse the process's arguments and run the command.
+pub fn main() -> ExitCode {
+    run(Cli::parse())
+}
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Describe { file } => describe(&file),
+        Command::List { json } => with_runtime(cli.tools, |runtime| list(runtime, json)),
+        Command::Find { query } => with_runtime(cli.tools, |runtime| {
+            let arguments = serde_json::json!({ "query": query }).to_string();
+            respond(&runtime.handle("cli", FIND_TOOL, &arguments), false)
+        }),
+        Command::Call {
+            name,
+            arguments,
+            cap,
+            json,
+        } => with_runtime(cli.tools, |runtime| {
+            let runtime = runtime.with_cap(cap);
+            respond(&runtime.handle("cli", &name, &arguments), json)
+        }),
+    }
+}
+
+fn with_runtime(
+    tools: Option<PathBuf>,
+    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
+) -> ExitCode {
+    let mut builder = WasmToolPort::builder();
+    if let Some(dir) = tools {
+        builder = builder.tools_dir(dir);
+    }
+    let port = match builder.build() {
+        Ok(port) => port,
+        Err(error) => {
+            eprintln!("toolcell: {error:#}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    for error in port.load_errors() {
+        eprintln!("toolcell: skipped {error}");
+    }
+    run(Runtime::wasm(port))
+}
+
+fn list(runtime: Runtime<WasmToolPort>, json: bool) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    for entry in runtime.registry().entries() {
+        let name = &entry.schema.name;
+        let line = if json {
+            serde_json::json!({
+                "name": name,
+                "description": entry.schema.description,
+                "parameters": entry.schema.parameters,
+                "core": entry.core,
+                "source": runtime.port().source(name),
+                "info": runtime.port().info(name),
+            })
+            .to_string()
+        } else {
+            let core = if entry.core { "core" } else { "    " };
+            format!("{name:<16} {core}  {}", entry.schema.description)
+        };
+        if writeln!(out, "{line}").is_err() {
+            return ExitCode::from(EXIT_FAILED);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn describe(file: &PathBuf) -> ExitCode {
+    let bytes = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            eprintln!("toolcell: reading {}: {error}", file.display());
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let built = WasmToolPort::builder()
+        .builtin_tools(false)
+        .component(file.display().to_string(), bytes)
+        .build();
+    let port = match built {
+        Ok(port) => port,
+        Err(error) => {
+            eprintln!("toolcell: {error:#}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    if let Some(error) = port.load_errors().first() {
+        eprintln!("toolcell: refused {error}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    let Some(info) = port
+        .registry()
+        .entries()
+        .first()
+        .and_then(|entry| port.info(&entry.schema.name))
+    else {
+        eprintln!("toolcell: {} holds no tool", file.display());
+        return ExitCode::from(EXIT_FAILED);
+    };
+    match serde_json::to_string_pretty(info) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("toolcell: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// Print a response: the result on stdout, anything else on stderr; or the whole response as
+/// JSON on stdout. Returns the exit status for it.
+fn respond(response: &ToolResponse, json: bool) -> ExitCode {
+    let status = match response {
+        ToolResponse::Result { .. } => 0,
+        ToolResponse::Failed { .. } => EXIT_FAILED,
+        ToolResponse::Denied { .. } => EXIT_DENIED,
+        ToolResponse::TimedOut { .. } => EXIT_TIMED_OUT,
+        ToolResponse::Cancelled => EXIT_CANCELLED,
+    };
+    let printed = if json {
+        serde_json::to_string(response)
+            .map_err(std::io::Error::other)
+            .and_then(|line| writeln!(std::io::stdout().lock(), "{line}"))
+    } else if let ToolResponse::Result { text, .. } = response {
+        writeln!(std::io::stdout().lock(), "{text}")
+    } else {
+        writeln!(
+            std::io::stderr().lock(),
+            "toolcell: {}",
+            response.model_text()
+        )
+    };
+    if printed.is_err() {
+        return ExitCode::from(EXIT_FAILED);
+    }
+    ExitCode::from(status)
+}

@@ -1,0 +1,103 @@
+//! The epoch ticker: the clock that lets a deadline interrupt a guest running pure wasm.
+//!
+//! With epoch interruption on, compiled guest code checks the engine's epoch at loop headers
+//! and function entries. A thread advances the epoch every [`EPOCH_TICK`] while at least one
+//! call is running, and sleeps otherwise, so an idle host costs nothing.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::Engine;
+
+/// How often the epoch advances while a call runs. It bounds how late a deadline or a stop
+/// flag is noticed in pure wasm; each tick costs a running guest one callback.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+#[derive(Default)]
+struct State {
+    running: usize,
+    shutdown: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// Advances an engine's epoch while calls run. Dropping it stops the thread.
+pub(crate) struct EpochTicker {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Held while one call runs; the ticker ticks while any is held.
+pub(crate) struct Running {
+    shared: Arc<Shared>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let thread = std::thread::Builder::new()
+            .name("toolcell-epoch".to_owned())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || tick(&engine, &shared)
+            })?;
+        Ok(EpochTicker {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Mark one call as running until the guard is dropped.
+    pub(crate) fn running(&self) -> Running {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.running += 1;
+        if state.running == 1 {
+            self.shared.wake.notify_one();
+        }
+        Running {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.running = state.running.saturating_sub(1);
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shutdown = true;
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            // The thread only sleeps and ticks; if it panicked there is nothing to recover.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn tick(engine: &Engine, shared: &Shared) {
+    loop {
+        {
+            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            while state.running == 0 && !state.shutdown {
+                state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            if state.shutdown {
+                return;
+            }
+        }
+        std::thread::sleep(EPOCH_TICK);
+        engine.increment_epoch();
+    }
+}

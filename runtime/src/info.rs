@@ -1,0 +1,169 @@
+//! What a tool says about itself, checked before the host believes it.
+//!
+//! A component's `describe()` is guest output like any other: [`ToolInfo::from_guest`] refuses
+//! a name a model provider would reject, a schema that is not a JSON object, or a capability
+//! whose argument pointer is not a JSON pointer, so a lying tool never reaches the registry.
+
+use crate::ToolSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The longest tool name: what every major model provider accepts.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// A kind of authority a call may need (the WIT `capability-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityKind {
+    /// Read files and list directories below a root.
+    FilesystemRead,
+    /// Create, change or remove files below a root.
+    FilesystemWrite,
+    /// Make HTTP requests to a host.
+    Network,
+    /// Read one environment variable.
+    Env,
+    /// Read the real wall clock.
+    Clock,
+}
+
+/// Where a capability's resource comes from (the WIT `resource-ref`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceRef {
+    /// A JSON pointer into the call's arguments.
+    Argument(String),
+    /// Always this resource.
+    Fixed(String),
+    /// No resource: granted whole.
+    Whole,
+}
+
+/// One capability a tool may need.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    /// What kind of authority.
+    pub kind: CapabilityKind,
+    /// Which resource it applies to.
+    pub target: ResourceRef,
+}
+
+/// A tool's description of itself, as checked by the host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolInfo {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for a model.
+    pub description: String,
+    /// The JSON Schema of its arguments (always a JSON object).
+    pub input_schema: Value,
+    /// True when a call changes nothing outside its instance.
+    pub read_only: bool,
+    /// True when calls may run at the same time.
+    pub concurrency_safe: bool,
+    /// Every capability a call may need.
+    pub capabilities: Vec<Capability>,
+}
+
+impl ToolInfo {
+    /// Check what a guest's `describe()` returned. The error says what is wrong with it.
+    pub(crate) fn from_guest(info: crate::bindings::Info) -> Result<ToolInfo, String> {
+        check_tool_name(&info.name)?;
+        if info.description.trim().is_empty() {
+            return Err(format!("tool {:?} has an empty description", info.name));
+        }
+        let input_schema = match serde_json::from_str::<Value>(&info.input_schema) {
+            Ok(schema @ Value::Object(_)) => schema,
+            Ok(_) => {
+                return Err(format!(
+                    "tool {:?}: its input schema is not a JSON object",
+                    info.name
+                ));
+            }
+            Err(error) => {
+                return Err(format!(
+                    "tool {:?}: its input schema is not JSON: {error}",
+                    info.name
+                ));
+            }
+        };
+        let capabilities: Vec<Capability> = info
+            .capabilities
+            .into_iter()
+            .map(Capability::from)
+            .collect();
+        for capability in &capabilities {
+            if let ResourceRef::Argument(pointer) = &capability.target
+                && !pointer.starts_with('/')
+            {
+                return Err(format!(
+                    "tool {:?}: capability {:?} names argument {pointer:?}, which is not a \
+                     JSON pointer (it must start with '/')",
+                    info.name, capability.kind
+                ));
+            }
+        }
+        Ok(ToolInfo {
+            name: info.name,
+            description: info.description,
+            input_schema,
+            read_only: info.read_only,
+            concurrency_safe: info.concurrency_safe,
+            capabilities,
+        })
+    }
+
+    /// The schema a model reads.
+    pub fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.input_schema.clone(),
+        }
+    }
+}
+
+/// Check that `name` fits `^[a-zA-Z0-9_-]{1,64}$` (what every model provider accepts) and
+/// is not one of the loop's own tools.
+pub fn check_tool_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_CHARS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fits {
+        return Err(format!(
+            "tool name {name:?} must be 1 to {MAX_TOOL_NAME_CHARS} characters from a-z A-Z 0-9 _ -"
+        ));
+    }
+    if name == crate::FIND_TOOL || name == crate::CALL_TOOL {
+        return Err(format!("tool name {name:?} is reserved for the agent loop"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_that_every_provider_accepts() {
+        let long = "a".repeat(MAX_TOOL_NAME_CHARS);
+        let too_long = "a".repeat(MAX_TOOL_NAME_CHARS + 1);
+        for ok in ["echo", "read_file", "http-fetch", "A9", long.as_str()] {
+            assert_eq!(check_tool_name(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "has space",
+            "dot.name",
+            "slash/name",
+            "émoji",
+            too_long.as_str(),
+            "find_tool",
+            "call_tool",
+        ] {
+            assert!(check_tool_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

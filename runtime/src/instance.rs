@@ -1,0 +1,199 @@
+//! One guest call in a fresh store, and what became of it.
+//!
+//! Every call, and every `describe()` at load, gets a new `Store` holding a new
+//! [`CallState`]: nothing a previous call did can be seen. The store carries the call's
+//! deadline twice: an epoch callback interrupts a guest running wasm, and a timer around the
+//! whole call future stops a guest that waits inside a host call, where epochs do not reach.
+
+use crate::bindings::{GuestPre, Info, ToolError};
+use crate::limits::Limits;
+use crate::sandbox::{CallState, Grants};
+use crate::{DenyReason, FailureKind, ToolResponse};
+use std::time::Instant;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+/// How much of the end of a guest's stderr a failure message quotes: enough for a panic
+/// message and its location, not enough to flood a model's context.
+pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
+
+/// Why the epoch callback stopped a guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupted {
+    TimedOut,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Interrupted::TimedOut => f.write_str("the call's deadline passed"),
+        }
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A fresh store for one call holding exactly `grants`, limited by `limits`.
+fn new_store(engine: &Engine, grants: &Grants, limits: &Limits) -> Store<CallState> {
+    let mut store = Store::new(engine, CallState::new(grants, limits));
+    store.limiter(|state| &mut state.limiter);
+    let deadline = Instant::now() + limits.timeout;
+    // Epoch deadlines start at zero: set one before anything runs. Each tick the callback
+    // checks the deadline, and otherwise yields so the timer around the call can fire too.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            return Err(Interrupted::TimedOut.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}
+
+/// Run the guest's `describe()` in a fresh, powerless instance.
+pub(crate) async fn describe(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    limits: &Limits,
+) -> Result<Info, String> {
+    let mut store = new_store(engine, &Grants::default(), limits);
+    let run = async {
+        let guest = pre.instantiate_async(&mut store).await?;
+        guest.toolcell_tool_tool().call_describe(&mut store).await
+    };
+    match tokio::time::timeout(limits.timeout, run).await {
+        Ok(Ok(info)) => Ok(info),
+        Ok(Err(error)) => Err(format!("describe() failed: {}", error_text(&error))),
+        Err(_) => Err(format!(
+            "describe() ran past its {} ms deadline",
+            limits.timeout.as_millis()
+        )),
+    }
+}
+
+/// Run the guest's `call(arguments)` in a fresh instance holding `grants`.
+///
+/// Returns the guest's answer or what stopped it; a result's class and trust are the
+/// caller's to set.
+pub(crate) async fn call(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    grants: &Grants,
+    limits: &Limits,
+    arguments: &str,
+) -> ToolResponse {
+    let mut store = new_store(engine, grants, limits);
+    let run = async {
+        let guest = pre.instantiate_async(&mut store).await?;
+        guest
+            .toolcell_tool_tool()
+            .call_call(&mut store, arguments)
+            .await
+    };
+    let outcome = tokio::time::timeout(limits.timeout, run).await;
+    let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+    match outcome {
+        Ok(Ok(Ok(text))) => ToolResponse::text(text),
+        Ok(Ok(Err(error))) => from_tool_error(error),
+        Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
+        Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+    }
+}
+
+/// A tool's own error, as the host's typed response.
+fn from_tool_error(error: ToolError) -> ToolResponse {
+    match error {
+        ToolError::InvalidInput(message) => {
+            ToolResponse::failed(FailureKind::InvalidInput, message)
+        }
+        ToolError::NotFound(message) => ToolResponse::failed(FailureKind::NotFound, message),
+        ToolError::Denied(message) => ToolResponse::Denied {
+            reason: DenyReason::Tool { message },
+        },
+        ToolError::Failed(message) => ToolResponse::failed(FailureKind::Tool, message),
+    }
+}
+
+/// What stopped a guest: the deadline, a refused allocation, fuel, or a trap.
+fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -> ToolResponse {
+    if let Some(interrupted) = error.downcast_ref::<Interrupted>() {
+        return match interrupted {
+            Interrupted::TimedOut => ToolResponse::TimedOut { limit_ms },
+        };
+    }
+    let (stderr, _) = state.stderr.text();
+    let tail = stderr_tail(&stderr);
+    let with_stderr = |message: String| {
+        if tail.is_empty() {
+            message
+        } else {
+            format!("{message}\nguest stderr:\n{tail}")
+        }
+    };
+    if state.limiter.refused_memory {
+        return ToolResponse::failed(
+            FailureKind::OutOfMemory,
+            with_stderr(format!(
+                "the tool needed more memory than its limit allows ({})",
+                error_text(error)
+            )),
+        );
+    }
+    let kind = match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => FailureKind::OutOfFuel,
+        Some(_) => FailureKind::Trap,
+        None => FailureKind::Internal,
+    };
+    ToolResponse::failed(
+        kind,
+        with_stderr(format!("the tool crashed: {}", error_text(error))),
+    )
+}
+
+/// An error and its causes on one line.
+fn error_text(error: &wasmtime::Error) -> String {
+    format!("{error:#}")
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of `stderr`, cut on a character boundary, trimmed.
+fn stderr_tail(stderr: &str) -> &str {
+    let start = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    let start = stderr.ceil_char_boundary(start);
+    stderr[start..].trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_is_bounded_and_whole_characters() {
+        assert_eq!(stderr_tail("  panicked at x\n"), "panicked at x");
+        let long = "é".repeat(STDERR_TAIL_BYTES);
+        let tail = stderr_tail(&long);
+        assert!(tail.len() <= STDERR_TAIL_BYTES);
+        assert!(tail.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn tool_errors_map_to_their_typed_responses() {
+        let m = || "why".to_owned();
+        assert_eq!(
+            from_tool_error(ToolError::InvalidInput(m())),
+            ToolResponse::failed(FailureKind::InvalidInput, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::NotFound(m())),
+            ToolResponse::failed(FailureKind::NotFound, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::Failed(m())),
+            ToolResponse::failed(FailureKind::Tool, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::Denied(m())),
+            ToolResponse::Denied {
+                reason: DenyReason::Tool { message: m() }
+            }
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! toolcell runs untrusted agent tools as WebAssembly components, each call in a fresh
+//! instance that holds no authority but what that call was granted.
+//!
+//! The seam an agent loop calls is [`ToolPort`]: one [`ToolRequest`] in, one typed
+//! [`ToolResponse`] out. [`WasmToolPort`] is the real port; [`FakeTools`] an in-process stand-in.
+//! Before the port, [`dispatch`] answers the loop's own `find_tool` and `call_tool` against a
+//! [`Registry`]; after it, [`cap_result`] bounds what reaches the model. [`Runtime`] strings the
+//! three together, and every front end (the CLI, an embedding loop) enters there.
+//!
+//! Where to look:
+//!
+//! | concept | file |
+//! |---|---|
+//! | request / response types | `proto.rs` |
+//! | registry and schemas | `registry.rs` |
+//! | `find_tool` / `call_tool` dispatch | `dispatch.rs` |
+//! | the result cap | `cap.rs` |
+//! | the `ToolPort` seam and `FakeTools` | `port.rs` |
+//! | the pipeline facade | `pipeline.rs` |
+//! | the wasm port | `wasm_port.rs` |
+//! | loading a component | `load.rs` |
+//! | what a tool says about itself | `info.rs` |
+//! | one call in a fresh store | `instance.rs` |
+//! | the WASI context: no ambient authority | `sandbox.rs` |
+//! | limits and their defaults | `limits.rs` |
+//! | per-tool policy | `policy.rs` |
+//! | the deadline ticker | `epoch.rs` |
+//! | generated bindings | `bindings.rs` |
+//! | the command line | `cli.rs` |
+
+mod bindings;
+mod builtin;
+mod cap;
+pub mod cli;
+mod dispatch;
+mod engine;
+mod epoch;
+mod info;
+mod instance;
+pub mod limits;
+mod load;
+mod pipeline;
+mod policy;
+mod port;
+mod proto;
+mod registry;
+pub mod sandbox;
+mod wasm_port;
+
+pub use cap::{TRUNCATION_MARKER, cap_result};
+pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
+pub use epoch::EPOCH_TICK;
+pub use info::{
+    Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
+};
+pub use instance::STDERR_TAIL_BYTES;
+pub use limits::Limits;
+pub use load::LoadError;
+pub use pipeline::Runtime;
+pub use policy::{Policy, ToolPolicy};
+pub use port::{FakeTools, ToolPort};
+pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
+pub use registry::{
+    Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
+};
+pub use sandbox::{FIXED_WALL_CLOCK, Grants};
+pub use wasm_port::{WasmToolPort, WasmToolPortBuilder};

@@ -1,0 +1,114 @@
+//! The limits one call runs under, and what each protects against.
+//!
+//! Each default is a named constant. [`Limits`] carries a call's values; a caller may change
+//! any of them for one call.
+
+use std::time::Duration;
+
+/// How long one call may run, wall clock, from the start of instantiation to the result.
+/// Protects the caller from a guest that loops or waits forever; long enough for a tool that
+/// reads a few files or greps a repository.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How much linear memory one instance may have. Protects the host from a guest that allocates
+/// without end; ample for tools that handle text (a Rust guest starts with about 1 MiB).
+pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// How many core instances one component instantiation may create. A Rust wasm32-wasip2
+/// component creates about 3; the headroom allows other toolchains' adapters, and the bound
+/// stops a component that instantiates without end.
+pub const MAX_INSTANCES: usize = 16;
+
+/// How many tables one instance may have (a Rust component has 2).
+pub const MAX_TABLES: usize = 16;
+
+/// How many linear memories one instance may have (a Rust component has 1).
+pub const MAX_MEMORIES: usize = 4;
+
+/// How many elements a table may grow to. Protects the host from a guest that grows a table
+/// without end; Rust guests use a few hundred.
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// The most bytes of JSON arguments a call may carry. Checked before anything is
+/// instantiated: a model that emits megabytes of arguments has gone wrong, and the guest would
+/// have to copy them into its memory.
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+
+/// The default result cap, in bytes: what a model's context should take from one call.
+pub const DEFAULT_RESULT_CAP: usize = 64 * 1024;
+
+/// The limits of one call.
+///
+/// `Limits::default()` is: a [`DEFAULT_TIMEOUT`] deadline, [`DEFAULT_MEMORY_BYTES`] of memory,
+/// and no fuel limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The wall-clock deadline of the call.
+    pub timeout: Duration,
+    /// The most linear memory the instance may have, in bytes.
+    pub memory_bytes: usize,
+    /// If set, the call may execute at most this many units of fuel (roughly, wasm
+    /// instructions): a deterministic bound on CPU, the same on every machine.
+    pub fuel: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: DEFAULT_TIMEOUT,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            fuel: None,
+        }
+    }
+}
+
+/// The resource limiter of one call's store. It enforces [`Limits`] like wasmtime's
+/// `StoreLimits`, and also remembers that it refused memory, so an allocation failure the
+/// guest turns into a trap can be reported as out of memory.
+pub(crate) struct CallLimiter {
+    memory_bytes: usize,
+    pub(crate) refused_memory: bool,
+}
+
+impl CallLimiter {
+    pub(crate) fn new(limits: &Limits) -> Self {
+        CallLimiter {
+            memory_bytes: limits.memory_bytes,
+            refused_memory: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.memory_bytes;
+        self.refused_memory |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}

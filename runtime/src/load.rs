@@ -1,0 +1,71 @@
+//! Loading a component: compile it once, link it once, ask it once what it is.
+//!
+//! Everything here may fail because of the component, never because of the host: each failure
+//! is a [`LoadError`] naming the component, and the other components load regardless.
+
+use crate::bindings::GuestPre;
+use crate::info::ToolInfo;
+use crate::instance;
+use crate::limits::Limits;
+use crate::sandbox::CallState;
+use std::fmt;
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+/// A component that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// Where it came from: a file path, or `builtin:<name>`.
+    pub source: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.source, self.message)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// A tool ready to be called: its checked description and its prepared instance.
+pub(crate) struct LoadedTool {
+    pub(crate) info: ToolInfo,
+    pub(crate) pre: GuestPre<CallState>,
+    pub(crate) source: String,
+}
+
+/// Compile `bytes`, link them against `linker`, and read the tool's `describe()`.
+pub(crate) async fn load(
+    engine: &Engine,
+    linker: &Linker<CallState>,
+    source: &str,
+    bytes: &[u8],
+) -> Result<LoadedTool, LoadError> {
+    let refuse = |message: String| LoadError {
+        source: source.to_owned(),
+        message,
+    };
+    let component = Component::new(engine, bytes)
+        .map_err(|error| refuse(format!("not a valid WebAssembly component: {error:#}")))?;
+    let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
+        refuse(format!(
+            "it imports something toolcell does not provide: {error:#}"
+        ))
+    })?;
+    let pre = GuestPre::new(instance_pre).map_err(|error| {
+        refuse(format!(
+            "it does not export the toolcell:tool/tool@0.1.0 interface: {error:#}"
+        ))
+    })?;
+    let info = instance::describe(engine, &pre, &Limits::default())
+        .await
+        .map_err(&refuse)?;
+    let info = ToolInfo::from_guest(info).map_err(refuse)?;
+    Ok(LoadedTool {
+        info,
+        pre,
+        source: source.to_owned(),
+    })
+}

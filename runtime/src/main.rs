@@ -1,0 +1,5 @@
+//! The `toolcell` binary: see [`toolcell::cli`].
+
+fn main() -> std::process::ExitCode {
+    toolcell::cli::main()
+}

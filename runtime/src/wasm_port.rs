@@ -1,0 +1,311 @@
+//! [`WasmToolPort`]: the real port. Every call runs in a fresh instance of the tool's
+//! component, holding only what the policy grants that tool.
+
+use crate::builtin::BUILTIN_TOOLS;
+use crate::epoch::EpochTicker;
+use crate::info::ToolInfo;
+use crate::instance;
+use crate::limits::{Limits, MAX_ARGUMENT_BYTES};
+use crate::load::{self, LoadError, LoadedTool};
+use crate::policy::{Policy, ToolPolicy};
+use crate::{
+    DenyReason, Entry, FailureKind, Registry, ToolPort, ToolRequest, ToolResponse, engine,
+};
+use anyhow::Context as _;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+/// Builds a [`WasmToolPort`].
+///
+/// By default it loads the built-in tools (embedded in this crate), no tools directory, and
+/// [`Policy::embedded_default`].
+#[derive(Debug)]
+pub struct WasmToolPortBuilder {
+    builtin: bool,
+    dirs: Vec<PathBuf>,
+    components: Vec<(String, Vec<u8>)>,
+    policy: Policy,
+}
+
+impl WasmToolPortBuilder {
+    /// Whether to load the tools that ship inside toolcell (default: yes).
+    pub fn builtin_tools(mut self, load: bool) -> Self {
+        self.builtin = load;
+        self
+    }
+
+    /// Also load every `*.wasm` file in `dir`, in file-name order.
+    pub fn tools_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dirs.push(dir.into());
+        self
+    }
+
+    /// Also load this component; `source` names it in errors.
+    pub fn component(mut self, source: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
+        self.components.push((source.into(), bytes.into()));
+        self
+    }
+
+    /// Use this policy instead of [`Policy::embedded_default`].
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Compile and describe every component, then build the port.
+    ///
+    /// A component that cannot be loaded does not stop the others: it is left out and listed
+    /// in [`WasmToolPort::load_errors`]. This fails only when the host cannot run at all, or
+    /// a tools directory cannot be read.
+    pub fn build(self) -> anyhow::Result<WasmToolPort> {
+        let mut sources = Vec::new();
+        if self.builtin {
+            for (name, bytes) in BUILTIN_TOOLS {
+                sources.push((format!("builtin:{name}"), bytes.to_vec()));
+            }
+        }
+        for dir in &self.dirs {
+            sources.extend(read_tools_dir(dir)?);
+        }
+        sources.extend(self.components);
+
+        let engine = engine::new_engine()?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("linking WASI into the host")?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("toolcell-io")
+            .enable_time()
+            .build()
+            .context("starting the host's async runtime")?;
+        let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
+
+        let mut port = WasmToolPort {
+            engine,
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+            registry: Registry::default(),
+            load_errors: Vec::new(),
+            runtime,
+            ticker,
+        };
+        for (source, bytes) in sources {
+            let loaded = port.block_on(async {
+                let _running = port.ticker.running();
+                load::load(&port.engine, &linker, &source, &bytes).await
+            });
+            match loaded {
+                Ok(loaded) => port.add(loaded, &self.policy),
+                Err(error) => port.load_errors.push(error),
+            }
+        }
+        port.registry = Registry::new(
+            port.tools
+                .iter()
+                .map(|tool| Entry {
+                    schema: tool.loaded.info.schema(),
+                    core: tool.policy.core,
+                })
+                .collect(),
+        );
+        Ok(port)
+    }
+}
+
+/// The `*.wasm` files in `dir`, sorted by name, with their bytes.
+fn read_tools_dir(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("reading the tools directory {}", dir.display()))?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("reading the tools directory {}", dir.display()))?
+            .path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok((path.display().to_string(), bytes))
+        })
+        .collect()
+}
+
+/// One loaded tool and its policy, resolved once at load.
+struct Tool {
+    loaded: LoadedTool,
+    policy: ToolPolicy,
+}
+
+/// The real [`ToolPort`]: each call instantiates the tool's component afresh, with a WASI
+/// context holding exactly the tool's grants (see [`crate::sandbox`]), under [`Limits`].
+///
+/// Components are compiled and described once, when the port is built. Calls may come from
+/// any number of threads at once.
+///
+/// ```no_run
+/// use toolcell::{ToolPort, ToolRequest, ToolResponse, WasmToolPort};
+///
+/// let port = WasmToolPort::builder().build()?;
+/// let response = port.call(&ToolRequest::new("1", "echo", r#"{"text":"hi"}"#));
+/// assert!(matches!(response, ToolResponse::Result { text, .. } if text == "hi"));
+/// # anyhow::Ok(())
+/// ```
+pub struct WasmToolPort {
+    engine: Engine,
+    tools: Vec<Tool>,
+    by_name: HashMap<String, usize>,
+    registry: Registry,
+    load_errors: Vec<LoadError>,
+    runtime: tokio::runtime::Runtime,
+    ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for WasmToolPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmToolPort")
+            .field("tools", &self.by_name.keys().collect::<Vec<_>>())
+            .field("load_errors", &self.load_errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmToolPort {
+    /// A builder with the defaults: built-in tools, the embedded default policy.
+    pub fn builder() -> WasmToolPortBuilder {
+        WasmToolPortBuilder {
+            builtin: true,
+            dirs: Vec::new(),
+            components: Vec::new(),
+            policy: Policy::embedded_default(),
+        }
+    }
+
+    /// The registry of the loaded tools, in load order, with `core` from the policy.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The components that could not be loaded, and why.
+    pub fn load_errors(&self) -> &[LoadError] {
+        &self.load_errors
+    }
+
+    /// What the tool named `name` says about itself.
+    pub fn info(&self, name: &str) -> Option<&ToolInfo> {
+        self.tool(name).map(|tool| &tool.loaded.info)
+    }
+
+    /// Where the tool named `name` was loaded from.
+    pub fn source(&self, name: &str) -> Option<&str> {
+        self.tool(name).map(|tool| tool.loaded.source.as_str())
+    }
+
+    /// Run one call with the default [`Limits`], from async code.
+    pub async fn call_async(&self, request: &ToolRequest) -> ToolResponse {
+        self.call_with_limits(request, &Limits::default()).await
+    }
+
+    /// Run one call under `limits`, from async code. This is what [`ToolPort::call`] runs.
+    pub async fn call_with_limits(&self, request: &ToolRequest, limits: &Limits) -> ToolResponse {
+        let Some(tool) = self.tool(&request.tool) else {
+            return ToolResponse::Denied {
+                reason: DenyReason::NoGrant,
+            };
+        };
+        if request.arguments.len() > MAX_ARGUMENT_BYTES {
+            return ToolResponse::failed(
+                FailureKind::InvalidInput,
+                format!(
+                    "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
+                    request.arguments.len()
+                ),
+            );
+        }
+        let _running = self.ticker.running();
+        let response = instance::call(
+            &self.engine,
+            &tool.loaded.pre,
+            &tool.policy.grants,
+            limits,
+            &request.arguments,
+        )
+        .await;
+        match response {
+            ToolResponse::Result {
+                text, truncated, ..
+            } => ToolResponse::Result {
+                text,
+                class: tool.policy.class,
+                untrusted: false,
+                truncated,
+            },
+            other => other,
+        }
+    }
+
+    /// Run one call under `limits`, blocking this thread until it ends.
+    pub fn call_blocking(&self, request: &ToolRequest, limits: &Limits) -> ToolResponse {
+        self.block_on(self.call_with_limits(request, limits))
+    }
+
+    fn tool(&self, name: &str) -> Option<&Tool> {
+        self.by_name
+            .get(name)
+            .and_then(|&index| self.tools.get(index))
+    }
+
+    fn add(&mut self, loaded: LoadedTool, policy: &Policy) {
+        let name = loaded.info.name.clone();
+        if let Some(first) = self.tool(&name) {
+            self.load_errors.push(LoadError {
+                source: loaded.source,
+                message: format!(
+                    "a tool named {name:?} is already loaded from {}",
+                    first.loaded.source
+                ),
+            });
+            return;
+        }
+        self.by_name.insert(name.clone(), self.tools.len());
+        self.tools.push(Tool {
+            policy: policy.tool(&name),
+            loaded,
+        });
+    }
+
+    /// Drive `future` to completion on the port's runtime from synchronous code. From inside
+    /// another tokio runtime (where blocking that runtime's thread would panic) the future runs
+    /// on a scoped thread instead; async callers should use the `*_async` methods.
+    fn block_on<F: Future + Send>(&self, future: F) -> F::Output
+    where
+        F::Output: Send,
+    {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.runtime.block_on(future);
+        }
+        std::thread::scope(|scope| {
+            let handle = self.runtime.handle();
+            match scope.spawn(move || handle.block_on(future)).join() {
+                Ok(output) => output,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+impl ToolPort for WasmToolPort {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        self.call_blocking(request, &Limits::default())
+    }
+}

@@ -1,0 +1,1 @@
+//! toolcell's integration tests, one module per area, in one test binary.
