@@ -2,3 +2,9 @@
 //! a fresh checkout runs with no tools directory.
 
 include!(concat!(env!("OUT_DIR"), "/builtin_tools.rs"));
+
+/// The tools that ship inside toolcell, as (name, component bytes), sorted by name: what
+/// [`WasmToolPort::builder`](crate::WasmToolPort::builder) loads by default.
+pub fn builtin_components() -> &'static [(&'static str, &'static [u8])] {
+    BUILTIN_TOOLS
+}

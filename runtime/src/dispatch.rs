@@ -123,7 +123,7 @@ mod tests {
             ),
             (
                 FIND_TOOL,
-                r#"{"query":"the"}"#,
+                r#"{"query":"RE"}"#,
                 local(&format!(
                     "2 tool(s) match:\n{clock_line}\n{echo_line}\nCall it with call_tool."
                 )),

@@ -47,6 +47,7 @@ mod registry;
 pub mod sandbox;
 mod wasm_port;
 
+pub use builtin::builtin_components;
 pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use epoch::EPOCH_TICK;

@@ -111,7 +111,15 @@ mod tests {
 
         // Answered locally: the port never sees it.
         let response = runtime.handle("2", "find_tool", r#"{"query":"zzz"}"#);
-        assert_eq!(response, ToolResponse::text("No\n[truncated]"));
+        assert_eq!(
+            response,
+            ToolResponse::Result {
+                text: "No \n[truncated]".to_owned(),
+                class: crate::Class::Public,
+                untrusted: false,
+                truncated: true,
+            }
+        );
         assert_eq!(runtime.port().calls().len(), 1);
     }
 }

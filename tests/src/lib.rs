@@ -1,1 +1,42 @@
 //! toolcell's integration tests, one module per area, in one test binary.
+//!
+//! The test-only guests in `guests/` are built by `build.rs`; each has a constant in
+//! [`guests`] and, by the check at the bottom of this file, a test named after it.
+
+/// The test guests' components.
+#[macro_use]
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}
+
+#[cfg(test)]
+mod support;
+
+#[cfg(test)]
+mod builtin_tools;
+#[cfg(test)]
+mod fresh_instance;
+#[cfg(test)]
+mod loading;
+#[cfg(test)]
+mod no_ambient_authority;
+
+/// Every test guest must have a test of its own name somewhere in these modules: a new guest
+/// without one does not compile.
+#[cfg(test)]
+mod every_guest_has_a_test {
+    macro_rules! assert_test_exists {
+        ($name:ident) => {
+            #[allow(unused_imports)]
+            use crate::guest_tests::$name as _;
+        };
+    }
+    for_each_guest!(assert_test_exists);
+}
+
+/// The tests named after the guests, gathered so the check above can find them.
+#[cfg(test)]
+mod guest_tests {
+    pub(crate) use crate::fresh_instance::counter;
+    pub(crate) use crate::no_ambient_authority::snoop;
+}

@@ -1,0 +1,31 @@
+# toolcell's recipes. CI (.ci/run) runs the same commands the README names.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+guest_workspaces := "guest-tools tests/guests"
+
+# Build the toolcell binary and the built-in tools it embeds.
+build:
+    cargo build --release
+
+# Run every test, exactly as CI does.
+test:
+    cargo test --release --workspace
+
+# Formatting and clippy (warnings are errors), host and guests.
+lint:
+    cargo fmt --all --check
+    cargo clippy --release --workspace --all-targets -- -D warnings
+    for ws in {{guest_workspaces}}; do (cd $ws && cargo fmt --all --check && cargo clippy --release --target wasm32-wasip2 -- -D warnings); done
+
+# Build the guests with cargo-component instead of plain cargo (cargo install cargo-component).
+guests:
+    for ws in {{guest_workspaces}}; do (cd $ws && cargo component build --release); done
+
+# Call several tools through the CLI, as a model would.
+demo:
+    cargo run --release -q -- list
+    cargo run --release -q -- call echo '{"text":"héllo"}'
+    cargo run --release -q -- call clock
+    cargo run --release -q -- find ECHO
+    cargo run --release -q -- call call_tool '{"name":"echo","arguments":{"text":"via call_tool"}}' --json

@@ -1,0 +1,184 @@
+//! The `toolcell` binary, end to end. These sit beside the binary because cargo hands its
+//! path (`CARGO_BIN_EXE_toolcell`) only to its own package's tests; everything else is tested
+//! in the workspace's `tests/` crate.
+
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+fn toolcell(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolcell"))
+        .args(args)
+        .output()
+        .expect("run toolcell")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn call_echo_prints_the_text() {
+    let output = toolcell(&["call", "echo", r#"{"text":"héllo"}"#]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "héllo\n");
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn call_clock_prints_now_in_utc() {
+    let output = toolcell(&["call", "clock", "{}"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let then = humantime::parse_rfc3339(text.trim()).expect("RFC 3339");
+    let skew = SystemTime::now()
+        .duration_since(then)
+        .unwrap_or_else(|e| e.duration());
+    assert!(skew.as_secs() <= 5, "{text} is {skew:?} from now");
+}
+
+#[test]
+fn find_prints_the_find_tool_text() {
+    let output = toolcell(&["find", "ECHO"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("1 tool(s) match:\n{\"name\":\"echo\""),
+        "{text}"
+    );
+    assert!(text.ends_with("Call it with call_tool.\n"), "{text}");
+}
+
+#[test]
+fn call_goes_through_dispatch_like_a_loop() {
+    let output = toolcell(&["call", "find_tool", r#"{"query":"echo"}"#]);
+    assert!(stdout(&output).starts_with("1 tool(s) match:"));
+    let output = toolcell(&[
+        "call",
+        "call_tool",
+        r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+    ]);
+    assert_eq!(stdout(&output), "hi\n");
+    let output = toolcell(&["call", "call_tool", r#"{"name":"clock","arguments":{}}"#]);
+    assert!(stdout(&output).contains("core tool"), "{}", stdout(&output));
+}
+
+#[test]
+fn json_prints_the_whole_response() {
+    let output = toolcell(&[
+        "call",
+        "echo",
+        r#"{"text":"abcdef"}"#,
+        "--json",
+        "--cap",
+        "3",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let response: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(
+        response,
+        serde_json::json!({
+            "outcome": "result",
+            "text": "abc\n[truncated]",
+            "class": "public",
+            "untrusted": false,
+            "truncated": true
+        })
+    );
+}
+
+#[test]
+fn exit_status_names_the_outcome() {
+    // Failed: the tool refused its arguments; the reason is on stderr, stdout is empty.
+    let output = toolcell(&["call", "echo", r#"{"txt":"x"}"#]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).contains("missing field `text`"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Denied: the port knows no such tool.
+    let output = toolcell(&["call", "no_such_tool", "{}"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(stderr(&output).contains("no grant"), "{}", stderr(&output));
+
+    // Usage: an unknown flag, a missing tools directory.
+    assert_eq!(
+        toolcell(&["call", "echo", "--bogus"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        toolcell(&["list", "--tools", "/no/such/dir"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn list_shows_every_tool_and_marks_core() {
+    let output = toolcell(&["list"]);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("clock") && lines[0].contains("core"));
+    assert!(lines[1].starts_with("echo") && !lines[1].contains("core"));
+
+    let output = toolcell(&["list", "--json"]);
+    let tools: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[1]["name"], "echo");
+    assert_eq!(tools[1]["source"], "builtin:echo");
+    assert_eq!(tools[1]["info"]["read_only"], true);
+}
+
+#[test]
+fn a_broken_component_is_named_and_the_rest_serve() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("broken.wasm"), b"\0asm garbage").expect("write");
+    let tools = dir.path().to_str().expect("utf-8 path");
+    let output = toolcell(&["call", "echo", r#"{"text":"ok"}"#, "--tools", tools]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout(&output), "ok\n");
+    assert!(
+        stderr(&output).contains("broken.wasm"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn describe_prints_what_a_component_says_or_why_it_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let echo = dir.path().join("echo.wasm");
+    let bytes = toolcell::builtin_components()
+        .iter()
+        .find(|(name, _)| *name == "echo")
+        .map(|(_, bytes)| *bytes)
+        .expect("echo");
+    std::fs::write(&echo, bytes).expect("write");
+    let output = toolcell(&["describe", echo.to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let info: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(info["name"], "echo");
+    assert_eq!(
+        info["input_schema"]["required"],
+        serde_json::json!(["text"])
+    );
+
+    let broken = dir.path().join("broken.wasm");
+    std::fs::write(&broken, b"nope").expect("write");
+    let output = toolcell(&["describe", broken.to_str().expect("path")]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("broken.wasm"),
+        "{}",
+        stderr(&output)
+    );
+}

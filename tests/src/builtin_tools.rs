@@ -1,0 +1,134 @@
+//! The tools that ship, through the real wasm port.
+
+use crate::support::{call, port, result_text};
+use std::time::SystemTime;
+use toolcell::{
+    Class, DenyReason, FailureKind, Registry, Runtime, ToolPort, ToolRequest, ToolResponse,
+    WasmToolPort,
+};
+
+#[test]
+fn echo_returns_its_text_unchanged() {
+    for text in ["héllo", "", "line one\nline two", "😀 \u{0} \"quoted\""] {
+        let arguments = serde_json::json!({ "text": text }).to_string();
+        assert_eq!(
+            call("echo", &arguments),
+            ToolResponse::Result {
+                text: text.to_owned(),
+                class: Class::Public,
+                untrusted: false,
+                truncated: false,
+            }
+        );
+    }
+}
+
+#[test]
+fn echo_without_text_is_invalid_input_with_the_reason() {
+    for arguments in [r#"{}"#, r#"{"text":7}"#, "not json", "[]"] {
+        match call("echo", arguments) {
+            ToolResponse::Failed {
+                kind: FailureKind::InvalidInput,
+                message,
+            } => assert!(message.contains("arguments"), "{arguments}: {message}"),
+            other => panic!("{arguments}: expected invalid input, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn clock_granted_the_clock_reads_the_real_time() {
+    let text = result_text(call("clock", "{}"));
+    let then = humantime::parse_rfc3339(&text).expect("RFC 3339");
+    assert!(text.ends_with('Z'), "UTC: {text}");
+    let skew = SystemTime::now()
+        .duration_since(then)
+        .unwrap_or_else(|e| e.duration());
+    assert!(skew.as_secs() <= 5, "{text} is {skew:?} from now");
+}
+
+#[test]
+fn clock_without_the_grant_reads_the_fixed_time() {
+    let port = WasmToolPort::builder()
+        .policy(toolcell::Policy::empty())
+        .build()
+        .expect("port");
+    let response = port.call(&ToolRequest::new("1", "clock", "{}"));
+    assert_eq!(result_text(response), "1970-01-01T00:00:00Z");
+}
+
+#[test]
+fn an_unknown_tool_is_denied_for_want_of_a_grant() {
+    assert_eq!(
+        call("no_such_tool", "{}"),
+        ToolResponse::Denied {
+            reason: DenyReason::NoGrant
+        }
+    );
+}
+
+#[test]
+fn oversized_arguments_are_refused_before_instantiation() {
+    let text = "x".repeat(toolcell::limits::MAX_ARGUMENT_BYTES);
+    let arguments = serde_json::json!({ "text": text }).to_string();
+    match call("echo", &arguments) {
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            message,
+        } => assert!(message.contains("at most"), "{message}"),
+        other => panic!("expected invalid input, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_registry_from_describe_is_the_seeds_registry() {
+    let port = WasmToolPort::builder().build().expect("port");
+    assert_eq!(port.registry(), &Registry::m2b());
+    let echo = port.info("echo").expect("echo");
+    assert!(echo.read_only && echo.concurrency_safe);
+    let clock = port.info("clock").expect("clock");
+    assert_eq!(clock.capabilities.len(), 1);
+}
+
+#[test]
+fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
+    let port = WasmToolPort::builder().build().expect("port");
+    let runtime = Runtime::wasm(port);
+    let found = result_text(runtime.handle("1", "find_tool", r#"{"query":"ECHO"}"#));
+    assert!(
+        found.starts_with("1 tool(s) match:\n{\"name\":\"echo\""),
+        "{found}"
+    );
+    assert_eq!(
+        result_text(runtime.handle("2", "echo", r#"{"text":"direct"}"#)),
+        "direct"
+    );
+
+    // "héllo" is 6 bytes; a cap of 4 cuts after "hél" (the cut may not split "é").
+    let runtime = runtime.with_cap(4);
+    let response = runtime.handle(
+        "3",
+        "call_tool",
+        r#"{"name":"echo","arguments":{"text":"héllo"}}"#,
+    );
+    assert_eq!(
+        response,
+        ToolResponse::Result {
+            text: "hél\n[truncated]".to_owned(),
+            class: Class::Public,
+            untrusted: false,
+            truncated: true,
+        }
+    );
+}
+
+#[test]
+fn the_shared_port_loaded_every_guest() {
+    let names: Vec<&str> = port()
+        .registry()
+        .entries()
+        .iter()
+        .map(|entry| entry.schema.name.as_str())
+        .collect();
+    assert_eq!(names, ["clock", "echo", "counter", "snoop"]);
+}

@@ -1,0 +1,84 @@
+//! Loading components: a bad one is refused by name, and the others keep serving.
+
+use crate::support::result_text;
+use toolcell::{ToolPort, ToolRequest, WasmToolPort};
+
+#[test]
+fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = temp.path();
+    let echo = toolcell::builtin_components()
+        .iter()
+        .find(|(name, _)| *name == "echo")
+        .map(|(_, bytes)| *bytes)
+        .expect("echo is built in");
+    let files: &[(&str, &[u8])] = &[
+        ("a_counter.wasm", crate::guests::COUNTER),
+        ("garbage.wasm", b"this is not wasm"),
+        ("core_module.wasm", b"\0asm\x01\0\0\0"),
+        ("truncated.wasm", &echo[..echo.len() / 2]),
+        ("empty.wasm", b""),
+        ("duplicate_echo.wasm", echo),
+        ("notes.txt", b"not a component, and not named like one"),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).expect("write");
+    }
+
+    let port = WasmToolPort::builder()
+        .tools_dir(dir)
+        .build()
+        .expect("port");
+
+    let mut refused: Vec<String> = port
+        .load_errors()
+        .iter()
+        .map(|error| {
+            std::path::Path::new(&error.source)
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        [
+            "core_module.wasm",
+            "duplicate_echo.wasm",
+            "empty.wasm",
+            "garbage.wasm",
+            "truncated.wasm"
+        ]
+    );
+    for error in port.load_errors() {
+        assert!(!error.message.is_empty());
+        assert!(error.to_string().starts_with(&error.source));
+    }
+    let duplicate = port
+        .load_errors()
+        .iter()
+        .find(|error| error.source.ends_with("duplicate_echo.wasm"))
+        .expect("duplicate refused");
+    assert!(
+        duplicate
+            .message
+            .contains("already loaded from builtin:echo")
+    );
+
+    let call = |tool: &str, arguments: &str| port.call(&ToolRequest::new("t", tool, arguments));
+    assert_eq!(
+        result_text(call("echo", r#"{"text":"still here"}"#)),
+        "still here"
+    );
+    assert_eq!(result_text(call("counter", "{}")), "1");
+}
+
+#[test]
+fn a_missing_tools_directory_is_an_error_that_names_it() {
+    let error = WasmToolPort::builder()
+        .tools_dir("/no/such/toolcell/dir")
+        .build()
+        .expect_err("a missing directory is an error");
+    assert!(format!("{error:#}").contains("/no/such/toolcell/dir"));
+}
