@@ -12,11 +12,13 @@
 //! | 4 | the call ran past its deadline |
 //! | 5 | the call was cancelled |
 
-use crate::{FIND_TOOL, Runtime, ToolResponse, WasmToolPort, limits::DEFAULT_RESULT_CAP};
+use crate::limits::DEFAULT_RESULT_CAP;
+use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, ToolResponse, WasmToolPort};
 use clap::{Parser, Subcommand};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Run untrusted agent tools as WebAssembly components, one fresh powerless instance per call.
 #[derive(Debug, Parser)]
@@ -56,6 +58,18 @@ enum Command {
         /// Print the whole response as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Stop the call after this many milliseconds (default: the tool's limit, 5000).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// Limit the instance's memory to this many MiB (default: the tool's limit, 64).
+        #[arg(long, value_name = "MIB")]
+        memory_mib: Option<usize>,
+        /// Stop the call after this much fuel (about one unit per wasm instruction).
+        #[arg(long, value_name = "UNITS")]
+        fuel: Option<u64>,
+        /// Also print what the guest wrote to its stdout and stderr, on stderr.
+        #[arg(long)]
+        diagnostics: bool,
     },
     /// Load one component file and print what it says about itself.
     Describe {
@@ -90,9 +104,24 @@ pub fn run(cli: Cli) -> ExitCode {
             arguments,
             cap,
             json,
+            timeout_ms,
+            memory_mib,
+            fuel,
+            diagnostics,
         } => with_runtime(cli.tools, |runtime| {
-            let runtime = runtime.with_cap(cap);
-            respond(&runtime.handle("cli", &name, &arguments), json)
+            let options = CallOptions {
+                timeout: timeout_ms.map(Duration::from_millis),
+                memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
+                fuel,
+                stop: None,
+            };
+            let report = runtime
+                .with_cap(cap)
+                .handle_report("cli", &name, &arguments, &options);
+            if diagnostics {
+                print_diagnostics(&report);
+            }
+            respond(&report.response, json)
         }),
     }
 }
@@ -187,16 +216,35 @@ fn describe(file: &PathBuf) -> ExitCode {
     }
 }
 
-/// Print a response: the result on stdout, anything else on stderr; or the whole response as
-/// JSON on stdout. Returns the exit status for it.
-fn respond(response: &ToolResponse, json: bool) -> ExitCode {
-    let status = match response {
+/// Print what the guest wrote to its stdout and stderr, and how long the call took, on stderr.
+fn print_diagnostics(report: &CallReport) {
+    let mut err = std::io::stderr().lock();
+    for (stream, captured) in [("stdout", &report.stdout), ("stderr", &report.stderr)] {
+        let cut = if captured.truncated {
+            " (truncated)"
+        } else {
+            ""
+        };
+        let _ = writeln!(err, "--- guest {stream}{cut} ---\n{}", captured.text);
+    }
+    let _ = writeln!(err, "--- {} us ---", report.elapsed.as_micros());
+}
+
+/// The exit status for a response: one per kind (see the module docs).
+fn exit_status(response: &ToolResponse) -> u8 {
+    match response {
         ToolResponse::Result { .. } => 0,
         ToolResponse::Failed { .. } => EXIT_FAILED,
         ToolResponse::Denied { .. } => EXIT_DENIED,
         ToolResponse::TimedOut { .. } => EXIT_TIMED_OUT,
         ToolResponse::Cancelled => EXIT_CANCELLED,
-    };
+    }
+}
+
+/// Print a response: the result on stdout, anything else on stderr; or the whole response as
+/// JSON on stdout. Returns the exit status for it.
+fn respond(response: &ToolResponse, json: bool) -> ExitCode {
+    let status = exit_status(response);
     let printed = if json {
         serde_json::to_string(response)
             .map_err(std::io::Error::other)
@@ -214,4 +262,32 @@ fn respond(response: &ToolResponse, json: bool) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     }
     ExitCode::from(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DenyReason, FailureKind};
+
+    #[test]
+    fn every_response_kind_has_its_own_exit_status() {
+        let rows = [
+            (ToolResponse::text("x"), 0),
+            (ToolResponse::failed(FailureKind::Trap, "x"), 1),
+            (ToolResponse::failed(FailureKind::OutOfMemory, "x"), 1),
+            (
+                ToolResponse::Denied {
+                    reason: DenyReason::NoGrant,
+                },
+                3,
+            ),
+            (ToolResponse::TimedOut { limit_ms: 1 }, 4),
+            (ToolResponse::Cancelled, 5),
+        ];
+        for (response, status) in rows {
+            assert_eq!(exit_status(&response), status, "{response:?}");
+        }
+        // 2 is clap's, for usage errors: no response may take it.
+        assert_eq!(EXIT_USAGE, 2);
+    }
 }

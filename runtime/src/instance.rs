@@ -7,46 +7,85 @@
 
 use crate::bindings::{GuestPre, Info, ToolError};
 use crate::limits::Limits;
-use crate::sandbox::{CallState, Grants};
-use crate::{DenyReason, FailureKind, ToolResponse};
-use std::time::Instant;
+use crate::sandbox::{CallState, Captured, Grants};
+use crate::{DenyReason, FailureKind, StopToken, ToolResponse};
+use serde::Serialize;
+use std::time::{Duration, Instant};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 /// How much of the end of a guest's stderr a failure message quotes: enough for a panic
 /// message and its location, not enough to flood a model's context.
 pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
 
+/// What became of one call, with what the guest wrote on the side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallReport {
+    /// The response the caller acts on.
+    pub response: ToolResponse,
+    /// The guest's stdout: diagnostics, never the result and never the host's stdout.
+    pub stdout: Captured,
+    /// The guest's stderr.
+    pub stderr: Captured,
+    /// Wall-clock time from the start of instantiation to the answer.
+    pub elapsed: Duration,
+}
+
+impl CallReport {
+    /// A response the host gave without running a guest: nothing captured, no time taken.
+    pub fn host_answer(response: ToolResponse) -> CallReport {
+        CallReport {
+            response,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
 /// Why the epoch callback stopped a guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Interrupted {
     TimedOut,
+    Cancelled,
 }
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Interrupted::TimedOut => f.write_str("the call's deadline passed"),
+            Interrupted::Cancelled => f.write_str("the call was cancelled"),
         }
     }
 }
 
 impl std::error::Error for Interrupted {}
 
-/// A fresh store for one call holding exactly `grants`, limited by `limits`.
-fn new_store(engine: &Engine, grants: &Grants, limits: &Limits) -> Store<CallState> {
+/// A fresh store for one call holding exactly `grants`, limited by `limits`, stopped by `stop`.
+fn new_store(
+    engine: &Engine,
+    grants: &Grants,
+    limits: &Limits,
+    stop: Option<&StopToken>,
+) -> wasmtime::Result<Store<CallState>> {
     let mut store = Store::new(engine, CallState::new(grants, limits));
     store.limiter(|state| &mut state.limiter);
+    // Fuel and epoch deadlines both start at zero: set them before anything runs.
+    store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     let deadline = Instant::now() + limits.timeout;
-    // Epoch deadlines start at zero: set one before anything runs. Each tick the callback
-    // checks the deadline, and otherwise yields so the timer around the call can fire too.
+    let stop = stop.cloned();
+    // Each tick the callback checks the deadline and the stop flag, and otherwise yields so
+    // the timer and the stop wake-up around the call can fire too.
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
+        if stop.as_ref().is_some_and(StopToken::is_stopped) {
+            return Err(Interrupted::Cancelled.into());
+        }
         if Instant::now() >= deadline {
             return Err(Interrupted::TimedOut.into());
         }
         Ok(UpdateDeadline::Yield(1))
     });
-    store
+    Ok(store)
 }
 
 /// Run the guest's `describe()` in a fresh, powerless instance.
@@ -55,7 +94,8 @@ pub(crate) async fn describe(
     pre: &GuestPre<CallState>,
     limits: &Limits,
 ) -> Result<Info, String> {
-    let mut store = new_store(engine, &Grants::default(), limits);
+    let mut store = new_store(engine, &Grants::default(), limits, None)
+        .map_err(|error| format!("could not make an instance: {}", error_text(&error)))?;
     let run = async {
         let guest = pre.instantiate_async(&mut store).await?;
         guest.toolcell_tool_tool().call_describe(&mut store).await
@@ -70,32 +110,70 @@ pub(crate) async fn describe(
     }
 }
 
-/// Run the guest's `call(arguments)` in a fresh instance holding `grants`.
+/// Run the guest's `call(arguments)` in a fresh instance holding `grants`, under `limits`,
+/// until it answers, its deadline passes, or `stop` is stopped.
 ///
-/// Returns the guest's answer or what stopped it; a result's class and trust are the
-/// caller's to set.
+/// A result's class and trust are the caller's to set.
 pub(crate) async fn call(
     engine: &Engine,
     pre: &GuestPre<CallState>,
     grants: &Grants,
     limits: &Limits,
+    stop: Option<&StopToken>,
     arguments: &str,
-) -> ToolResponse {
-    let mut store = new_store(engine, grants, limits);
-    let run = async {
-        let guest = pre.instantiate_async(&mut store).await?;
-        guest
-            .toolcell_tool_tool()
-            .call_call(&mut store, arguments)
-            .await
-    };
-    let outcome = tokio::time::timeout(limits.timeout, run).await;
+) -> CallReport {
+    let started = Instant::now();
     let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
-    match outcome {
-        Ok(Ok(Ok(text))) => ToolResponse::text(text),
-        Ok(Ok(Err(error))) => from_tool_error(error),
-        Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
-        Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+    let mut store = match new_store(engine, grants, limits, stop) {
+        Ok(store) => store,
+        Err(error) => {
+            return CallReport {
+                response: ToolResponse::failed(
+                    FailureKind::Internal,
+                    format!("could not make an instance: {}", error_text(&error)),
+                ),
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+                elapsed: started.elapsed(),
+            };
+        }
+    };
+    let response = if stop.is_some_and(StopToken::is_stopped) {
+        ToolResponse::Cancelled
+    } else {
+        let run = async {
+            let guest = pre.instantiate_async(&mut store).await?;
+            guest
+                .toolcell_tool_tool()
+                .call_call(&mut store, arguments)
+                .await
+        };
+        let stopped = async {
+            match stop {
+                Some(stop) => stop.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(limits.timeout, run) => outcome,
+            () = stopped => return report(ToolResponse::Cancelled, &store, started),
+        };
+        match outcome {
+            Ok(Ok(Ok(text))) => ToolResponse::text(text),
+            Ok(Ok(Err(error))) => from_tool_error(error),
+            Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
+            Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+        }
+    };
+    report(response, &store, started)
+}
+
+fn report(response: ToolResponse, store: &Store<CallState>, started: Instant) -> CallReport {
+    CallReport {
+        response,
+        stdout: store.data().stdout.captured(),
+        stderr: store.data().stderr.captured(),
+        elapsed: started.elapsed(),
     }
 }
 
@@ -118,9 +196,10 @@ fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -
     if let Some(interrupted) = error.downcast_ref::<Interrupted>() {
         return match interrupted {
             Interrupted::TimedOut => ToolResponse::TimedOut { limit_ms },
+            Interrupted::Cancelled => ToolResponse::Cancelled,
         };
     }
-    let (stderr, _) = state.stderr.text();
+    let stderr = state.stderr.captured().text;
     let tail = stderr_tail(&stderr);
     let with_stderr = |message: String| {
         if tail.is_empty() {

@@ -25,6 +25,7 @@
 //! | limits and their defaults | `limits.rs` |
 //! | per-tool policy | `policy.rs` |
 //! | the deadline ticker | `epoch.rs` |
+//! | stopping a running call | `stop.rs` |
 //! | generated bindings | `bindings.rs` |
 //! | the command line | `cli.rs` |
 
@@ -45,6 +46,7 @@ mod port;
 mod proto;
 mod registry;
 pub mod sandbox;
+mod stop;
 mod wasm_port;
 
 pub use builtin::builtin_components;
@@ -54,8 +56,8 @@ pub use epoch::EPOCH_TICK;
 pub use info::{
     Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };
-pub use instance::STDERR_TAIL_BYTES;
-pub use limits::Limits;
+pub use instance::{CallReport, STDERR_TAIL_BYTES};
+pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
 pub use pipeline::Runtime;
 pub use policy::{Policy, ToolPolicy};
@@ -64,5 +66,6 @@ pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
 pub use registry::{
     Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
 };
-pub use sandbox::{FIXED_WALL_CLOCK, Grants};
+pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants};
+pub use stop::StopToken;
 pub use wasm_port::{WasmToolPort, WasmToolPortBuilder};

@@ -3,6 +3,7 @@
 //! Each default is a named constant. [`Limits`] carries a call's values; a caller may change
 //! any of them for one call.
 
+use crate::StopToken;
 use std::time::Duration;
 
 /// How long one call may run, wall clock, from the start of instantiation to the result.
@@ -37,6 +38,10 @@ pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// The default result cap, in bytes: what a model's context should take from one call.
 pub const DEFAULT_RESULT_CAP: usize = 64 * 1024;
 
+/// How long a component's `describe()` may run at load. Describing is a constant answer; a
+/// component that takes longer is refused rather than allowed to stall the host's start.
+pub const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The limits of one call.
 ///
 /// `Limits::default()` is: a [`DEFAULT_TIMEOUT`] deadline, [`DEFAULT_MEMORY_BYTES`] of memory,
@@ -60,6 +65,36 @@ impl Default for Limits {
             fuel: None,
         }
     }
+}
+
+impl Limits {
+    /// These limits with every override in `options` applied.
+    pub fn overridden_by(mut self, options: &CallOptions) -> Limits {
+        if let Some(timeout) = options.timeout {
+            self.timeout = timeout;
+        }
+        if let Some(memory_bytes) = options.memory_bytes {
+            self.memory_bytes = memory_bytes;
+        }
+        if options.fuel.is_some() {
+            self.fuel = options.fuel;
+        }
+        self
+    }
+}
+
+/// What one caller asks of one call beyond its request: limits that override the tool's own
+/// (from policy), and a token to stop it. `CallOptions::default()` changes nothing.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Override the wall-clock deadline.
+    pub timeout: Option<Duration>,
+    /// Override the memory limit, in bytes.
+    pub memory_bytes: Option<usize>,
+    /// Set a fuel limit: a deterministic bound on the instructions the call may execute.
+    pub fuel: Option<u64>,
+    /// Stop the call when this token is stopped.
+    pub stop: Option<StopToken>,
 }
 
 /// The resource limiter of one call's store. It enforces [`Limits`] like wasmtime's
@@ -110,5 +145,33 @@ impl wasmtime::ResourceLimiter for CallLimiter {
 
     fn memories(&self) -> usize {
         MAX_MEMORIES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_override_only_what_they_set() {
+        let tool = Limits {
+            timeout: Duration::from_secs(2),
+            memory_bytes: 1 << 20,
+            fuel: Some(7),
+        };
+        assert_eq!(tool.overridden_by(&CallOptions::default()), tool);
+        let options = CallOptions {
+            timeout: Some(Duration::from_millis(100)),
+            fuel: Some(9),
+            ..CallOptions::default()
+        };
+        assert_eq!(
+            tool.overridden_by(&options),
+            Limits {
+                timeout: Duration::from_millis(100),
+                memory_bytes: 1 << 20,
+                fuel: Some(9),
+            }
+        );
     }
 }

@@ -6,7 +6,7 @@
 use crate::bindings::GuestPre;
 use crate::info::ToolInfo;
 use crate::instance;
-use crate::limits::Limits;
+use crate::limits::{DESCRIBE_TIMEOUT, Limits};
 use crate::sandbox::CallState;
 use std::fmt;
 use wasmtime::Engine;
@@ -59,7 +59,11 @@ pub(crate) async fn load(
             "it does not export the toolcell:tool/tool@0.1.0 interface: {error:#}"
         ))
     })?;
-    let info = instance::describe(engine, &pre, &Limits::default())
+    let limits = Limits {
+        timeout: DESCRIBE_TIMEOUT,
+        ..Limits::default()
+    };
+    let info = instance::describe(engine, &pre, &limits)
         .await
         .map_err(&refuse)?;
     let info = ToolInfo::from_guest(info).map_err(refuse)?;

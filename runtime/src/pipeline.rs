@@ -3,7 +3,8 @@
 
 use crate::limits::DEFAULT_RESULT_CAP;
 use crate::{
-    Dispatch, Registry, ToolPort, ToolRequest, ToolResponse, WasmToolPort, cap_result, dispatch,
+    CallOptions, CallReport, Dispatch, Registry, ToolPort, ToolRequest, ToolResponse, WasmToolPort,
+    cap_result, dispatch,
 };
 
 /// A registry, a port and a result cap, strung together: a model's tool call in, the response
@@ -44,13 +45,30 @@ impl<P: ToolPort> Runtime<P> {
     /// Handle one call the model made: dispatch it, answer it locally or through the port,
     /// and cap the result.
     pub fn handle(&self, id: &str, name: &str, arguments: &str) -> ToolResponse {
-        let response = match dispatch(&self.registry, name, arguments) {
-            Dispatch::Local(text) => ToolResponse::text(text),
-            Dispatch::Port { tool, arguments } => {
-                self.port.call(&ToolRequest::new(id, tool, arguments))
-            }
+        self.handle_with(id, name, arguments, &CallOptions::default())
+    }
+
+    /// [`Runtime::handle`] with per-call options (limits, a stop token) for the port.
+    pub fn handle_with(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        options: &CallOptions,
+    ) -> ToolResponse {
+        let response = match self.route(id, name, arguments) {
+            Ok(request) => self.port.call_with(&request, options),
+            Err(local) => local,
         };
         self.cap(response)
+    }
+
+    /// What the port should run for this call, or the answer given here without it.
+    fn route(&self, id: &str, name: &str, arguments: &str) -> Result<ToolRequest, ToolResponse> {
+        match dispatch(&self.registry, name, arguments) {
+            Dispatch::Local(text) => Err(ToolResponse::text(text)),
+            Dispatch::Port { tool, arguments } => Ok(ToolRequest::new(id, tool, arguments)),
+        }
     }
 
     fn cap(&self, response: ToolResponse) -> ToolResponse {
@@ -78,6 +96,23 @@ impl Runtime<WasmToolPort> {
     /// A pipeline over a wasm port and the registry of the tools it loaded.
     pub fn wasm(port: WasmToolPort) -> Self {
         Runtime::new(port.registry().clone(), port)
+    }
+
+    /// [`Runtime::handle_with`], reporting also what the guest wrote on the side (nothing, for
+    /// an answer given without the port).
+    pub fn handle_report(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        options: &CallOptions,
+    ) -> CallReport {
+        let mut report = match self.route(id, name, arguments) {
+            Ok(request) => self.port.call_report_blocking(&request, options),
+            Err(local) => CallReport::host_answer(local),
+        };
+        report.response = self.cap(report.response);
+        report
     }
 }
 

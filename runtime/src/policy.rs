@@ -4,12 +4,12 @@
 //! No entry means no authority: a tool the policy does not name can still be called, with
 //! nothing granted. [`Policy::embedded_default`] is what the `toolcell` binary uses.
 
-use crate::Class;
 use crate::sandbox::Grants;
+use crate::{Class, Limits};
 use std::collections::HashMap;
 
 /// The policy of one tool. `ToolPolicy::default()` is: not core, nothing granted, public
-/// results.
+/// results, the default [`Limits`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
     /// True when the tool goes in the model's `tools` array.
@@ -18,6 +18,8 @@ pub struct ToolPolicy {
     pub grants: Grants,
     /// The class of the tool's results.
     pub class: Class,
+    /// The limits every call of the tool runs under (a caller may override them per call).
+    pub limits: Limits,
 }
 
 /// The policy of every tool, by name.
@@ -40,7 +42,7 @@ impl Policy {
             ToolPolicy {
                 core: true,
                 grants: Grants { clock: true },
-                class: Class::Public,
+                ..ToolPolicy::default()
             },
         )
     }

@@ -1,7 +1,7 @@
 //! The seam every tool call goes through, and the in-process stand-in used where no real
 //! tools are wanted.
 
-use crate::{DenyReason, FailureKind, ToolRequest, ToolResponse};
+use crate::{CallOptions, DenyReason, FailureKind, ToolRequest, ToolResponse};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -14,7 +14,32 @@ use std::time::SystemTime;
 pub trait ToolPort: Send + Sync {
     /// Run one call and say what became of it.
     fn call(&self, request: &ToolRequest) -> ToolResponse;
+
+    /// Run one call with per-call [`CallOptions`]: limits that override the tool's own, and a
+    /// stop token. A port that has nothing to limit or stop (like [`FakeTools`], which answers
+    /// at once) may ignore them; that is what this default does.
+    fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
+        let _ = options;
+        self.call(request)
+    }
 }
+
+/// A shared or borrowed port is a port: a loop may hold `Arc<dyn ToolPort>`.
+macro_rules! forward_tool_port {
+    ($($pointer:ty),*) => {$(
+        impl<P: ToolPort + ?Sized> ToolPort for $pointer {
+            fn call(&self, request: &ToolRequest) -> ToolResponse {
+                (**self).call(request)
+            }
+
+            fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
+                (**self).call_with(request, options)
+            }
+        }
+    )*};
+}
+
+forward_tool_port!(&P, std::sync::Arc<P>, Box<P>);
 
 /// An in-process port that answers `clock` and `echo` natively and records every request.
 ///

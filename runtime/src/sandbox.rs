@@ -44,6 +44,7 @@ pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: CallLimiter,
+    pub(crate) stdout: CapturePipe,
     pub(crate) stderr: CapturePipe,
 }
 
@@ -67,6 +68,7 @@ impl CallState {
             wasi: builder.build(),
             table: ResourceTable::new(),
             limiter: CallLimiter::new(limits),
+            stdout,
             stderr,
         }
     }
@@ -92,6 +94,15 @@ impl HostWallClock for FixedWallClock {
     fn now(&self) -> Duration {
         FIXED_WALL_CLOCK
     }
+}
+
+/// What a guest wrote to one of its output streams, up to [`STDIO_CAPTURE_BYTES`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Captured {
+    /// The bytes kept, as text (invalid UTF-8 replaced).
+    pub text: String,
+    /// True when the guest wrote more than was kept.
+    pub truncated: bool,
 }
 
 /// A guest output stream kept in memory up to a capacity. Unlike wasmtime's
@@ -128,12 +139,12 @@ impl CapturePipe {
     }
 
     /// What was kept, as text (invalid UTF-8 replaced), and whether anything was dropped.
-    pub(crate) fn text(&self) -> (String, bool) {
+    pub(crate) fn captured(&self) -> Captured {
         let capture = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        (
-            String::from_utf8_lossy(&capture.bytes).into_owned(),
-            capture.truncated,
-        )
+        Captured {
+            text: String::from_utf8_lossy(&capture.bytes).into_owned(),
+            truncated: capture.truncated,
+        }
     }
 }
 
@@ -210,11 +221,15 @@ mod tests {
     #[test]
     fn a_capture_keeps_its_capacity_and_says_it_cut() {
         let pipe = CapturePipe::new(4);
+        let captured = |text: &str, truncated| Captured {
+            text: text.to_owned(),
+            truncated,
+        };
         pipe.append(b"ab");
-        assert_eq!(pipe.text(), ("ab".to_owned(), false));
+        assert_eq!(pipe.captured(), captured("ab", false));
         pipe.append(b"cd");
-        assert_eq!(pipe.text(), ("abcd".to_owned(), false));
+        assert_eq!(pipe.captured(), captured("abcd", false));
         pipe.append(b"e");
-        assert_eq!(pipe.text(), ("abcd".to_owned(), true));
+        assert_eq!(pipe.captured(), captured("abcd", true));
     }
 }

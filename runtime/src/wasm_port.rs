@@ -4,8 +4,8 @@
 use crate::builtin::BUILTIN_TOOLS;
 use crate::epoch::EpochTicker;
 use crate::info::ToolInfo;
-use crate::instance;
-use crate::limits::{Limits, MAX_ARGUMENT_BYTES};
+use crate::instance::{self, CallReport};
+use crate::limits::{CallOptions, MAX_ARGUMENT_BYTES};
 use crate::load::{self, LoadError, LoadedTool};
 use crate::policy::{Policy, ToolPolicy};
 use crate::{
@@ -211,52 +211,50 @@ impl WasmToolPort {
         self.tool(name).map(|tool| tool.loaded.source.as_str())
     }
 
-    /// Run one call with the default [`Limits`], from async code.
+    /// Run one call from async code, under the tool's limits.
     pub async fn call_async(&self, request: &ToolRequest) -> ToolResponse {
-        self.call_with_limits(request, &Limits::default()).await
+        self.call_report(request, &CallOptions::default())
+            .await
+            .response
     }
 
-    /// Run one call under `limits`, from async code. This is what [`ToolPort::call`] runs.
-    pub async fn call_with_limits(&self, request: &ToolRequest, limits: &Limits) -> ToolResponse {
+    /// Run one call from async code with per-call options, and report what the guest wrote
+    /// beside its response. Every other way of calling the port comes here.
+    pub async fn call_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
         let Some(tool) = self.tool(&request.tool) else {
-            return ToolResponse::Denied {
+            return CallReport::host_answer(ToolResponse::Denied {
                 reason: DenyReason::NoGrant,
-            };
+            });
         };
         if request.arguments.len() > MAX_ARGUMENT_BYTES {
-            return ToolResponse::failed(
+            return CallReport::host_answer(ToolResponse::failed(
                 FailureKind::InvalidInput,
                 format!(
                     "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
                     request.arguments.len()
                 ),
-            );
+            ));
         }
+        let limits = tool.policy.limits.overridden_by(options);
         let _running = self.ticker.running();
-        let response = instance::call(
+        let mut report = instance::call(
             &self.engine,
             &tool.loaded.pre,
             &tool.policy.grants,
-            limits,
+            &limits,
+            options.stop.as_ref(),
             &request.arguments,
         )
         .await;
-        match response {
-            ToolResponse::Result {
-                text, truncated, ..
-            } => ToolResponse::Result {
-                text,
-                class: tool.policy.class,
-                untrusted: false,
-                truncated,
-            },
-            other => other,
+        if let ToolResponse::Result { class, .. } = &mut report.response {
+            *class = tool.policy.class;
         }
+        report
     }
 
-    /// Run one call under `limits`, blocking this thread until it ends.
-    pub fn call_blocking(&self, request: &ToolRequest, limits: &Limits) -> ToolResponse {
-        self.block_on(self.call_with_limits(request, limits))
+    /// [`WasmToolPort::call_report`], blocking this thread until the call ends.
+    pub fn call_report_blocking(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+        self.block_on(self.call_report(request, options))
     }
 
     fn tool(&self, name: &str) -> Option<&Tool> {
@@ -306,6 +304,10 @@ impl WasmToolPort {
 
 impl ToolPort for WasmToolPort {
     fn call(&self, request: &ToolRequest) -> ToolResponse {
-        self.call_blocking(request, &Limits::default())
+        self.call_with(request, &CallOptions::default())
+    }
+
+    fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
+        self.call_report_blocking(request, options).response
     }
 }

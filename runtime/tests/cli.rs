@@ -182,3 +182,38 @@ fn describe_prints_what_a_component_says_or_why_it_is_refused() {
         stderr(&output)
     );
 }
+
+#[test]
+fn limit_flags_reach_the_call() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let output = toolcell(args);
+        serde_json::from_str(&stdout(&output)).expect("JSON")
+    };
+    let out_of_fuel = json(&["call", "echo", r#"{"text":"x"}"#, "--fuel", "1", "--json"]);
+    assert_eq!(out_of_fuel["kind"], "out_of_fuel", "{out_of_fuel}");
+    // Less memory than the component's own minimum: refused at instantiation.
+    let out_of_memory = json(&[
+        "call",
+        "echo",
+        r#"{"text":"x"}"#,
+        "--memory-mib",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(out_of_memory["kind"], "out_of_memory", "{out_of_memory}");
+    let fine = json(&[
+        "call",
+        "echo",
+        r#"{"text":"x"}"#,
+        "--timeout-ms",
+        "10000",
+        "--json",
+    ]);
+    assert_eq!(fine["text"], "x");
+    assert_eq!(
+        toolcell(&["call", "echo", "{}", "--fuel", "1"])
+            .status
+            .code(),
+        Some(1)
+    );
+}

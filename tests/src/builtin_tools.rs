@@ -130,5 +130,5 @@ fn the_shared_port_loaded_every_guest() {
         .iter()
         .map(|entry| entry.schema.name.as_str())
         .collect();
-    assert_eq!(names, ["clock", "echo", "counter", "snoop"]);
+    assert_eq!(names, ["clock", "echo", "counter", "snoop", "hostile"]);
 }

@@ -15,6 +15,10 @@ mod support;
 #[cfg(test)]
 mod builtin_tools;
 #[cfg(test)]
+mod concurrency;
+#[cfg(test)]
+mod containment;
+#[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
 mod loading;
@@ -37,6 +41,8 @@ mod every_guest_has_a_test {
 /// The tests named after the guests, gathered so the check above can find them.
 #[cfg(test)]
 mod guest_tests {
+    pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
+    pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::no_ambient_authority::snoop;
 }

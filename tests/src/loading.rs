@@ -82,3 +82,70 @@ fn a_missing_tools_directory_is_an_error_that_names_it() {
         .expect_err("a missing directory is an error");
     assert!(format!("{error:#}").contains("/no/such/toolcell/dir"));
 }
+
+/// Load one component alone and return the reason it was refused.
+fn refusal(source: &str, bytes: &[u8]) -> String {
+    let port = WasmToolPort::builder()
+        .builtin_tools(false)
+        .component(source, bytes)
+        .build()
+        .expect("port");
+    assert!(port.registry().entries().is_empty(), "{source} was loaded");
+    let [error] = port.load_errors() else {
+        panic!(
+            "{source}: expected one load error, got {:?}",
+            port.load_errors()
+        );
+    };
+    assert_eq!(error.source, source);
+    error.message.clone()
+}
+
+#[test]
+pub(crate) fn liar_schema() {
+    let why = refusal("liar_schema.wasm", crate::guests::LIAR_SCHEMA);
+    assert!(why.contains("input schema is not JSON"), "{why}");
+}
+
+#[test]
+pub(crate) fn liar_name() {
+    let why = refusal("liar_name.wasm", crate::guests::LIAR_NAME);
+    assert!(why.contains("\"rm -rf /; echo\""), "{why}");
+    assert!(why.contains("a-z A-Z 0-9 _ -"), "{why}");
+}
+
+#[test]
+pub(crate) fn slow_describe() {
+    let started = std::time::Instant::now();
+    let why = refusal("slow_describe.wasm", crate::guests::SLOW_DESCRIBE);
+    assert!(why.contains("deadline"), "{why}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+pub(crate) fn wrong_world() {
+    let why = refusal("wrong_world.wasm", crate::guests::WRONG_WORLD);
+    assert!(why.contains("toolcell:tool/tool@0.1.0"), "{why}");
+}
+
+/// A component that names itself differently each time it is asked is asked once: its
+/// registry entry and its calls stay the same.
+#[test]
+pub(crate) fn shifty() {
+    let port = WasmToolPort::builder()
+        .builtin_tools(false)
+        .component("shifty.wasm", crate::guests::SHIFTY)
+        .build()
+        .expect("port");
+    let registry = port.registry().clone();
+    let [entry] = registry.entries() else {
+        panic!("expected one tool, got {registry:?}");
+    };
+    let name = entry.schema.name.clone();
+    assert!(name.starts_with("shifty_"), "{name}");
+    for _ in 0..5 {
+        let response = port.call(&ToolRequest::new("t", &name, "{}"));
+        assert_eq!(result_text(response), "steady");
+    }
+    assert_eq!(port.registry(), &registry);
+}

@@ -1,8 +1,8 @@
 //! What the test modules share: a port loaded once with the built-in tools and every test
 //! guest, because compiling components is the slow part of a test.
 
-use std::sync::LazyLock;
-use toolcell::{ToolPort, ToolRequest, ToolResponse, WasmToolPort};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use toolcell::{CallOptions, CallReport, ToolPort, ToolRequest, ToolResponse, WasmToolPort};
 
 /// A port with the built-in tools, the test guests and the default policy.
 pub(crate) fn port() -> &'static WasmToolPort {
@@ -10,6 +10,7 @@ pub(crate) fn port() -> &'static WasmToolPort {
         let port = WasmToolPort::builder()
             .component("test:counter", crate::guests::COUNTER)
             .component("test:snoop", crate::guests::SNOOP)
+            .component("test:hostile", crate::guests::HOSTILE)
             .build()
             .expect("the test port builds");
         assert_eq!(port.load_errors(), &[], "every test guest loads");
@@ -29,4 +30,29 @@ pub(crate) fn result_text(response: ToolResponse) -> String {
         ToolResponse::Result { text, .. } => text,
         other => panic!("expected a result, got {other:?}"),
     }
+}
+
+/// Call `tool` with `arguments` and `options` on the shared port, with the guest's output.
+pub(crate) fn call_report(tool: &str, arguments: &str, options: &CallOptions) -> CallReport {
+    port().call_report_blocking(&ToolRequest::new("test", tool, arguments), options)
+}
+
+/// Run a hostile attack with `options`.
+pub(crate) fn attack(attack: &str, options: &CallOptions) -> CallReport {
+    call_report("hostile", &format!(r#"{{"do":"{attack}"}}"#), options)
+}
+
+/// Echo still answers correctly: the port is unharmed by whatever came before.
+pub(crate) fn assert_echo_still_works() {
+    assert_eq!(
+        result_text(call("echo", r#"{"text":"still here"}"#)),
+        "still here"
+    );
+}
+
+/// Held by the tests that measure time or memory, and by the ones that load the machine, so
+/// that a measurement is not taken while this very test binary saturates both cores.
+pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

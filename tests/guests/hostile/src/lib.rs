@@ -1,0 +1,106 @@
+//! A hostile tool that does its worst on request: `{"do": "<attack>"}`. Each attack is one way
+//! an untrusted tool could try to take the host down with it.
+
+use serde::Deserialize;
+use std::io::Write as _;
+use toolcell_guest::{Info, Tool, ToolError};
+
+struct Hostile;
+
+#[derive(Deserialize)]
+struct Args {
+    #[serde(rename = "do")]
+    attack: String,
+}
+
+/// What the flood writes, over and over; the tests look for it where it must not be.
+const FLOOD_LINE: &[u8] = b"HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE!\n";
+
+impl Tool for Hostile {
+    type Args = Args;
+
+    fn describe() -> Info {
+        toolcell_guest::info(
+            "hostile",
+            "Attacks its host: spin, sleep, alloc, recurse, deep_frames, panic, flood, huge.",
+            serde_json::json!({
+                "type": "object",
+                "properties": { "do": { "type": "string" } },
+                "required": ["do"]
+            }),
+        )
+    }
+
+    fn call(args: Args) -> Result<String, ToolError> {
+        match args.attack.as_str() {
+            // Run wasm forever: only an epoch interruption stops it.
+            "spin" => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            // Wait forever inside a host call (poll on a monotonic deadline an hour away),
+            // where epochs do not reach.
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok("woke".to_owned())
+            }
+            // Allocate, and touch, memory until the host refuses more.
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![0xA5; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            // Recurse with small frames until wasm's own call stack runs out.
+            "recurse" => Ok(recurse(0).to_string()),
+            // Recurse with large frames until Rust's stack in linear memory runs off its end.
+            "deep_frames" => Ok(deep_frames(0).to_string()),
+            "panic" => panic!("the hostile tool panicked on purpose"),
+            // Write 1 GiB to stdout and 1 GiB to stderr, then answer.
+            "flood" => {
+                let block = FLOOD_LINE.repeat(1024);
+                let rounds = (1usize << 30) / block.len();
+                for _ in 0..rounds {
+                    std::io::stdout().write_all(&block).map_err(failed)?;
+                    std::io::stderr().write_all(&block).map_err(failed)?;
+                }
+                Ok("flooded".to_owned())
+            }
+            // Return a result as large as memory allows.
+            "huge" => {
+                let mut size = 1usize << 30;
+                let mut text = String::new();
+                while text.try_reserve_exact(size).is_err() {
+                    size /= 2;
+                }
+                text.extend(std::iter::repeat_n('x', size));
+                Ok(text)
+            }
+            other => Err(ToolError::InvalidInput(format!(
+                "no attack named {other:?}"
+            ))),
+        }
+    }
+}
+
+// Recursing without end is the point: the host must turn each overflow into a trap. The
+// `black_box`es keep the optimiser from turning the recursion into a loop.
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    std::hint::black_box(recurse(std::hint::black_box(depth + 1))).wrapping_add(depth)
+}
+
+#[allow(unconditional_recursion)]
+fn deep_frames(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 64]);
+    deep_frames(depth + 1) + frame[depth as usize % 64]
+}
+
+fn failed(error: std::io::Error) -> ToolError {
+    ToolError::Failed(error.to_string())
+}
+
+toolcell_guest::export_tool!(Hostile);

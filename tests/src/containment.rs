@@ -1,0 +1,328 @@
+//! A hostile guest does its worst; the host answers with a typed response, on time, and keeps
+//! serving. Each attack is asserted on its own, and each is followed by a good call.
+
+use crate::support::{assert_echo_still_works, attack, exclusive, port, result_text};
+use std::time::{Duration, Instant};
+use toolcell::{CallOptions, FailureKind, Runtime, StopToken, ToolPort, ToolRequest, ToolResponse};
+
+const DEADLINE: Duration = Duration::from_millis(100);
+/// How late past its deadline a call may end (the issue's bound).
+const DEADLINE_SLACK: Duration = Duration::from_millis(25);
+/// How long after a stop a call may end (the issue's bound).
+const STOP_SLACK: Duration = Duration::from_millis(10);
+
+fn with_timeout(timeout: Duration) -> CallOptions {
+    CallOptions {
+        timeout: Some(timeout),
+        ..CallOptions::default()
+    }
+}
+
+fn assert_times_out_on_time(which: &str) {
+    let _guard = exclusive();
+    let started = Instant::now();
+    let report = attack(which, &with_timeout(DEADLINE));
+    let took = started.elapsed();
+    assert_eq!(report.response, ToolResponse::TimedOut { limit_ms: 100 });
+    println!("{which}: a {DEADLINE:?} deadline ended the call after {took:?}");
+    assert!(
+        took >= DEADLINE && took <= DEADLINE + DEADLINE_SLACK,
+        "{which}: timed out after {took:?}"
+    );
+    assert_echo_still_works();
+}
+
+#[test]
+fn an_endless_loop_in_wasm_times_out_on_time() {
+    assert_times_out_on_time("spin");
+}
+
+#[test]
+fn a_wait_inside_a_host_call_times_out_on_time() {
+    assert_times_out_on_time("sleep");
+}
+
+fn assert_stops_promptly(which: &str) {
+    let _guard = exclusive();
+    let stop = StopToken::new();
+    let options = CallOptions {
+        stop: Some(stop.clone()),
+        ..CallOptions::default()
+    };
+    let (report, stopped_at, returned_at) = std::thread::scope(|scope| {
+        let stopper = scope.spawn(|| {
+            // Let the call get well into its attack before stopping it.
+            std::thread::sleep(Duration::from_millis(50));
+            let at = Instant::now();
+            stop.stop();
+            at
+        });
+        let report = attack(which, &options);
+        let returned_at = Instant::now();
+        (report, stopper.join().expect("stopper"), returned_at)
+    });
+    assert_eq!(report.response, ToolResponse::Cancelled, "{which}");
+    assert!(
+        report.elapsed >= Duration::from_millis(50),
+        "{which}: stopped mid-call"
+    );
+    let lag = returned_at.saturating_duration_since(stopped_at);
+    println!("{which}: the call returned {lag:?} after the stop");
+    assert!(
+        lag <= STOP_SLACK,
+        "{which}: returned {lag:?} after the stop"
+    );
+    assert_echo_still_works();
+}
+
+#[test]
+fn a_stop_ends_an_endless_loop_promptly() {
+    assert_stops_promptly("spin");
+}
+
+#[test]
+fn a_stop_ends_a_wait_in_a_host_call_promptly() {
+    assert_stops_promptly("sleep");
+}
+
+#[test]
+fn a_call_with_a_stopped_token_never_starts() {
+    let stop = StopToken::new();
+    stop.stop();
+    let options = CallOptions {
+        stop: Some(stop),
+        ..CallOptions::default()
+    };
+    let report = attack("spin", &options);
+    assert_eq!(report.response, ToolResponse::Cancelled);
+    assert!(report.elapsed < Duration::from_millis(100));
+}
+
+/// Resident memory of this process, from /proc/self/status.
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+#[test]
+fn a_memory_bomb_ends_out_of_memory_and_gives_its_memory_back() {
+    let _guard = exclusive();
+    let options = CallOptions {
+        memory_bytes: Some(32 << 20),
+        ..CallOptions::default()
+    };
+    // One bomb first, so that what the host allocates once (the runtime's pools, caches) is
+    // in the baseline.
+    let _ = attack("alloc", &options);
+    let before = resident_bytes();
+    let report = attack("alloc", &options);
+    let after = resident_bytes();
+    match &report.response {
+        ToolResponse::Failed {
+            kind: FailureKind::OutOfMemory,
+            message,
+        } => assert!(message.contains("memory"), "{message}"),
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+    let grown = after.saturating_sub(before);
+    println!(
+        "resident memory: {} KiB before the bomb, {} KiB after",
+        before >> 10,
+        after >> 10
+    );
+    assert!(
+        grown < 4 << 20,
+        "resident memory grew by {} KiB across the bomb",
+        grown >> 10
+    );
+    assert_echo_still_works();
+}
+
+#[test]
+fn a_stack_overflow_is_a_trap() {
+    // Wasm's own call stack, then Rust's stack in linear memory running off its end.
+    for (which, trap) in [
+        ("recurse", "call stack exhausted"),
+        ("deep_frames", "out of bounds memory access"),
+    ] {
+        let report = attack(which, &CallOptions::default());
+        match &report.response {
+            ToolResponse::Failed {
+                kind: FailureKind::Trap,
+                message,
+            } => assert!(message.contains(trap), "{which}: {message}"),
+            other => panic!("{which}: expected a trap, got {other:?}"),
+        }
+        assert_echo_still_works();
+    }
+}
+
+#[test]
+fn a_panic_is_a_trap_that_quotes_the_panic() {
+    let report = attack("panic", &CallOptions::default());
+    match &report.response {
+        ToolResponse::Failed {
+            kind: FailureKind::Trap,
+            message,
+        } => assert!(
+            message.contains("the hostile tool panicked on purpose"),
+            "{message}"
+        ),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    assert!(report.stderr.text.contains("panicked"));
+    assert_echo_still_works();
+}
+
+#[test]
+fn output_floods_are_captured_capped_and_flagged() {
+    let _guard = exclusive();
+    let report = attack("flood", &with_timeout(Duration::from_secs(60)));
+    assert_eq!(result_text(report.response), "flooded");
+    for captured in [&report.stdout, &report.stderr] {
+        assert!(captured.truncated);
+        assert_eq!(captured.text.len(), toolcell::sandbox::STDIO_CAPTURE_BYTES);
+        assert!(captured.text.starts_with("HOSTILE-FLOOD"));
+    }
+    assert_echo_still_works();
+}
+
+/// The flood, run in a child process: nothing the guest writes reaches the host's stdout.
+#[test]
+fn guest_output_never_reaches_the_host_stdout() {
+    const CHILD: &str = "TOOLCELL_TEST_FLOOD_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let report = attack("flood", &with_timeout(Duration::from_secs(60)));
+        println!("child result: {}", report.response.model_text());
+        return;
+    }
+    let _guard = exclusive();
+    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "containment::guest_output_never_reaches_the_host_stdout",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "child failed: {stdout}\n{stderr}");
+    assert!(stdout.contains("child result: flooded"), "{stdout}");
+    assert!(
+        !stdout.contains("HOSTILE-FLOOD"),
+        "guest output on the host's stdout"
+    );
+    assert!(
+        !stderr.contains("HOSTILE-FLOOD"),
+        "guest output on the host's stderr"
+    );
+}
+
+#[test]
+fn a_result_as_large_as_memory_allows_is_capped_and_flagged() {
+    let _guard = exclusive();
+    let runtime = Runtime::new(port().registry().clone(), port());
+    let response = runtime.handle("t", "hostile", r#"{"do":"huge"}"#);
+    match response {
+        ToolResponse::Result {
+            text, truncated, ..
+        } => {
+            assert!(truncated);
+            assert_eq!(
+                text.len(),
+                toolcell::limits::DEFAULT_RESULT_CAP + toolcell::TRUNCATION_MARKER.len()
+            );
+        }
+        other => panic!("expected a capped result, got {other:?}"),
+    }
+    assert_echo_still_works();
+}
+
+#[test]
+fn fuel_bounds_a_call_deterministically() {
+    let options = CallOptions {
+        fuel: Some(1_000_000),
+        ..CallOptions::default()
+    };
+    let report = attack("spin", &options);
+    assert!(
+        matches!(
+            report.response,
+            ToolResponse::Failed {
+                kind: FailureKind::OutOfFuel,
+                ..
+            }
+        ),
+        "{:?}",
+        report.response
+    );
+    // Enough fuel for a small call: echo answers within it.
+    let echo = port().call_with(
+        &ToolRequest::new("t", "echo", r#"{"text":"fueled"}"#),
+        &CallOptions {
+            fuel: Some(10_000_000),
+            ..CallOptions::default()
+        },
+    );
+    assert_eq!(result_text(echo), "fueled");
+    assert_echo_still_works();
+}
+
+#[test]
+fn an_unknown_attack_is_the_tools_own_invalid_input() {
+    let report = attack("nothing", &CallOptions::default());
+    assert!(matches!(
+        report.response,
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    ));
+}
+
+/// Every attack, one after another on one port, each with its typed answer, and a good call
+/// after each.
+#[test]
+pub(crate) fn hostile() {
+    let _guard = exclusive();
+    let short = with_timeout(Duration::from_millis(50));
+    let small = CallOptions {
+        memory_bytes: Some(16 << 20),
+        ..CallOptions::default()
+    };
+    let plain = CallOptions::default();
+    let rows: &[(&str, &CallOptions, &str)] = &[
+        ("spin", &short, "timed_out"),
+        ("sleep", &short, "timed_out"),
+        ("alloc", &small, "out_of_memory"),
+        ("recurse", &plain, "trap"),
+        ("deep_frames", &plain, "trap"),
+        ("panic", &plain, "trap"),
+    ];
+    for (which, options, expected) in rows {
+        let report = attack(which, options);
+        assert_eq!(
+            outcome(&report.response),
+            *expected,
+            "{which}: {:?}",
+            report.response
+        );
+        assert_echo_still_works();
+    }
+}
+
+/// A response's outcome, and for a failure its kind, as `--json` spells them.
+fn outcome(response: &ToolResponse) -> String {
+    let json = serde_json::to_value(response).unwrap_or_default();
+    match response {
+        ToolResponse::Failed { .. } => json["kind"].as_str().unwrap_or_default().to_owned(),
+        _ => json["outcome"].as_str().unwrap_or_default().to_owned(),
+    }
+}
