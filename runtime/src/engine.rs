@@ -1,7 +1,30 @@
 //! The one wasmtime `Engine` a process uses, and how it is configured.
+//!
+//! Instances come from a pool sized from what our guests use (a Rust wasm32-wasip2 component
+//! instantiates about 3 core instances, 2 tables and 1 memory), so a call reuses a slot whose
+//! memory is already mapped instead of mapping and unmapping its own: that `mmap`/`munmap`
+//! work, and the page faults and TLB flushes that follow it, were most of a call's cost.
 
+use crate::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
 use anyhow::Context as _;
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How many calls may hold an instance at once. A call that finds every slot taken waits for
+/// one (see `WasmToolPort`), rather than failing. Far above what two cores run at once, it
+/// leaves room for calls that wait in host calls; each slot reserves address space, not memory.
+pub const POOL_SLOTS: u32 = 64;
+
+/// The most linear memory any one instance can be given, whatever a call asks for: the size of
+/// a pool slot. The per-call limit (`Limits::memory_bytes`) applies within it.
+pub const POOL_MAX_MEMORY_BYTES: usize = 1 << 30;
+
+/// How much of a slot's memory stays mapped between calls. A Rust guest touches about 1 MiB;
+/// keeping that resident (and resetting it with a cheap `memset`) is faster than decommitting
+/// and faulting it back in. Larger use is returned to the system after each call.
+pub const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+
+/// How much of each async stack stays mapped between calls, for the same reason.
+pub const STACK_KEEP_RESIDENT_BYTES: usize = 128 << 10;
 
 /// A new engine configured for toolcell:
 ///
@@ -9,18 +32,44 @@ use wasmtime::{Config, Engine};
 /// - fuel metering, so a caller may bound a call's instructions deterministically (a call
 ///   without a fuel limit gets `u64::MAX`, which it cannot exhaust);
 /// - the component model (every tool is a component);
+/// - the pooling instance allocator with `slots` slots (default [`POOL_SLOTS`]), copy-on-write memory images,
+///   [`KEEP_RESIDENT_BYTES`] kept mapped per slot, and (on Linux 6.7 and later) only the pages
+///   a call dirtied reset after it;
 /// - no wasm backtraces: a trap is reported by its code and the guest's stderr (where a Rust
 ///   panic prints its message), which is what a model can use; capturing a backtrace through a
 ///   hostile guest's overflowed stack would cost time on every such trap;
-/// - everything else at wasmtime's defaults (Cranelift, on-demand instance allocation, a
-///   512 KiB wasm stack whose overflow is a trap).
-pub(crate) fn new_engine() -> anyhow::Result<Engine> {
+/// - everything else at wasmtime's defaults (Cranelift, a 512 KiB wasm stack whose overflow is
+///   a trap).
+pub(crate) fn new_engine(slots: u32) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.consume_fuel(true);
     config.wasm_backtrace_max_frames(None);
     config.wasm_component_model(true);
+    config.memory_init_cow(true);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(slots)));
     Engine::new(&config)
         .map_err(anyhow::Error::from)
         .context("configuring the wasmtime engine")
+}
+
+fn pool(slots: u32) -> PoolingAllocationConfig {
+    let per_call = |count: usize| u32::try_from(count).unwrap_or(u32::MAX);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(per_call(MAX_INSTANCES)))
+        .total_memories(slots.saturating_mul(per_call(MAX_MEMORIES)))
+        .total_tables(slots.saturating_mul(per_call(MAX_TABLES)))
+        .total_stacks(slots)
+        .max_core_instances_per_component(per_call(MAX_INSTANCES))
+        .max_memories_per_component(per_call(MAX_MEMORIES))
+        .max_tables_per_component(per_call(MAX_TABLES))
+        .max_memory_size(POOL_MAX_MEMORY_BYTES)
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(KEEP_RESIDENT_BYTES)
+        .async_stack_keep_resident(STACK_KEEP_RESIDENT_BYTES)
+        // Reset only the pages a call dirtied (Linux 6.7+), not the whole resident region.
+        .pagemap_scan(Enabled::Auto);
+    pool
 }

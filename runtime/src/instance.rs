@@ -11,6 +11,7 @@ use crate::sandbox::{CallState, Captured, Grants};
 use crate::{DenyReason, FailureKind, StopToken, ToolResponse};
 use serde::Serialize;
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 /// How much of the end of a guest's stderr a failure message quotes: enough for a panic
@@ -60,18 +61,19 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-/// A fresh store for one call holding exactly `grants`, limited by `limits`, stopped by `stop`.
+/// A fresh store for one call holding exactly `grants`, limited by `limits`, stopped by `stop`
+/// or at `deadline`.
 fn new_store(
     engine: &Engine,
     grants: &Grants,
     limits: &Limits,
     stop: Option<&StopToken>,
+    deadline: Instant,
 ) -> wasmtime::Result<Store<CallState>> {
     let mut store = Store::new(engine, CallState::new(grants, limits));
     store.limiter(|state| &mut state.limiter);
     // Fuel and epoch deadlines both start at zero: set them before anything runs.
     store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
-    let deadline = Instant::now() + limits.timeout;
     let stop = stop.cloned();
     // Each tick the callback checks the deadline and the stop flag, and otherwise yields so
     // the timer and the stop wake-up around the call can fire too.
@@ -94,7 +96,8 @@ pub(crate) async fn describe(
     pre: &GuestPre<CallState>,
     limits: &Limits,
 ) -> Result<Info, String> {
-    let mut store = new_store(engine, &Grants::default(), limits, None)
+    let deadline = Instant::now() + limits.timeout;
+    let mut store = new_store(engine, &Grants::default(), limits, None, deadline)
         .map_err(|error| format!("could not make an instance: {}", error_text(&error)))?;
     let run = async {
         let guest = pre.instantiate_async(&mut store).await?;
@@ -113,57 +116,72 @@ pub(crate) async fn describe(
 /// Run the guest's `call(arguments)` in a fresh instance holding `grants`, under `limits`,
 /// until it answers, its deadline passes, or `stop` is stopped.
 ///
-/// A result's class and trust are the caller's to set.
+/// The deadline runs from now and covers the wait for a free instance slot (one of `slots`'
+/// permits) as well as the call. A result's class and trust are the caller's to set.
 pub(crate) async fn call(
     engine: &Engine,
     pre: &GuestPre<CallState>,
     grants: &Grants,
     limits: &Limits,
     stop: Option<&StopToken>,
+    slots: &Semaphore,
     arguments: &str,
 ) -> CallReport {
     let started = Instant::now();
+    let deadline = started + limits.timeout;
     let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
-    let mut store = match new_store(engine, grants, limits, stop) {
-        Ok(store) => store,
-        Err(error) => {
-            return CallReport {
-                response: ToolResponse::failed(
-                    FailureKind::Internal,
-                    format!("could not make an instance: {}", error_text(&error)),
-                ),
-                stdout: Captured::default(),
-                stderr: Captured::default(),
-                elapsed: started.elapsed(),
-            };
+    let answer = |response| CallReport {
+        elapsed: started.elapsed(),
+        ..CallReport::host_answer(response)
+    };
+    if stop.is_some_and(StopToken::is_stopped) {
+        return answer(ToolResponse::Cancelled);
+    }
+    let stopped = async {
+        match stop {
+            Some(stop) => stop.stopped().await,
+            None => std::future::pending().await,
         }
     };
-    let response = if stop.is_some_and(StopToken::is_stopped) {
-        ToolResponse::Cancelled
-    } else {
-        let run = async {
-            let guest = pre.instantiate_async(&mut store).await?;
-            guest
-                .toolcell_tool_tool()
-                .call_call(&mut store, arguments)
-                .await
-        };
-        let stopped = async {
-            match stop {
-                Some(stop) => stop.stopped().await,
-                None => std::future::pending().await,
+    tokio::pin!(stopped);
+
+    // Back-pressure: when every slot is taken, wait for one rather than fail.
+    let _slot = tokio::select! {
+        permit = tokio::time::timeout_at(deadline.into(), slots.acquire()) => match permit {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_closed)) => {
+                return answer(ToolResponse::failed(FailureKind::Internal, "the port is shutting down"));
             }
-        };
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(limits.timeout, run) => outcome,
-            () = stopped => return report(ToolResponse::Cancelled, &store, started),
-        };
-        match outcome {
-            Ok(Ok(Ok(text))) => ToolResponse::text(text),
-            Ok(Ok(Err(error))) => from_tool_error(error),
-            Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
-            Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+            Err(_elapsed) => return answer(ToolResponse::TimedOut { limit_ms }),
+        },
+        () = &mut stopped => return answer(ToolResponse::Cancelled),
+    };
+
+    let mut store = match new_store(engine, grants, limits, stop, deadline) {
+        Ok(store) => store,
+        Err(error) => {
+            return answer(ToolResponse::failed(
+                FailureKind::Internal,
+                format!("could not make an instance: {}", error_text(&error)),
+            ));
         }
+    };
+    let run = async {
+        let guest = pre.instantiate_async(&mut store).await?;
+        guest
+            .toolcell_tool_tool()
+            .call_call(&mut store, arguments)
+            .await
+    };
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
+        () = &mut stopped => return report(ToolResponse::Cancelled, &store, started),
+    };
+    let response = match outcome {
+        Ok(Ok(Ok(text))) => ToolResponse::text(text),
+        Ok(Ok(Err(error))) => from_tool_error(error),
+        Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
+        Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
     };
     report(response, &store, started)
 }

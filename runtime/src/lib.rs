@@ -52,7 +52,8 @@ mod wasm_port;
 pub use builtin::builtin_components;
 pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
-pub use epoch::EPOCH_TICK;
+pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+pub use epoch::{EPOCH_LINGER, EPOCH_TICK};
 pub use info::{
     Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };

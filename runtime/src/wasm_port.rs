@@ -2,6 +2,7 @@
 //! component, holding only what the policy grants that tool.
 
 use crate::builtin::BUILTIN_TOOLS;
+use crate::engine::POOL_SLOTS;
 use crate::epoch::EpochTicker;
 use crate::info::ToolInfo;
 use crate::instance::{self, CallReport};
@@ -15,19 +16,21 @@ use anyhow::Context as _;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 /// Builds a [`WasmToolPort`].
 ///
 /// By default it loads the built-in tools (embedded in this crate), no tools directory, and
-/// [`Policy::embedded_default`].
+/// [`Policy::embedded_default`], with [`POOL_SLOTS`] instance slots.
 #[derive(Debug)]
 pub struct WasmToolPortBuilder {
     builtin: bool,
     dirs: Vec<PathBuf>,
     components: Vec<(String, Vec<u8>)>,
     policy: Policy,
+    pool_slots: u32,
 }
 
 impl WasmToolPortBuilder {
@@ -46,6 +49,13 @@ impl WasmToolPortBuilder {
     /// Also load this component; `source` names it in errors.
     pub fn component(mut self, source: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
         self.components.push((source.into(), bytes.into()));
+        self
+    }
+
+    /// How many calls may hold an instance at once (default [`POOL_SLOTS`]); more wait for a
+    /// slot. At least 1.
+    pub fn pool_slots(mut self, slots: u32) -> Self {
+        self.pool_slots = slots.max(1);
         self
     }
 
@@ -72,7 +82,7 @@ impl WasmToolPortBuilder {
         }
         sources.extend(self.components);
 
-        let engine = engine::new_engine()?;
+        let engine = engine::new_engine(self.pool_slots)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
@@ -93,6 +103,8 @@ impl WasmToolPortBuilder {
             load_errors: Vec::new(),
             runtime,
             ticker,
+            slots: Semaphore::new(self.pool_slots as usize),
+            pool_slots: self.pool_slots as usize,
         };
         for (source, bytes) in sources {
             let loaded = port.block_on(async {
@@ -169,6 +181,9 @@ pub struct WasmToolPort {
     load_errors: Vec<LoadError>,
     runtime: tokio::runtime::Runtime,
     ticker: EpochTicker,
+    /// One permit per pool slot: a call holds one while its instance lives.
+    slots: Semaphore,
+    pool_slots: usize,
 }
 
 impl std::fmt::Debug for WasmToolPort {
@@ -188,12 +203,19 @@ impl WasmToolPort {
             dirs: Vec::new(),
             components: Vec::new(),
             policy: Policy::embedded_default(),
+            pool_slots: POOL_SLOTS,
         }
     }
 
     /// The registry of the loaded tools, in load order, with `core` from the policy.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// How many calls hold an instance slot right now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.pool_slots
+            .saturating_sub(self.slots.available_permits())
     }
 
     /// The components that could not be loaded, and why.
@@ -243,6 +265,7 @@ impl WasmToolPort {
             &tool.policy.grants,
             &limits,
             options.stop.as_ref(),
+            &self.slots,
             &request.arguments,
         )
         .await;

@@ -326,3 +326,61 @@ fn outcome(response: &ToolResponse) -> String {
         _ => json["outcome"].as_str().unwrap_or_default().to_owned(),
     }
 }
+
+/// With every instance slot taken, a call waits for one instead of failing.
+#[test]
+fn a_full_pool_makes_calls_wait_not_fail() {
+    let port = toolcell::WasmToolPort::builder()
+        .pool_slots(2)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .build()
+        .expect("port");
+    let sleep = CallOptions {
+        timeout: Some(Duration::from_millis(300)),
+        ..CallOptions::default()
+    };
+    let responses: Vec<ToolResponse> = std::thread::scope(|scope| {
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    port.call_with(
+                        &ToolRequest::new("s", "hostile", r#"{"do":"sleep"}"#),
+                        &sleep,
+                    )
+                })
+            })
+            .collect();
+        // Once the sleepers hold both slots, echo calls must queue for one.
+        let started = Instant::now();
+        while port.calls_in_flight() < 2 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the sleepers never started"
+            );
+            std::thread::yield_now();
+        }
+        let echoes: Vec<_> = (0..3)
+            .map(|i| {
+                let port = &port;
+                scope.spawn(move || {
+                    let text = format!("queued {i}");
+                    let arguments = serde_json::json!({ "text": text }).to_string();
+                    (text, port.call(&ToolRequest::new("e", "echo", &arguments)))
+                })
+            })
+            .collect();
+        for echo in echoes {
+            let (text, response) = echo.join().expect("echo thread");
+            assert_eq!(response, ToolResponse::text(text));
+        }
+        // They could only have run once a sleeper gave its slot back.
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        sleepers
+            .into_iter()
+            .map(|s| s.join().expect("sleeper"))
+            .collect()
+    });
+    for response in responses {
+        assert_eq!(response, ToolResponse::TimedOut { limit_ms: 300 });
+    }
+}
