@@ -29,3 +29,8 @@ demo:
     cargo run --release -q -- call clock
     cargo run --release -q -- find ECHO
     cargo run --release -q -- call call_tool '{"name":"echo","arguments":{"text":"via call_tool"}}' --json
+
+# The benchmark: one run, every case side by side (see BENCHMARKS.md).
+bench:
+    cargo build --release
+    cargo bench -p toolcell-tests --bench calls

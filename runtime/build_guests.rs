@@ -24,7 +24,9 @@ pub fn build_workspace(workspace: &Path) -> Vec<Guest> {
     let target_dir = guest_target_dir();
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = Command::new(cargo);
+    // Run from the workspace, so its own `.cargo/config.toml` applies.
     command
+        .current_dir(workspace)
         .arg("build")
         .arg("--release")
         .arg("--workspace")

@@ -28,6 +28,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     tools: Option<PathBuf>,
 
+    /// Compile every component afresh and cache nothing (the cache lives in
+    /// $TOOLCELL_CACHE_DIR, or toolcell/ in the user's cache directory).
+    #[arg(long, global = true)]
+    no_cache: bool,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -93,22 +98,22 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Describe { file } => describe(&file),
-        Command::List { json } => with_runtime(cli.tools, |runtime| list(runtime, json)),
-        Command::Find { query } => with_runtime(cli.tools, |runtime| {
+        Command::Describe { ref file } => describe(file),
+        Command::List { json } => with_runtime(&cli, |runtime| list(runtime, json)),
+        Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
             respond(&runtime.handle("cli", FIND_TOOL, &arguments), false)
         }),
         Command::Call {
-            name,
-            arguments,
+            ref name,
+            ref arguments,
             cap,
             json,
             timeout_ms,
             memory_mib,
             fuel,
             diagnostics,
-        } => with_runtime(cli.tools, |runtime| {
+        } => with_runtime(&cli, |runtime| {
             let options = CallOptions {
                 timeout: timeout_ms.map(Duration::from_millis),
                 memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
@@ -117,7 +122,7 @@ pub fn run(cli: Cli) -> ExitCode {
             };
             let report = runtime
                 .with_cap(cap)
-                .handle_report("cli", &name, &arguments, &options);
+                .handle_report("cli", name, arguments, &options);
             if diagnostics {
                 print_diagnostics(&report);
             }
@@ -126,13 +131,13 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-fn with_runtime(
-    tools: Option<PathBuf>,
-    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
-) -> ExitCode {
-    let mut builder = WasmToolPort::builder();
-    if let Some(dir) = tools {
+fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
+    let mut builder = WasmToolPort::builder().progress(true);
+    if let Some(dir) = &cli.tools {
         builder = builder.tools_dir(dir);
+    }
+    if cli.no_cache {
+        builder = builder.cache_dir(None);
     }
     let port = match builder.build() {
         Ok(port) => port,

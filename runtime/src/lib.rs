@@ -19,6 +19,7 @@
 //! | the pipeline facade | `pipeline.rs` |
 //! | the wasm port | `wasm_port.rs` |
 //! | loading a component | `load.rs` |
+//! | the compiled-component cache | `cache.rs` |
 //! | what a tool says about itself | `info.rs` |
 //! | one call in a fresh store | `instance.rs` |
 //! | the WASI context: no ambient authority | `sandbox.rs` |
@@ -31,6 +32,7 @@
 
 mod bindings;
 mod builtin;
+mod cache;
 mod cap;
 pub mod cli;
 mod dispatch;
@@ -50,6 +52,7 @@ mod stop;
 mod wasm_port;
 
 pub use builtin::builtin_components;
+pub use cache::{CACHE_DIR_ENV, CacheOutcome, CacheStats, default_cache_dir};
 pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};

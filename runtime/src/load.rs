@@ -4,13 +4,14 @@
 //! is a [`LoadError`] naming the component, and the other components load regardless.
 
 use crate::bindings::GuestPre;
+use crate::cache::{CacheOutcome, CompileCache};
 use crate::info::ToolInfo;
 use crate::instance;
 use crate::limits::{DESCRIBE_TIMEOUT, Limits};
 use crate::sandbox::CallState;
 use std::fmt;
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 
 /// A component that could not be loaded, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,19 +37,20 @@ pub(crate) struct LoadedTool {
     pub(crate) source: String,
 }
 
-/// Compile `bytes`, link them against `linker`, and read the tool's `describe()`.
+/// Compile `bytes` (or read them compiled from `cache`), link them against `linker`, and read
+/// the tool's `describe()`.
 pub(crate) async fn load(
     engine: &Engine,
     linker: &Linker<CallState>,
+    cache: &CompileCache,
     source: &str,
     bytes: &[u8],
-) -> Result<LoadedTool, LoadError> {
+) -> Result<(LoadedTool, CacheOutcome), LoadError> {
     let refuse = |message: String| LoadError {
         source: source.to_owned(),
         message,
     };
-    let component = Component::new(engine, bytes)
-        .map_err(|error| refuse(format!("not a valid WebAssembly component: {error:#}")))?;
+    let (component, outcome) = cache.component(engine, bytes).map_err(&refuse)?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
         refuse(format!(
             "it imports something toolcell does not provide: {error:#}"
@@ -67,9 +69,12 @@ pub(crate) async fn load(
         .await
         .map_err(&refuse)?;
     let info = ToolInfo::from_guest(info).map_err(refuse)?;
-    Ok(LoadedTool {
-        info,
-        pre,
-        source: source.to_owned(),
-    })
+    Ok((
+        LoadedTool {
+            info,
+            pre,
+            source: source.to_owned(),
+        },
+        outcome,
+    ))
 }

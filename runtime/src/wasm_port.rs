@@ -2,6 +2,7 @@
 //! component, holding only what the policy grants that tool.
 
 use crate::builtin::BUILTIN_TOOLS;
+use crate::cache::{CacheStats, CompileCache, default_cache_dir};
 use crate::engine::POOL_SLOTS;
 use crate::epoch::EpochTicker;
 use crate::info::ToolInfo;
@@ -23,7 +24,8 @@ use wasmtime::component::Linker;
 /// Builds a [`WasmToolPort`].
 ///
 /// By default it loads the built-in tools (embedded in this crate), no tools directory, and
-/// [`Policy::embedded_default`], with [`POOL_SLOTS`] instance slots.
+/// [`Policy::embedded_default`], with [`POOL_SLOTS`] instance slots, compiled components cached
+/// in [`default_cache_dir`], and no progress bar.
 #[derive(Debug)]
 pub struct WasmToolPortBuilder {
     builtin: bool,
@@ -31,6 +33,8 @@ pub struct WasmToolPortBuilder {
     components: Vec<(String, Vec<u8>)>,
     policy: Policy,
     pool_slots: u32,
+    cache_dir: Option<PathBuf>,
+    progress: bool,
 }
 
 impl WasmToolPortBuilder {
@@ -56,6 +60,20 @@ impl WasmToolPortBuilder {
     /// slot. At least 1.
     pub fn pool_slots(mut self, slots: u32) -> Self {
         self.pool_slots = slots.max(1);
+        self
+    }
+
+    /// Cache compiled components in `dir` (default: [`default_cache_dir`]), or not at all
+    /// with `None`.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Show a progress bar on stderr while compiling components, if stderr is a terminal
+    /// (default: no).
+    pub fn progress(mut self, show: bool) -> Self {
+        self.progress = show;
         self
     }
 
@@ -105,17 +123,27 @@ impl WasmToolPortBuilder {
             ticker,
             slots: Semaphore::new(self.pool_slots as usize),
             pool_slots: self.pool_slots as usize,
+            cache_stats: CacheStats::default(),
         };
-        for (source, bytes) in sources {
+        let cache = CompileCache::new(self.cache_dir);
+        let mut progress = Progress::new(self.progress, sources.len());
+        for (index, (source, bytes)) in sources.into_iter().enumerate() {
+            if !cache.has_entry(&port.engine, &bytes) {
+                progress.compiling(index, &source);
+            }
             let loaded = port.block_on(async {
                 let _running = port.ticker.running();
-                load::load(&port.engine, &linker, &source, &bytes).await
+                load::load(&port.engine, &linker, &cache, &source, &bytes).await
             });
             match loaded {
-                Ok(loaded) => port.add(loaded, &self.policy),
+                Ok((loaded, outcome)) => {
+                    port.cache_stats.record(outcome);
+                    port.add(loaded, &self.policy);
+                }
                 Err(error) => port.load_errors.push(error),
             }
         }
+        progress.finish();
         port.registry = Registry::new(
             port.tools
                 .iter()
@@ -153,6 +181,49 @@ fn read_tools_dir(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .collect()
 }
 
+/// A progress bar over the components being loaded, shown on a terminal once the first one
+/// needs compiling (a warm cache shows nothing).
+struct Progress {
+    enabled: bool,
+    total: usize,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(requested: bool, total: usize) -> Self {
+        use std::io::IsTerminal as _;
+        Progress {
+            enabled: requested && std::io::stderr().is_terminal(),
+            total,
+            bar: None,
+        }
+    }
+
+    fn compiling(&mut self, index: usize, source: &str) {
+        if !self.enabled {
+            return;
+        }
+        let total = self.total as u64;
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("compiling {pos}/{len} {bar:30} {msg}")
+            {
+                bar.set_style(style);
+            }
+            bar
+        });
+        bar.set_position(index as u64);
+        bar.set_message(source.to_owned());
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// One loaded tool and its policy, resolved once at load.
 struct Tool {
     loaded: LoadedTool,
@@ -184,6 +255,7 @@ pub struct WasmToolPort {
     /// One permit per pool slot: a call holds one while its instance lives.
     slots: Semaphore,
     pool_slots: usize,
+    cache_stats: CacheStats,
 }
 
 impl std::fmt::Debug for WasmToolPort {
@@ -204,12 +276,19 @@ impl WasmToolPort {
             components: Vec::new(),
             policy: Policy::embedded_default(),
             pool_slots: POOL_SLOTS,
+            cache_dir: default_cache_dir(),
+            progress: false,
         }
     }
 
     /// The registry of the loaded tools, in load order, with `core` from the policy.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// How the components were obtained: from the cache, or compiled.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache_stats
     }
 
     /// How many calls hold an instance slot right now.

@@ -132,3 +132,21 @@ fn the_shared_port_loaded_every_guest() {
         .collect();
     assert_eq!(names, ["clock", "echo", "counter", "snoop", "hostile"]);
 }
+
+/// The benchmark's compute guest gets the same answer as the same Rust run natively.
+#[test]
+pub(crate) fn compute() {
+    let port = WasmToolPort::builder()
+        .builtin_tools(false)
+        .component("test:compute", crate::guests::COMPUTE)
+        .build()
+        .expect("port");
+    let response = port.call(&ToolRequest::new(
+        "t",
+        "compute",
+        r#"{"seed":3,"bytes":200000,"needle":"fresh sandbox"}"#,
+    ));
+    let native = grep_kernel::run(3, 200_000, "fresh sandbox");
+    assert!(native > 0, "the needle occurs");
+    assert_eq!(result_text(response), native.to_string());
+}

@@ -15,6 +15,8 @@ mod support;
 #[cfg(test)]
 mod builtin_tools;
 #[cfg(test)]
+mod cache;
+#[cfg(test)]
 mod concurrency;
 #[cfg(test)]
 mod containment;
@@ -41,6 +43,7 @@ mod every_guest_has_a_test {
 /// The tests named after the guests, gathered so the check above can find them.
 #[cfg(test)]
 mod guest_tests {
+    pub(crate) use crate::builtin_tools::compute;
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};

@@ -1,0 +1,239 @@
+//! What a call costs, side by side, in one run on one machine: the native floor, toolcell's
+//! fresh instance per call, the whole pipeline, a process per call, cold starts, throughput,
+//! and compute-heavy work in wasm against the same Rust compiled natively.
+//!
+//! Run it with `just bench` (it needs the release `toolcell` binary for the cold starts). It
+//! prints a Markdown table: p50 and p99 per case, and each case's ratio to the floor and to the
+//! process model. A hand-written harness rather than criterion or divan: the table needs
+//! percentiles and cross-case ratios from the same run, which those report per case only.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest, WasmToolPort};
+
+/// Calls per in-process case: enough for a stable p99 in a few seconds.
+const CALLS: usize = 20_000;
+/// Warm-up calls before each in-process case.
+const WARMUP: usize = 2_000;
+/// Runs of each process-spawning case.
+const SPAWNS: usize = 200;
+/// Runs of each cold-start case.
+const STARTS: usize = 20;
+/// Calls per thread in the throughput cases.
+const THROUGHPUT_CALLS: usize = 100_000;
+/// The compute case: 20 MB of generated text, grepped; runs of each side.
+const CORPUS_BYTES: usize = 20_000_000;
+const COMPUTE_RUNS: usize = 10;
+
+struct Case {
+    name: String,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn measure(name: &str, runs: usize, warmup: usize, mut once: impl FnMut()) -> Case {
+    for _ in 0..warmup {
+        once();
+    }
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            once();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    Case {
+        name: name.to_owned(),
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+fn toolcell_binary() -> PathBuf {
+    // This bench runs from target/release/deps; the binary is in target/release.
+    let exe = std::env::current_exe().expect("bench path");
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|release| release.join("toolcell"))
+        .expect("target dir");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `cargo build --release` first (just bench does)",
+        binary.display()
+    );
+    binary
+}
+
+fn main() {
+    let echo = ToolRequest::new("bench", "echo", r#"{"text":"hello"}"#);
+    let mut cases = Vec::new();
+
+    let fake = FakeTools::new();
+    cases.push(measure(
+        "native in-process call (FakeTools echo): the floor",
+        CALLS,
+        WARMUP,
+        || {
+            black_box(fake.call(&echo));
+        },
+    ));
+    drop(fake);
+
+    let port = WasmToolPort::builder()
+        .component("bench:compute", toolcell_tests::guests::COMPUTE)
+        .build()
+        .expect("port");
+    cases.push(measure(
+        "echo through WasmToolPort (fresh instance)",
+        CALLS,
+        WARMUP,
+        || {
+            black_box(port.call(&echo));
+        },
+    ));
+    let runtime = Runtime::wasm(port);
+    cases.push(measure(
+        "echo through the pipeline (call_tool dispatch, port, cap)",
+        CALLS,
+        WARMUP,
+        || {
+            black_box(runtime.handle(
+                "bench",
+                "call_tool",
+                r#"{"name":"echo","arguments":{"text":"hello"}}"#,
+            ));
+        },
+    ));
+    cases.push(measure(
+        "a process per call (spawn /bin/echo, wait)",
+        SPAWNS,
+        10,
+        || {
+            let output = Command::new("/bin/echo")
+                .arg("hello")
+                .output()
+                .expect("spawn");
+            black_box(output);
+        },
+    ));
+
+    let binary = toolcell_binary();
+    let cache = tempfile::tempdir().expect("temp dir");
+    let start = |cache_dir: &std::path::Path| {
+        let output = Command::new(&binary)
+            .args(["call", "echo", r#"{"text":"hello"}"#])
+            .env("TOOLCELL_CACHE_DIR", cache_dir)
+            .output()
+            .expect("run toolcell");
+        assert_eq!(output.stdout, b"hello\n");
+    };
+    cases.push(measure(
+        "cold start to first result, empty cache",
+        STARTS,
+        0,
+        || {
+            let empty = cache.path().join(format!("empty-{}", fastrand_suffix()));
+            start(&empty);
+        },
+    ));
+    let warm = cache.path().join("warm");
+    start(&warm);
+    cases.push(measure(
+        "cold start to first result, warm cache",
+        STARTS,
+        2,
+        || start(&warm),
+    ));
+
+    let compute = format!(r#"{{"seed":7,"bytes":{CORPUS_BYTES},"needle":"needle haystack"}}"#);
+    let expected = grep_kernel::run(7, CORPUS_BYTES, "needle haystack").to_string();
+    let compute_request = ToolRequest::new("bench", "compute", compute);
+    let wasm_port = runtime.port();
+    cases.push(measure(
+        "grep a generated 20 MB corpus, in wasm",
+        COMPUTE_RUNS,
+        1,
+        || {
+            let response = wasm_port.call(&compute_request);
+            assert_eq!(response, toolcell::ToolResponse::text(expected.clone()));
+        },
+    ));
+    cases.push(measure(
+        "grep a generated 20 MB corpus, native",
+        COMPUTE_RUNS,
+        1,
+        || {
+            black_box(grep_kernel::run(
+                7,
+                CORPUS_BYTES,
+                black_box("needle haystack"),
+            ));
+        },
+    ));
+
+    let throughput = |threads: usize| -> f64 {
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    for _ in 0..THROUGHPUT_CALLS {
+                        black_box(wasm_port.call(&echo));
+                    }
+                });
+            }
+        });
+        (threads * THROUGHPUT_CALLS) as f64 / started.elapsed().as_secs_f64()
+    };
+    let one = throughput(1);
+    let two = throughput(2);
+
+    print_table(&cases, one, two);
+}
+
+/// A distinct directory name per cold start, so each starts from an empty cache.
+fn fastrand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+fn print_table(cases: &[Case], one_thread: f64, two_threads: f64) {
+    let floor = cases[0].p50.as_secs_f64();
+    let process = cases
+        .iter()
+        .find(|case| case.name.starts_with("a process per call"))
+        .map(|case| case.p50.as_secs_f64())
+        .unwrap_or(f64::NAN);
+    let show = |d: Duration| {
+        let us = d.as_secs_f64() * 1e6;
+        if us < 1000.0 {
+            format!("{us:.1} µs")
+        } else {
+            format!("{:.2} ms", us / 1000.0)
+        }
+    };
+    println!("| case | p50 | p99 | p50 / floor | process p50 / p50 |");
+    println!("|---|---:|---:|---:|---:|");
+    for case in cases {
+        let p50 = case.p50.as_secs_f64();
+        println!(
+            "| {} | {} | {} | {:.1}x | {:.1}x |",
+            case.name,
+            show(case.p50),
+            show(case.p99),
+            p50 / floor,
+            process / p50
+        );
+    }
+    println!();
+    println!("| throughput, echo through WasmToolPort | calls/s |");
+    println!("|---|---:|");
+    println!("| 1 thread | {one_thread:.0} |");
+    println!("| 2 threads | {two_threads:.0} |");
+}
