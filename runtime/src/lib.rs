@@ -27,6 +27,7 @@
 //! | per-tool policy | `policy.rs` |
 //! | the deadline ticker | `epoch.rs` |
 //! | stopping a running call | `stop.rs` |
+//! | argument validation | `validate.rs` |
 //! | generated bindings | `bindings.rs` |
 //! | the command line | `cli.rs` |
 
@@ -49,6 +50,7 @@ mod proto;
 mod registry;
 pub mod sandbox;
 mod stop;
+mod validate;
 mod wasm_port;
 
 pub use builtin::builtin_components;
@@ -72,4 +74,5 @@ pub use registry::{
 };
 pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants};
 pub use stop::StopToken;
+pub use validate::MAX_LISTED_VIOLATIONS;
 pub use wasm_port::{WasmToolPort, WasmToolPortBuilder};

@@ -9,6 +9,7 @@ use crate::info::ToolInfo;
 use crate::instance;
 use crate::limits::{DESCRIBE_TIMEOUT, Limits};
 use crate::sandbox::CallState;
+use crate::validate::ArgumentSchema;
 use std::fmt;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
@@ -34,6 +35,7 @@ impl std::error::Error for LoadError {}
 pub(crate) struct LoadedTool {
     pub(crate) info: ToolInfo,
     pub(crate) pre: GuestPre<CallState>,
+    pub(crate) schema: ArgumentSchema,
     pub(crate) source: String,
 }
 
@@ -68,11 +70,14 @@ pub(crate) async fn load(
     let info = instance::describe(engine, &pre, &limits)
         .await
         .map_err(&refuse)?;
-    let info = ToolInfo::from_guest(info).map_err(refuse)?;
+    let info = ToolInfo::from_guest(info).map_err(&refuse)?;
+    let schema = ArgumentSchema::compile(&info.input_schema)
+        .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?;
     Ok((
         LoadedTool {
             info,
             pre,
+            schema,
             source: source.to_owned(),
         },
         outcome,

@@ -336,6 +336,9 @@ impl WasmToolPort {
                 ),
             ));
         }
+        if let Err(why) = tool.loaded.schema.check(&request.tool, &request.arguments) {
+            return CallReport::host_answer(ToolResponse::failed(FailureKind::InvalidInput, why));
+        }
         let limits = tool.policy.limits.overridden_by(options);
         let _running = self.ticker.running();
         let mut report = instance::call(

@@ -92,12 +92,12 @@ fn json_prints_the_whole_response() {
 
 #[test]
 fn exit_status_names_the_outcome() {
-    // Failed: the tool refused its arguments; the reason is on stderr, stdout is empty.
+    // Failed: the arguments break the tool's schema; the reason is on stderr, stdout is empty.
     let output = toolcell(&["call", "echo", r#"{"txt":"x"}"#]);
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout(&output), "");
     assert!(
-        stderr(&output).contains("missing field `text`"),
+        stderr(&output).contains("\"text\" is a required property"),
         "{}",
         stderr(&output)
     );
