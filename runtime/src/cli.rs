@@ -11,6 +11,7 @@
 //! | 3 | the call was denied |
 //! | 4 | the call ran past its deadline |
 //! | 5 | the call was cancelled |
+//! | 6 | the call ran, but its audit record could not be written |
 
 use crate::limits::DEFAULT_RESULT_CAP;
 use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, ToolResponse, WasmToolPort};
@@ -32,6 +33,10 @@ pub struct Cli {
     /// $TOOLCELL_CACHE_DIR, or toolcell/ in the user's cache directory).
     #[arg(long, global = true)]
     no_cache: bool,
+
+    /// Append one JSON line per call to this file (created 0600), secrets redacted.
+    #[arg(long, global = true, value_name = "FILE")]
+    audit: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -76,6 +81,12 @@ enum Command {
         #[arg(long)]
         diagnostics: bool,
     },
+    /// Serve the tools to an MCP client over stdio until stdin closes.
+    Serve {
+        /// How many calls may run at once; more wait for a slot.
+        #[arg(long, value_name = "N", default_value_t = crate::POOL_SLOTS)]
+        pool_slots: u32,
+    },
     /// Load one component file and print what it says about itself.
     Describe {
         /// The component (.wasm).
@@ -89,9 +100,19 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_DENIED: u8 = 3;
 const EXIT_TIMED_OUT: u8 = 4;
 const EXIT_CANCELLED: u8 = 5;
+const EXIT_AUDIT_FAILED: u8 = 6;
 
-/// Parse the process's arguments and run the command.
+/// Parse the process's arguments and run the command. Logs go to stderr (never stdout, which
+/// belongs to results and, under `serve`, to the protocol), filtered by `$TOOLCELL_LOG`
+/// (default `warn`).
 pub fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCELL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter)
+        .init();
     run(Cli::parse())
 }
 
@@ -99,6 +120,15 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Describe { ref file } => describe(file),
+        Command::Serve { pool_slots } => with_runtime_slots(&cli, pool_slots, |runtime| {
+            match crate::mcp::serve(runtime) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("toolcell: {error:#}");
+                    ExitCode::from(EXIT_FAILED)
+                }
+            }
+        }),
         Command::List { json } => with_runtime(&cli, |runtime| list(runtime, json)),
         Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
@@ -120,19 +150,33 @@ pub fn run(cli: Cli) -> ExitCode {
                 fuel,
                 stop: None,
             };
-            let report = runtime
-                .with_cap(cap)
-                .handle_report("cli", name, arguments, &options);
+            let runtime = runtime.with_cap(cap);
+            let report = runtime.handle_report("cli", name, arguments, &options);
             if diagnostics {
                 print_diagnostics(&report);
             }
-            respond(&report.response, json)
+            let status = respond(&report.response, json);
+            if runtime.audit_failures() > 0 {
+                eprintln!("toolcell: the call ran, but its audit record could not be written");
+                return ExitCode::from(EXIT_AUDIT_FAILED);
+            }
+            status
         }),
     }
 }
 
 fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
-    let mut builder = WasmToolPort::builder().progress(true);
+    with_runtime_slots(cli, crate::POOL_SLOTS, run)
+}
+
+fn with_runtime_slots(
+    cli: &Cli,
+    pool_slots: u32,
+    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
+) -> ExitCode {
+    let mut builder = WasmToolPort::builder()
+        .progress(true)
+        .pool_slots(pool_slots);
     if let Some(dir) = &cli.tools {
         builder = builder.tools_dir(dir);
     }
@@ -149,7 +193,20 @@ fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) 
     for error in port.load_errors() {
         eprintln!("toolcell: skipped {error}");
     }
-    run(Runtime::wasm(port))
+    let mut runtime = Runtime::wasm(port);
+    if let Some(path) = &cli.audit {
+        match crate::Audit::open(path) {
+            Ok(audit) => runtime = runtime.with_audit(audit),
+            Err(error) => {
+                eprintln!(
+                    "toolcell: opening the audit file {}: {error}",
+                    path.display()
+                );
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
+    }
+    run(runtime)
 }
 
 fn list(runtime: Runtime<WasmToolPort>, json: bool) -> ExitCode {

@@ -17,6 +17,7 @@
 //! | the result cap | `cap.rs` |
 //! | the `ToolPort` seam and `FakeTools` | `port.rs` |
 //! | the pipeline facade | `pipeline.rs` |
+//! | the audit record | `audit.rs` |
 //! | the wasm port | `wasm_port.rs` |
 //! | loading a component | `load.rs` |
 //! | the compiled-component cache | `cache.rs` |
@@ -29,8 +30,10 @@
 //! | stopping a running call | `stop.rs` |
 //! | argument validation | `validate.rs` |
 //! | generated bindings | `bindings.rs` |
+//! | the MCP server | `mcp.rs` |
 //! | the command line | `cli.rs` |
 
+pub mod audit;
 mod bindings;
 mod builtin;
 mod cache;
@@ -43,6 +46,7 @@ mod info;
 mod instance;
 pub mod limits;
 mod load;
+pub mod mcp;
 mod pipeline;
 mod policy;
 mod port;
@@ -53,6 +57,7 @@ mod stop;
 mod validate;
 mod wasm_port;
 
+pub use audit::{Audit, AuditRecord};
 pub use builtin::builtin_components;
 pub use cache::{CACHE_DIR_ENV, CacheOutcome, CacheStats, default_cache_dir};
 pub use cap::{TRUNCATION_MARKER, cap_result};

@@ -1,19 +1,25 @@
 //! [`Runtime`]: the one pipeline every front end enters. The CLI, the MCP server and an
-//! embedding host all call [`Runtime::handle`]; none has its own copy of dispatch or the cap.
+//! embedding host all call [`Runtime::handle`] (or its report-returning forms); none has its
+//! own copy of dispatch, validation, limits, the cap or the audit record.
 
+use crate::audit::{Audit, AuditRecord};
 use crate::limits::DEFAULT_RESULT_CAP;
 use crate::{
     CallOptions, CallReport, Dispatch, Registry, ToolPort, ToolRequest, ToolResponse, WasmToolPort,
     cap_result, dispatch,
 };
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
-/// A registry, a port and a result cap, strung together: a model's tool call in, the response
-/// it should read out.
+/// A registry, a port, a result cap and an optional audit record, strung together: a model's
+/// tool call in, the response it should read out.
 #[derive(Debug)]
 pub struct Runtime<P> {
     registry: Registry,
     port: P,
     cap: usize,
+    audit: Option<Audit>,
+    audit_failures: AtomicU64,
 }
 
 impl<P: ToolPort> Runtime<P> {
@@ -23,7 +29,20 @@ impl<P: ToolPort> Runtime<P> {
             registry,
             port,
             cap: DEFAULT_RESULT_CAP,
+            audit: None,
+            audit_failures: AtomicU64::new(0),
         }
+    }
+
+    /// This pipeline, appending a record of every call to `audit`.
+    pub fn with_audit(mut self, audit: Audit) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// How many calls' audit records could not be written (each is also logged as an error).
+    pub fn audit_failures(&self) -> u64 {
+        self.audit_failures.load(Ordering::Relaxed)
     }
 
     /// This pipeline with results capped at `cap` bytes.
@@ -56,11 +75,45 @@ impl<P: ToolPort> Runtime<P> {
         arguments: &str,
         options: &CallOptions,
     ) -> ToolResponse {
+        let started = Instant::now();
         let response = match self.route(id, name, arguments) {
             Ok(request) => self.port.call_with(&request, options),
             Err(local) => local,
         };
-        self.cap(response)
+        let report = CallReport {
+            elapsed: started.elapsed(),
+            ..CallReport::host_answer(response)
+        };
+        self.finish(id, name, arguments, report, started).response
+    }
+
+    /// Cap the result and append the audit record: the last two steps of every call, which
+    /// started at `started`.
+    fn finish(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        mut report: CallReport,
+        started: Instant,
+    ) -> CallReport {
+        report.response = self.cap(report.response);
+        let record = |audit: &Audit| {
+            audit.record(&AuditRecord::of(
+                id,
+                name,
+                arguments,
+                &report.response,
+                started.elapsed(),
+            ))
+        };
+        if let Some(audit) = &self.audit
+            && let Err(error) = record(audit)
+        {
+            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(call = id, tool = name, %error, "the audit record could not be written");
+        }
+        report
     }
 
     /// What the port should run for this call, or the answer given here without it.
@@ -107,12 +160,28 @@ impl Runtime<WasmToolPort> {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        let mut report = match self.route(id, name, arguments) {
+        let started = Instant::now();
+        let report = match self.route(id, name, arguments) {
             Ok(request) => self.port.call_report_blocking(&request, options),
             Err(local) => CallReport::host_answer(local),
         };
-        report.response = self.cap(report.response);
-        report
+        self.finish(id, name, arguments, report, started)
+    }
+
+    /// [`Runtime::handle_report`] from async code (what the MCP server runs).
+    pub async fn handle_report_async(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        options: &CallOptions,
+    ) -> CallReport {
+        let started = Instant::now();
+        let report = match self.route(id, name, arguments) {
+            Ok(request) => self.port.call_report(&request, options).await,
+            Err(local) => CallReport::host_answer(local),
+        };
+        self.finish(id, name, arguments, report, started)
     }
 }
 

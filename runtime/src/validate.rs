@@ -34,8 +34,7 @@ impl ArgumentSchema {
             return Ok(());
         }
         let mut message = format!("the arguments do not fit {tool}'s schema:");
-        let mut listed = 0;
-        for violation in violations {
+        for (listed, violation) in violations.enumerate() {
             if listed == MAX_LISTED_VIOLATIONS {
                 message.push_str("\n- (and more)");
                 break;
@@ -47,7 +46,6 @@ impl ArgumentSchema {
                 path
             };
             message.push_str(&format!("\n- at {at}: {violation}"));
-            listed += 1;
         }
         Err(message)
     }

@@ -217,3 +217,66 @@ fn limit_flags_reach_the_call() {
         Some(1)
     );
 }
+
+#[test]
+fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let audit = dir.path().join("audit.jsonl");
+    let path = audit.to_str().expect("path");
+    let calls: &[&[&str]] = &[
+        &[
+            "call",
+            "echo",
+            r#"{"text":"a","token":"s3cr3t-value"}"#,
+            "--audit",
+            path,
+        ],
+        &["call", "echo", r#"{"text":7}"#, "--audit", path],
+        &["call", "find_tool", r#"{"query":"echo"}"#, "--audit", path],
+        &["call", "no_such_tool", "{}", "--audit", path],
+    ];
+    for args in calls {
+        toolcell(args);
+    }
+    let text = std::fs::read_to_string(&audit).expect("audit file");
+    assert!(
+        !text.contains("s3cr3t-value"),
+        "a secret reached the audit file"
+    );
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a whole JSON line"))
+        .collect();
+    assert_eq!(lines.len(), calls.len());
+    let outcomes: Vec<&str> = lines
+        .iter()
+        .map(|line| line["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["result", "failed", "result", "denied"]);
+    assert_eq!(lines[0]["arguments"]["token"], "[redacted]");
+    assert_eq!(lines[0]["bytes"], 1);
+    assert_eq!(lines[1]["failure"], "invalid_input");
+    assert_eq!(lines[3]["gate"], "deny");
+    for line in &lines {
+        for field in ["time", "call_id", "tool", "duration_us", "truncated"] {
+            assert!(!line[field].is_null(), "{field} missing from {line}");
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&audit)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn a_full_disk_under_the_audit_file_is_reported() {
+    let output = toolcell(&["call", "echo", r#"{"text":"x"}"#, "--audit", "/dev/full"]);
+    assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "x\n", "the result is still printed");
+    assert!(stderr(&output).contains("audit record could not be written"));
+}

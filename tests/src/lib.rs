@@ -25,6 +25,8 @@ mod fresh_instance;
 #[cfg(test)]
 mod loading;
 #[cfg(test)]
+mod mcp;
+#[cfg(test)]
 mod no_ambient_authority;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest

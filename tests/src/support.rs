@@ -56,3 +56,29 @@ pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// The release `toolcell` binary. `cargo test --workspace` builds it (the runtime package's own
+/// tests need it); this crate's tests find it beside their own executable.
+pub(crate) fn toolcell_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("toolcell"))
+        .expect("target directory");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run the tests with `cargo test --release --workspace`, which builds it",
+        binary.display()
+    );
+    binary
+}
+
+/// A temporary tools directory holding the named test guests.
+pub(crate) fn tools_dir(guests: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, bytes) in guests {
+        std::fs::write(dir.path().join(format!("{name}.wasm")), bytes).expect("write guest");
+    }
+    dir
+}

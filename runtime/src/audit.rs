@@ -1,0 +1,211 @@
+//! The audit record: one JSON line per call, appended to a file the user names.
+//!
+//! A line holds when the call ended, its id, the tool, the arguments with secret-looking
+//! values replaced, the gate's decision, the outcome, how long it took, and how much it
+//! returned. Each line is written with one `write` on a file opened for appending, so readers
+//! never see half a line; if the disk fills mid-line, the file is cut back to its last whole
+//! line and the failure is returned, never ignored. The file is created readable by its owner
+//! only.
+
+use crate::ToolResponse;
+use serde::Serialize;
+use serde_json::Value;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// What replaces a secret-looking value.
+pub const REDACTED: &str = "[redacted]";
+
+/// Object keys whose values are never written: any key that contains one of these, ignoring
+/// case (so `api_key`, `X-Auth-Token`, `Password` are all redacted).
+pub const SECRET_KEY_MARKERS: &[&str] = &["password", "secret", "token", "key", "authorization"];
+
+/// An append-only audit file.
+#[derive(Debug)]
+pub struct Audit {
+    file: Mutex<File>,
+}
+
+/// One audit line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditRecord {
+    /// When the call ended, RFC 3339 in UTC.
+    pub time: String,
+    /// The caller's id for the call.
+    pub call_id: String,
+    /// The tool as the model named it (`find_tool`, `call_tool` or a tool).
+    pub tool: String,
+    /// The arguments, secret-looking values replaced by [`REDACTED`]; arguments that are not
+    /// JSON are not written at all, only their size.
+    pub arguments: Value,
+    /// `allow` when the call was allowed to run (or answered by the loop itself), `deny` when
+    /// it was refused before running.
+    pub gate: &'static str,
+    /// The response's outcome: `result`, `failed`, `denied`, `timed_out` or `cancelled`.
+    pub outcome: &'static str,
+    /// For a failure, its kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// How long the call took, in microseconds.
+    pub duration_us: u64,
+    /// How many bytes of text the response carried.
+    pub bytes: usize,
+    /// Whether the result was cut to the cap.
+    pub truncated: bool,
+}
+
+impl Audit {
+    /// Open `path` for appending, creating it (mode 0600) if it does not exist.
+    pub fn open(path: &Path) -> std::io::Result<Audit> {
+        let mut options = OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        Ok(Audit {
+            file: Mutex::new(options.open(path)?),
+        })
+    }
+
+    /// Append one record as one line. On failure nothing partial is left behind (as far as
+    /// the file system allows) and the error is returned.
+    pub fn record(&self, record: &AuditRecord) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let before = file.metadata().map(|meta| meta.len()).ok();
+        let written = file.write_all(&line).and_then(|()| file.flush());
+        if written.is_err()
+            && let Some(before) = before
+            && file.metadata().is_ok_and(|meta| meta.is_file())
+        {
+            // A short write (a full disk) would leave half a line: cut it off.
+            let _ = file.set_len(before);
+        }
+        written
+    }
+}
+
+impl AuditRecord {
+    /// The record of one call, from what was asked, what came of it, and how long it took.
+    pub fn of(
+        call_id: &str,
+        tool: &str,
+        arguments: &str,
+        response: &ToolResponse,
+        took: Duration,
+    ) -> AuditRecord {
+        let (outcome, failure, bytes, truncated) = match response {
+            ToolResponse::Result {
+                text, truncated, ..
+            } => ("result", None, text.len(), *truncated),
+            ToolResponse::Failed { kind, message } => (
+                "failed",
+                serde_json::to_value(kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned)),
+                message.len(),
+                false,
+            ),
+            ToolResponse::Denied { .. } => ("denied", None, 0, false),
+            ToolResponse::TimedOut { .. } => ("timed_out", None, 0, false),
+            ToolResponse::Cancelled => ("cancelled", None, 0, false),
+        };
+        let gate = match response {
+            ToolResponse::Denied { .. } => "deny",
+            _ => "allow",
+        };
+        AuditRecord {
+            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: redacted_arguments(arguments),
+            gate,
+            outcome,
+            failure,
+            duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            bytes,
+            truncated,
+        }
+    }
+}
+
+/// The arguments as JSON with secret-looking values replaced; for text that is not JSON, only
+/// its size (it may hold anything).
+fn redacted_arguments(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(mut value) => {
+            redact(&mut value);
+            value
+        }
+        Err(_) => serde_json::json!({ "not_json_bytes": arguments.len() }),
+    }
+}
+
+/// Replace, at any depth, the value of every key that looks like it names a secret.
+pub fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                let key = key.to_lowercase();
+                if SECRET_KEY_MARKERS.iter().any(|marker| key.contains(marker)) {
+                    *value = Value::String(REDACTED.to_owned());
+                } else {
+                    redact(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_redacted_at_any_depth_and_nothing_else_is() {
+        let mut value = json!({
+            "path": "README.md",
+            "Password": "hunter2",
+            "headers": { "Authorization": "Bearer abc", "Accept": "text/plain" },
+            "list": [{ "api_key": "k1" }, { "name": "ok" }],
+            "nested": { "deeper": { "X-Auth-Token": "t", "client_secret": { "a": 1 } } }
+        });
+        redact(&mut value);
+        assert_eq!(
+            value,
+            json!({
+                "path": "README.md",
+                "Password": REDACTED,
+                "headers": { "Authorization": REDACTED, "Accept": "text/plain" },
+                "list": [{ "api_key": REDACTED }, { "name": "ok" }],
+                "nested": { "deeper": { "X-Auth-Token": REDACTED, "client_secret": REDACTED } }
+            })
+        );
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_are_not_written() {
+        assert_eq!(
+            redacted_arguments("token=hunter2"),
+            json!({ "not_json_bytes": 13 })
+        );
+    }
+
+    #[test]
+    fn a_record_says_what_became_of_the_call() {
+        let response = ToolResponse::failed(crate::FailureKind::Trap, "boom");
+        let took = Duration::from_micros(1234);
+        let record = AuditRecord::of("7", "echo", r#"{"text":"x","token":"t"}"#, &response, took);
+        assert_eq!(record.outcome, "failed");
+        assert_eq!(record.failure.as_deref(), Some("trap"));
+        assert_eq!(record.duration_us, 1234);
+        assert_eq!(record.arguments, json!({ "text": "x", "token": REDACTED }));
+        assert_eq!(record.gate, "allow");
+    }
+}

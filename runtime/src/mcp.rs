@@ -1,0 +1,180 @@
+//! `toolcell serve`: the same pipeline, served to any MCP client over stdio.
+//!
+//! Built on `rmcp`, which speaks both eras of the protocol: the `initialize` handshake
+//! (2025-11-25 and earlier) and the stateless 2026-07-28 protocol (`server/discover`,
+//! per-request `_meta`). What is ours:
+//!
+//! - `tools/list` is the registry's core schemas (core tools, then `find_tool`, then
+//!   `call_tool`), in that fixed order, annotated from each tool's flags;
+//! - `tools/call` enters [`Runtime::handle_report_async`], like every other front end. A tool's
+//!   failure, a denial, a deadline or arguments that break the schema is a result with
+//!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
+//!   own is a JSON-RPC error (-32602, invalid params);
+//! - `notifications/cancelled` stops the running instance through its [`StopToken`], and rmcp
+//!   sends no response for the cancelled request;
+//! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
+//!   to stderr.
+
+use crate::{
+    CALL_TOOL, CallOptions, CapabilityKind, FIND_TOOL, Runtime, StopToken, ToolSchema, WasmToolPort,
+};
+use anyhow::Context as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the server waits, once stdin has closed, for calls still running to stop.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// The MCP face of a [`Runtime`].
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Arc<Runtime<WasmToolPort>>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl McpServer {
+    /// A server for `runtime`; the tool list is built once, here.
+    pub fn new(runtime: Arc<Runtime<WasmToolPort>>) -> Self {
+        let tools = runtime
+            .registry()
+            .core_schemas()
+            .into_iter()
+            .map(|schema| mcp_tool(&runtime, schema))
+            .collect();
+        McpServer {
+            runtime,
+            tools: Arc::new(tools),
+        }
+    }
+}
+
+/// A schema as an MCP tool, with hints from what the tool says about itself.
+fn mcp_tool(runtime: &Runtime<WasmToolPort>, schema: ToolSchema) -> Tool {
+    let annotations = match runtime.port().info(&schema.name) {
+        Some(info) => {
+            let network = info
+                .capabilities
+                .iter()
+                .any(|capability| capability.kind == CapabilityKind::Network);
+            Some(
+                ToolAnnotations::new()
+                    .read_only(info.read_only)
+                    .destructive(!info.read_only)
+                    .idempotent(info.read_only)
+                    .open_world(network),
+            )
+        }
+        // The loop's own search only reads the registry.
+        None if schema.name == FIND_TOOL => Some(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        // call_tool is whatever the tool it calls is.
+        None => None,
+    };
+    let parameters = match schema.parameters {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    let tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
+    match annotations {
+        Some(annotations) => tool.with_annotations(annotations),
+        None => tool,
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult {
+            tools: self.tools.as_ref().clone(),
+            ..ListToolsResult::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
+            return Err(McpError::invalid_params(
+                format!("no tool named {name:?}; use {FIND_TOOL} to search for one"),
+                None,
+            ));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let id = context.id.to_string();
+        let stop = StopToken::new();
+        let options = CallOptions {
+            stop: Some(stop.clone()),
+            ..CallOptions::default()
+        };
+        let call = self
+            .runtime
+            .handle_report_async(&id, name, &arguments, &options);
+        tokio::pin!(call);
+        let report = tokio::select! {
+            report = &mut call => report,
+            () = context.ct.cancelled() => {
+                // The client gave up on the call: stop its instance and let it answer (rmcp
+                // sends nothing for a cancelled request).
+                stop.stop();
+                call.await
+            }
+        };
+        let response = report.response;
+        let content = vec![ContentBlock::text(response.model_text())];
+        let result = if response.is_error() {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serve `runtime` over stdin and stdout until stdin closes.
+pub fn serve(runtime: Runtime<WasmToolPort>) -> anyhow::Result<()> {
+    let runtime = Arc::new(runtime);
+    let executor = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("toolcell-mcp")
+        .enable_time()
+        .build()
+        .context("starting the server's async runtime")?;
+    let server = McpServer::new(Arc::clone(&runtime));
+    let served = executor.block_on(async move {
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("starting the MCP session")?;
+        service.waiting().await.context("serving MCP")?;
+        anyhow::Ok(())
+    });
+    executor.shutdown_timeout(SHUTDOWN_GRACE);
+    // The port owns a tokio runtime of its own, which must be dropped outside async code:
+    // here, after the server's runtime is gone.
+    drop(runtime);
+    served
+}

@@ -1,0 +1,69 @@
+"""A real MCP client (the `mcp` package from PyPI) against `toolcell serve`, in one era.
+
+Usage: client.py TOOLCELL TOOLS_DIR AUDIT_FILE MODE   (MODE: "auto" or "legacy")
+
+It lists the tools, calls echo (through call_tool and directly), calls with bad arguments
+(expects isError), calls an unknown tool (expects the -32602 protocol error), cancels a call
+that never ends, and then makes another call. Any failed expectation exits non-zero.
+"""
+
+import sys
+import time
+
+import anyio
+from mcp import Client, MCPError, StdioServerParameters
+
+
+def expect(condition, what):
+    if not condition:
+        raise SystemExit(f"FAILED: {what}")
+    print(f"ok: {what}")
+
+
+def text_of(result):
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+async def main(toolcell, tools_dir, audit, mode):
+    server = StdioServerParameters(
+        command=toolcell,
+        args=["serve", "--tools", tools_dir, "--audit", audit],
+    )
+    async with Client(server, mode=mode, read_timeout_seconds=30) as client:
+        print(f"connected ({mode}), protocol {client.session.protocol_version}")
+
+        tools = await client.list_tools()
+        names = [tool.name for tool in tools.tools]
+        expect(names == ["clock", "find_tool", "call_tool"], f"tools/list is the core schemas in order: {names}")
+        clock = tools.tools[0]
+        expect(clock.annotations is not None and clock.annotations.read_only_hint, "clock is annotated read-only")
+
+        result = await client.call_tool("call_tool", {"name": "echo", "arguments": {"text": "héllo"}})
+        expect(not result.is_error and text_of(result) == "héllo", "echo through call_tool")
+        result = await client.call_tool("echo", {"text": "direct"})
+        expect(not result.is_error and text_of(result) == "direct", "echo called by name")
+
+        result = await client.call_tool("echo", {"text": 7})
+        expect(result.is_error, "bad arguments are a tool error (isError)")
+        expect("/text" in text_of(result), f"and the error names the failing path: {text_of(result)!r}")
+
+        try:
+            await client.call_tool("no_such_tool", {})
+            expect(False, "an unknown tool is a protocol error")
+        except MCPError as error:
+            expect(error.code == -32602, f"an unknown tool is JSON-RPC error -32602 (got {error.code})")
+
+        started = time.monotonic()
+        with anyio.move_on_after(0.5) as scope:
+            await client.call_tool("hostile", {"do": "spin"})
+        expect(scope.cancelled_caught, "a call that never ends is cancelled by the client")
+        expect(time.monotonic() - started < 4.0, "well before the tool's own 5 s deadline")
+
+        result = await client.call_tool("call_tool", {"name": "echo", "arguments": {"text": "after"}})
+        expect(not result.is_error and text_of(result) == "after", "the next call succeeds")
+
+
+if __name__ == "__main__":
+    toolcell, tools_dir, audit, mode = sys.argv[1:5]
+    anyio.run(main, toolcell, tools_dir, audit, mode)
+    print("client: all checks passed")

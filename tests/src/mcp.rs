@@ -1,0 +1,300 @@
+//! `toolcell serve`, driven as an MCP client would: raw JSON-RPC over the child's stdio for
+//! what must be measured exactly, and the real Python client (`mcp` from PyPI) in both eras.
+
+use crate::support::{exclusive, toolcell_binary, tools_dir};
+use serde_json::{Value, json};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for any one response before it fails.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A `toolcell serve` child and the lines it writes to stdout.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(toolcell_binary())
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start toolcell serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut server = Server {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        };
+        server.send(json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "toolcell-tests", "version": "0" }
+            }
+        }));
+        server.response(0);
+        server.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+        server
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
+    fn call(&mut self, id: i64, name: &str, arguments: Value) {
+        self.send(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": name, "arguments": arguments }
+        }));
+    }
+
+    /// The response with this id (every line read on the way is kept in `seen`).
+    fn response(&mut self, id: i64) -> Value {
+        let deadline = Instant::now() + RESPONSE_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no response {id}; saw {:?}", self.seen));
+            self.seen.push(line.clone());
+            let message: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Close stdin and wait for the server to exit; returns how long that took and every
+    /// stdout line.
+    fn close(mut self) -> (Duration, bool, Vec<String>) {
+        drop(self.stdin.take());
+        let closed = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                closed.elapsed() < RESPONSE_TIMEOUT,
+                "the server did not exit"
+            );
+            std::thread::yield_now();
+        };
+        let took = closed.elapsed();
+        self.seen.extend(self.lines.iter());
+        (took, status.success(), self.seen)
+    }
+}
+
+fn text(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_legacy_session_lists_calls_and_refuses() {
+    let mut server = Server::start(&[]);
+    server.send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }));
+    let list = server.response(1);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["clock", "find_tool", "call_tool"]);
+    assert_eq!(
+        list["result"]["tools"][0]["annotations"]["readOnlyHint"],
+        true
+    );
+
+    server.call(
+        2,
+        "call_tool",
+        json!({ "name": "echo", "arguments": { "text": "hi" } }),
+    );
+    let echo = server.response(2);
+    assert_eq!(text(&echo), "hi");
+    assert_eq!(echo["result"]["isError"], false);
+
+    server.call(3, "echo", json!({ "text": 7 }));
+    let bad = server.response(3);
+    assert_eq!(bad["result"]["isError"], true);
+    assert!(text(&bad).contains("/text"), "{bad}");
+
+    server.call(4, "no_such_tool", json!({}));
+    assert_eq!(server.response(4)["error"]["code"], -32602);
+
+    let (_, exited_cleanly, _) = server.close();
+    assert!(exited_cleanly);
+}
+
+/// With one instance slot, the call after a cancelled one can only run once the cancelled
+/// instance has stopped: the time from the cancel to its answer bounds the stop.
+#[test]
+fn a_cancelled_call_stops_its_instance_at_once() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let dir = tools.path().to_str().expect("path");
+    let mut server = Server::start(&["--tools", dir, "--pool-slots", "1"]);
+    server.call(1, "echo", json!({ "text": "warm" }));
+    server.response(1);
+
+    server.call(2, "hostile", json!({ "do": "spin" }));
+    // Give the call time to be well into its loop (this orders the test; it measures nothing).
+    std::thread::sleep(Duration::from_millis(200));
+    let cancelled_at = Instant::now();
+    server.send(json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 2, "reason": "the test gave up" }
+    }));
+    server.call(3, "echo", json!({ "text": "next" }));
+    let next = server.response(3);
+    let took = cancelled_at.elapsed();
+    println!("the call after the cancel answered {took:?} after it");
+    assert_eq!(text(&next), "next");
+    assert!(
+        took <= Duration::from_millis(10),
+        "the next call waited {took:?} for the cancelled instance"
+    );
+
+    let (_, _, seen) = server.close();
+    let answered_cancelled = seen
+        .iter()
+        .any(|line| serde_json::from_str::<Value>(line).is_ok_and(|message| message["id"] == 2));
+    assert!(
+        !answered_cancelled,
+        "a cancelled request must get no response"
+    );
+}
+
+#[test]
+fn guest_output_never_reaches_the_servers_stdout() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let dir = tools.path().to_str().expect("path");
+    let mut server = Server::start(&["--tools", dir]);
+    server.call(1, "hostile", json!({ "do": "flood" }));
+    assert_eq!(text(&server.response(1)), "flooded");
+    server.call(2, "hostile", json!({ "do": "panic" }));
+    assert_eq!(server.response(2)["result"]["isError"], true);
+    let (took, exited_cleanly, seen) = server.close();
+    assert!(exited_cleanly);
+    assert!(
+        took < Duration::from_secs(2),
+        "exit took {took:?} after stdin closed"
+    );
+    for line in &seen {
+        let message: Value = serde_json::from_str(line).expect("only JSON on stdout");
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        assert!(
+            !line.contains("HOSTILE-FLOOD-HOSTILE"),
+            "guest output on stdout"
+        );
+    }
+}
+
+/// The Python virtual environment with the `mcp` client, made on first use under `target/`
+/// (`.ci/run` makes it before the tests).
+fn python_with_mcp() -> std::path::PathBuf {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/mcp-venv")
+        .to_path_buf();
+    let python = venv.join("bin/python");
+    let has_mcp = || {
+        Command::new(&python)
+            .args(["-c", "import mcp"])
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !has_mcp() {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 is needed for the MCP client test");
+        assert!(made.success(), "python3 -m venv failed");
+        let installed = Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "mcp>=2.3,<3"])
+            .status()
+            .expect("pip");
+        assert!(installed.success(), "pip install mcp failed");
+    }
+    assert!(has_mcp());
+    python
+}
+
+#[test]
+fn the_python_mcp_client_passes_in_both_eras() {
+    let _guard = exclusive();
+    let python = python_with_mcp();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    for mode in ["auto", "legacy"] {
+        let audit = tools.path().join(format!("audit-{mode}.jsonl"));
+        let output = Command::new(&python)
+            .arg(&script)
+            .arg(toolcell_binary())
+            .arg(tools.path())
+            .arg(&audit)
+            .arg(mode)
+            .output()
+            .expect("run the client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{stdout}");
+        assert!(output.status.success(), "{mode}: {stdout}\n{stderr}");
+        assert!(stdout.contains("client: all checks passed"), "{stdout}");
+
+        // Every call that reached the pipeline has one well-formed audit line (in the order
+        // the calls ended: the call after the cancel may end first).
+        let lines: Vec<Value> = std::fs::read_to_string(&audit)
+            .expect("audit")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("whole JSON line"))
+            .collect();
+        let mut outcomes: Vec<&str> = lines
+            .iter()
+            .map(|line| line["outcome"].as_str().unwrap_or_default())
+            .collect();
+        outcomes.sort_unstable();
+        assert_eq!(
+            outcomes,
+            ["cancelled", "failed", "result", "result", "result"],
+            "{mode}"
+        );
+        let cancelled = lines
+            .iter()
+            .find(|line| line["outcome"] == "cancelled")
+            .expect("the cancelled call");
+        assert!(
+            cancelled["duration_us"].as_u64().unwrap_or(u64::MAX) < 1_000_000,
+            "{mode}: the cancelled call ran for {cancelled}"
+        );
+    }
+}
