@@ -38,6 +38,14 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     audit: Option<PathBuf>,
 
+    /// The directory every path a tool names is resolved in (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// The policy file (default: the embedded policy; see `toolcell policy`).
+    #[arg(long, global = true, value_name = "FILE")]
+    policy: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -87,6 +95,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = crate::POOL_SLOTS)]
         pool_slots: u32,
     },
+    /// Print the embedded default policy.
+    Policy,
     /// Load one component file and print what it says about itself.
     Describe {
         /// The component (.wasm).
@@ -120,6 +130,10 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Describe { ref file } => describe(file),
+        Command::Policy => {
+            print!("{}", crate::policy::DEFAULT_POLICY);
+            ExitCode::SUCCESS
+        }
         Command::Serve { pool_slots } => with_runtime_slots(&cli, pool_slots, |runtime| {
             match crate::mcp::serve(runtime) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -143,7 +157,7 @@ pub fn run(cli: Cli) -> ExitCode {
             memory_mib,
             fuel,
             diagnostics,
-        } => with_runtime(&cli, |runtime| {
+        } => with_runtime_asking(&cli, crate::POOL_SLOTS, true, |runtime| {
             let options = CallOptions {
                 timeout: timeout_ms.map(Duration::from_millis),
                 memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
@@ -166,7 +180,7 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
-    with_runtime_slots(cli, crate::POOL_SLOTS, run)
+    with_runtime_asking(cli, crate::POOL_SLOTS, false, run)
 }
 
 fn with_runtime_slots(
@@ -174,9 +188,36 @@ fn with_runtime_slots(
     pool_slots: u32,
     run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
 ) -> ExitCode {
+    with_runtime_asking(cli, pool_slots, false, run)
+}
+
+/// Build the runtime the command line asks for. `may_ask`: a gated capability may be put to
+/// the person at the terminal (only `call` does, and only when stdin is a terminal).
+fn with_runtime_asking(
+    cli: &Cli,
+    pool_slots: u32,
+    may_ask: bool,
+    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
+) -> ExitCode {
+    let policy = match &cli.policy {
+        Some(path) => match crate::Policy::from_file(path) {
+            Ok(policy) => policy,
+            Err(error) => {
+                eprintln!("toolcell: {error}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        None => crate::Policy::embedded_default(),
+    };
+    let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut builder = WasmToolPort::builder()
         .progress(true)
-        .pool_slots(pool_slots);
+        .pool_slots(pool_slots)
+        .policy(policy)
+        .workspace(workspace);
+    if may_ask && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        builder = builder.approver(std::sync::Arc::new(TerminalApprover));
+    }
     if let Some(dir) = &cli.tools {
         builder = builder.tools_dir(dir);
     }
@@ -292,6 +333,37 @@ fn print_diagnostics(report: &CallReport) {
     let _ = writeln!(err, "--- {} us ---", report.elapsed.as_micros());
 }
 
+/// Asks the person at the terminal: one prompt, three answers.
+#[derive(Debug)]
+struct TerminalApprover;
+
+impl crate::Approver for TerminalApprover {
+    fn approve(&self, request: &crate::ApprovalRequest) -> crate::Approval {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "toolcell: {} wants {} on {:?}.\n  [y] approve once   [a] approve always for this \
+             workspace   [n] deny\n> ",
+            request.tool, request.capability, request.resource
+        );
+        let _ = err.flush();
+        let mut answer = String::new();
+        if std::io::stdin().read_line(&mut answer).is_err() {
+            return crate::Approval::Deny;
+        }
+        parse_approval(&answer)
+    }
+}
+
+/// What a typed answer means; anything unclear is a denial.
+fn parse_approval(answer: &str) -> crate::Approval {
+    match answer.trim() {
+        "y" | "Y" | "yes" => crate::Approval::Once,
+        "a" | "A" | "always" => crate::Approval::Always,
+        _ => crate::Approval::Deny,
+    }
+}
+
 /// The exit status for a response: one per kind (see the module docs).
 fn exit_status(response: &ToolResponse) -> u8 {
     match response {
@@ -329,7 +401,22 @@ fn respond(response: &ToolResponse, json: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DenyReason, FailureKind};
+    use crate::{Approval, DenyReason, FailureKind};
+
+    #[test]
+    fn only_a_clear_yes_approves() {
+        for (typed, meaning) in [
+            ("y\n", Approval::Once),
+            ("yes\n", Approval::Once),
+            ("a\n", Approval::Always),
+            ("always", Approval::Always),
+            ("n\n", Approval::Deny),
+            ("", Approval::Deny),
+            ("sure\n", Approval::Deny),
+        ] {
+            assert_eq!(parse_approval(typed), meaning, "{typed:?}");
+        }
+    }
 
     #[test]
     fn every_response_kind_has_its_own_exit_status() {

@@ -166,6 +166,12 @@ pub(crate) async fn call(
             ));
         }
     };
+    if let Some(unopened) = &store.data().unopened {
+        return answer(ToolResponse::failed(
+            FailureKind::Internal,
+            format!("a granted directory could not be opened for the tool: {unopened}"),
+        ));
+    }
     let run = async {
         let guest = pre.instantiate_async(&mut store).await?;
         guest

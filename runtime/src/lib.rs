@@ -25,7 +25,8 @@
 //! | one call in a fresh store | `instance.rs` |
 //! | the WASI context: no ambient authority | `sandbox.rs` |
 //! | limits and their defaults | `limits.rs` |
-//! | per-tool policy | `policy.rs` |
+//! | per-tool policy (the TOML file) | `policy.rs` |
+//! | the access gate, path containment | `gate.rs` |
 //! | the deadline ticker | `epoch.rs` |
 //! | stopping a running call | `stop.rs` |
 //! | argument validation | `validate.rs` |
@@ -42,6 +43,7 @@ pub mod cli;
 mod dispatch;
 mod engine;
 mod epoch;
+pub mod gate;
 mod info;
 mod instance;
 pub mod limits;
@@ -64,6 +66,7 @@ pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
 pub use epoch::{EPOCH_LINGER, EPOCH_TICK};
+pub use gate::{Approval, ApprovalRequest, Approver, FixedApprover, Workspace};
 pub use info::{
     Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };
@@ -71,13 +74,13 @@ pub use instance::{CallReport, STDERR_TAIL_BYTES};
 pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
 pub use pipeline::Runtime;
-pub use policy::{Policy, ToolPolicy};
+pub use policy::{Access, Policy, Rule, ToolPolicy};
 pub use port::{FakeTools, ToolPort};
 pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
 pub use registry::{
     Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
 };
-pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants};
+pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants, Preopen};
 pub use stop::StopToken;
 pub use validate::MAX_LISTED_VIOLATIONS;
 pub use wasm_port::{WasmToolPort, WasmToolPortBuilder};

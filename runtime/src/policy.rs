@@ -1,25 +1,83 @@
-//! What each tool is allowed: whether it is core, what its calls are granted, the class of its
-//! results.
+//! What each tool is allowed: whether it is core, which capabilities its calls may be granted
+//! and for which resources, its limits, the class of its results, and a digest pin.
 //!
-//! No entry means no authority: a tool the policy does not name can still be called, with
-//! nothing granted. [`Policy::embedded_default`] is what the `toolcell` binary uses.
+//! A policy is a TOML file (`toolcell.toml`, given with `--policy`), or the embedded default
+//! ([`Policy::embedded_default`], `runtime/src/default-policy.toml`). No entry means no
+//! authority: a tool the policy does not name runs with nothing granted, and a capability a
+//! tool's entry does not name is denied.
+//!
+//! ```toml
+//! [tools.read_file]
+//! core = true                       # in the model's tools array
+//! class = "internal"                # public | internal | confidential
+//! sha256 = "…"                      # refuse the component if its digest differs
+//! filesystem.read = { access = "allow", roots = ["."] }       # relative to the workspace
+//! filesystem.write = { access = "gated", roots = ["notes"] }  # ask a person first
+//! network = { access = "allow", hosts = ["https://*.example.org", "http://127.0.0.1:8080"] }
+//! env = { access = "allow", vars = ["LANG"] }
+//! clock = { access = "allow" }
+//! limits = { timeout_ms = 10000, memory_mib = 128, fuel = 1000000000 }
+//! ```
+//!
+//! Unknown keys are errors that name their line.
 
-use crate::sandbox::Grants;
-use crate::{Class, Limits};
+use crate::{CapabilityKind, Class, Limits};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::time::Duration;
+
+/// What a policy says about one capability for one resource.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Never.
+    #[default]
+    Deny,
+    /// Only with a person's approval (a saved "always" rule counts).
+    Gated,
+    /// Without asking.
+    Allow,
+}
+
+/// A policy's rule for one capability of one tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Allow, Gated or Deny.
+    pub access: Access,
+    /// For the file system: the directories, relative to the workspace, the rule covers (and
+    /// everything below them). None covers nothing.
+    #[serde(default)]
+    pub roots: Vec<String>,
+    /// For the network: the hosts the rule covers.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// For the environment: the variables the rule covers, by name.
+    #[serde(default)]
+    pub vars: Vec<String>,
+}
 
 /// The policy of one tool. `ToolPolicy::default()` is: not core, nothing granted, public
-/// results, the default [`Limits`].
+/// results, the default [`Limits`], no digest pin.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
     /// True when the tool goes in the model's `tools` array.
     pub core: bool,
-    /// What every call of the tool is granted.
-    pub grants: Grants,
     /// The class of the tool's results.
     pub class: Class,
     /// The limits every call of the tool runs under (a caller may override them per call).
     pub limits: Limits,
+    /// If set, the component must have this sha256 (hex), or it is refused at load.
+    pub sha256: Option<String>,
+    /// The rule for each capability the policy names.
+    pub rules: HashMap<CapabilityKind, Rule>,
+}
+
+impl ToolPolicy {
+    /// The rule for `capability`, if the policy names one.
+    pub fn rule(&self, capability: CapabilityKind) -> Option<&Rule> {
+        self.rules.get(&capability)
+    }
 }
 
 /// The policy of every tool, by name.
@@ -28,23 +86,38 @@ pub struct Policy {
     tools: HashMap<String, ToolPolicy>,
 }
 
+/// The embedded default policy's text.
+pub const DEFAULT_POLICY: &str = include_str!("default-policy.toml");
+
 impl Policy {
     /// A policy that grants nothing to anyone and makes no tool core.
     pub fn empty() -> Policy {
         Policy::default()
     }
 
-    /// The policy the `toolcell` binary ships with: `clock` is core and may read the real
-    /// clock; every other tool runs with nothing granted.
+    /// The policy the `toolcell` binary ships with ([`DEFAULT_POLICY`]): `clock` is core and
+    /// reads the real clock; `read_file` and `list_dir` read the workspace; `write_file` writes
+    /// it with a person's approval; nothing else is granted.
     pub fn embedded_default() -> Policy {
-        Policy::empty().with_tool(
-            "clock",
-            ToolPolicy {
-                core: true,
-                grants: Grants { clock: true },
-                ..ToolPolicy::default()
-            },
-        )
+        // The embedded text is parsed by a unit test, so this cannot fail in a released build.
+        Policy::from_toml(DEFAULT_POLICY).unwrap_or_default()
+    }
+
+    /// Parse a policy file's text. The error names the line of anything wrong.
+    pub fn from_toml(text: &str) -> Result<Policy, String> {
+        let file: PolicyFile = toml::from_str(text).map_err(|error| error.to_string())?;
+        let mut policy = Policy::empty();
+        for (name, entry) in file.tools {
+            policy.tools.insert(name, entry.into_policy());
+        }
+        Ok(policy)
+    }
+
+    /// Read and parse the policy file at `path`.
+    pub fn from_file(path: &std::path::Path) -> Result<Policy, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("reading {}: {error}", path.display()))?;
+        Policy::from_toml(&text).map_err(|error| format!("{}: {error}", path.display()))
     }
 
     /// This policy with `tool`'s entry set to `policy`.
@@ -56,5 +129,167 @@ impl Policy {
     /// The policy of `tool`: its entry, or the default (nothing) if it has none.
     pub fn tool(&self, tool: &str) -> ToolPolicy {
         self.tools.get(tool).cloned().unwrap_or_default()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    tools: std::collections::BTreeMap<String, ToolEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolEntry {
+    #[serde(default)]
+    core: bool,
+    #[serde(default)]
+    class: Class,
+    sha256: Option<String>,
+    limits: Option<LimitsEntry>,
+    filesystem: Option<FilesystemEntry>,
+    network: Option<Rule>,
+    env: Option<Rule>,
+    clock: Option<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesystemEntry {
+    read: Option<Rule>,
+    write: Option<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsEntry {
+    timeout_ms: Option<u64>,
+    memory_mib: Option<usize>,
+    fuel: Option<u64>,
+}
+
+impl ToolEntry {
+    fn into_policy(self) -> ToolPolicy {
+        let mut limits = Limits::default();
+        if let Some(entry) = self.limits {
+            if let Some(ms) = entry.timeout_ms {
+                limits.timeout = Duration::from_millis(ms);
+            }
+            if let Some(mib) = entry.memory_mib {
+                limits.memory_bytes = mib.saturating_mul(1024 * 1024);
+            }
+            limits.fuel = entry.fuel.or(limits.fuel);
+        }
+        let mut rules = HashMap::new();
+        let (read, write) = self
+            .filesystem
+            .map(|fs| (fs.read, fs.write))
+            .unwrap_or_default();
+        for (kind, rule) in [
+            (CapabilityKind::FilesystemRead, read),
+            (CapabilityKind::FilesystemWrite, write),
+            (CapabilityKind::Network, self.network),
+            (CapabilityKind::Env, self.env),
+            (CapabilityKind::Clock, self.clock),
+        ] {
+            if let Some(rule) = rule {
+                rules.insert(kind, rule);
+            }
+        }
+        ToolPolicy {
+            core: self.core,
+            class: self.class,
+            limits,
+            sha256: self.sha256.map(|digest| digest.to_lowercase()),
+            rules,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_default_parses_and_says_what_its_docs_say() {
+        let policy = Policy::from_toml(DEFAULT_POLICY).expect("the default policy parses");
+        let clock = policy.tool("clock");
+        assert!(clock.core);
+        assert_eq!(
+            clock.rule(CapabilityKind::Clock).map(|rule| rule.access),
+            Some(Access::Allow)
+        );
+        let read = policy.tool("read_file");
+        assert_eq!(read.class, Class::Internal);
+        assert_eq!(
+            read.rule(CapabilityKind::FilesystemRead),
+            Some(&Rule {
+                access: Access::Allow,
+                roots: vec![".".to_owned()],
+                ..Rule::default()
+            })
+        );
+        let write = policy.tool("write_file");
+        assert_eq!(
+            write
+                .rule(CapabilityKind::FilesystemWrite)
+                .map(|rule| rule.access),
+            Some(Access::Gated)
+        );
+        assert!(!policy.tool("echo").core);
+        assert!(policy.tool("echo").rules.is_empty());
+        assert!(
+            policy.tool("unknown").rules.is_empty(),
+            "no entry, no authority"
+        );
+    }
+
+    #[test]
+    fn every_key_of_the_format_parses() {
+        let policy = Policy::from_toml(
+            r#"
+            [tools.fetch]
+            core = true
+            class = "confidential"
+            sha256 = "ABCDEF"
+            filesystem.read = { access = "allow", roots = ["src"] }
+            filesystem.write = { access = "gated", roots = ["notes"] }
+            network = { access = "allow", hosts = ["https://*.example.org"] }
+            env = { access = "deny", vars = ["HOME"] }
+            clock = { access = "allow" }
+            limits = { timeout_ms = 250, memory_mib = 8, fuel = 99 }
+            "#,
+        )
+        .expect("parses");
+        let fetch = policy.tool("fetch");
+        assert!(fetch.core);
+        assert_eq!(fetch.class, Class::Confidential);
+        assert_eq!(fetch.sha256.as_deref(), Some("abcdef"));
+        assert_eq!(fetch.rules.len(), 5);
+        assert_eq!(
+            fetch.limits,
+            Limits {
+                timeout: Duration::from_millis(250),
+                memory_bytes: 8 << 20,
+                fuel: Some(99),
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_that_name_the_line() {
+        for (text, line) in [
+            (
+                "[tools.a]\ncore = true\nfilesytem.read = { access = \"allow\" }\n",
+                3,
+            ),
+            ("[tools.a]\nclock = { access = \"allow\", rootz = [] }\n", 2),
+            ("[tools.a]\nclock = { access = \"sometimes\" }\n", 2),
+            ("[toolz.a]\n", 1),
+        ] {
+            let error = Policy::from_toml(text).expect_err("refused");
+            assert!(error.contains(&format!("line {line}")), "{text:?}: {error}");
+        }
     }
 }

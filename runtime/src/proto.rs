@@ -121,6 +121,31 @@ pub enum DenyReason {
         /// The tool's words.
         message: String,
     },
+    /// The policy gates this capability and no one could be asked (a headless run): a person
+    /// must approve it, or save a rule for it.
+    ApprovalRequired {
+        /// The capability, as the policy names it (`filesystem.write`).
+        capability: String,
+        /// The resource (a path relative to the workspace, a variable name).
+        resource: String,
+    },
+    /// A person was asked and said no.
+    ByPerson {
+        /// The capability.
+        capability: String,
+        /// The resource.
+        resource: String,
+    },
+    /// The capability may not be used on this resource: the policy does not grant it, the
+    /// resource lies outside what it grants, or the path tries to leave its root.
+    Capability {
+        /// The capability.
+        capability: String,
+        /// The resource, as the call named it.
+        resource: String,
+        /// Why, in words a model can act on.
+        why: String,
+    },
 }
 
 impl fmt::Display for DenyReason {
@@ -128,6 +153,22 @@ impl fmt::Display for DenyReason {
         match self {
             DenyReason::NoGrant => f.write_str("no grant: nothing allows this call"),
             DenyReason::Tool { message } => write!(f, "the tool refused: {message}"),
+            DenyReason::ApprovalRequired {
+                capability,
+                resource,
+            } => write!(
+                f,
+                "{capability} on {resource:?} needs a person's approval, and none can be asked here"
+            ),
+            DenyReason::ByPerson {
+                capability,
+                resource,
+            } => write!(f, "a person denied {capability} on {resource:?}"),
+            DenyReason::Capability {
+                capability,
+                resource,
+                why,
+            } => write!(f, "{capability} on {resource:?} is not allowed: {why}"),
         }
     }
 }

@@ -11,7 +11,8 @@
 //! - a monotonic clock that starts at zero with the instance (it measures, but tells no date);
 //! - randomness, which grants no authority.
 //!
-//! What a [`Grants`] adds is added here and nowhere else.
+//! What a [`Grants`] adds (a preopened directory, read-only or read-write; environment variables
+//! by name; the real clock) is added here and nowhere else.
 
 use crate::limits::{CallLimiter, Limits};
 use bytes::Bytes;
@@ -20,7 +21,7 @@ use std::time::Duration;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
-use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// What the wall clock reads for a call not granted the clock: the Unix epoch,
 /// 1970-01-01T00:00:00Z, so a tool that shows it shows plainly that it was not given the time.
@@ -31,11 +32,26 @@ pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
 /// take. Writes past it are accepted and dropped, and the capture says it was cut.
 pub const STDIO_CAPTURE_BYTES: usize = 64 * 1024;
 
-/// The authority one call holds. `Grants::default()` is nothing at all.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
+#[derive(Debug, Clone, Default)]
 pub struct Grants {
     /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
     pub clock: bool,
+    /// Environment variables, by name, with their values.
+    pub env: Vec<(String, String)>,
+    /// Directories the guest may open.
+    pub preopens: Vec<Preopen>,
+}
+
+/// One directory a call may open: a directory the gate opened inside the workspace, the path
+/// the guest knows it by, and whether it may write.
+#[derive(Debug, Clone)]
+pub struct Preopen {
+    pub(crate) dir: Arc<cap_std::fs::Dir>,
+    /// The path the guest opens it by (relative to the workspace, `.` for the workspace).
+    pub guest: String,
+    /// Read-write when true, read-only otherwise.
+    pub writable: bool,
 }
 
 /// Everything a call's `Store` holds: its WASI context, its resources, its limiter and its
@@ -46,6 +62,8 @@ pub(crate) struct CallState {
     pub(crate) limiter: CallLimiter,
     pub(crate) stdout: CapturePipe,
     pub(crate) stderr: CapturePipe,
+    /// A granted directory that could not be preopened (the call must not run without it).
+    pub(crate) unopened: Option<String>,
 }
 
 impl CallState {
@@ -64,12 +82,28 @@ impl CallState {
         if !grants.clock {
             builder.wall_clock(FixedWallClock);
         }
+        builder.envs(&grants.env);
+        let mut unopened = None;
+        for preopen in &grants.preopens {
+            let perms = if preopen.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            // wasmtime opens a preopen by path. Handing it the already-open directory's
+            // /proc/self/fd entry gives it that very directory, whatever has happened to the
+            // path since the gate checked it.
+            if let Err(error) = builder.preopened_dir(preopen.host_path(), &preopen.guest, perms) {
+                unopened = Some(format!("{}: {error:#}", preopen.guest));
+            }
+        }
         CallState {
             wasi: builder.build(),
             table: ResourceTable::new(),
             limiter: CallLimiter::new(limits),
             stdout,
             stderr,
+            unopened,
         }
     }
 }
@@ -80,6 +114,14 @@ impl WasiView for CallState {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+impl Preopen {
+    /// The path wasmtime opens for this preopen: the open directory itself, on Linux.
+    fn host_path(&self) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd as _;
+        std::path::PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
     }
 }
 

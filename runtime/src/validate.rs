@@ -24,14 +24,15 @@ impl ArgumentSchema {
             .map_err(|error| format!("its input schema is not a valid JSON Schema: {error}"))
     }
 
-    /// Parse `arguments` and check them. The error names every failing place in the
-    /// arguments (as a JSON pointer) and what is wrong there.
-    pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<(), String> {
+    /// Parse `arguments` and check them; returns them parsed. The error names every failing
+    /// place in the arguments (as a JSON pointer) and what is wrong there.
+    pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<Value, String> {
         let instance: Value = serde_json::from_str(arguments)
             .map_err(|error| format!("the arguments for {tool} are not JSON: {error}"))?;
         let mut violations = self.validator.iter_errors(&instance).peekable();
         if violations.peek().is_none() {
-            return Ok(());
+            drop(violations);
+            return Ok(instance);
         }
         let mut message = format!("the arguments do not fit {tool}'s schema:");
         for (listed, violation) in violations.enumerate() {
@@ -72,7 +73,10 @@ mod tests {
 
     #[test]
     fn valid_arguments_pass() {
-        assert_eq!(schema().check("t", r#"{"text":"x","count":3}"#), Ok(()));
+        assert_eq!(
+            schema().check("t", r#"{"text":"x","count":3}"#),
+            Ok(json!({"text":"x","count":3}))
+        );
     }
 
     #[test]

@@ -5,11 +5,13 @@ use crate::builtin::BUILTIN_TOOLS;
 use crate::cache::{CacheStats, CompileCache, default_cache_dir};
 use crate::engine::POOL_SLOTS;
 use crate::epoch::EpochTicker;
+use crate::gate::{Approver, Gate, Workspace};
 use crate::info::ToolInfo;
 use crate::instance::{self, CallReport};
 use crate::limits::{CallOptions, MAX_ARGUMENT_BYTES};
 use crate::load::{self, LoadError, LoadedTool};
 use crate::policy::{Policy, ToolPolicy};
+use crate::sandbox::Grants;
 use crate::{
     DenyReason, Entry, FailureKind, Registry, ToolPort, ToolRequest, ToolResponse, engine,
 };
@@ -17,6 +19,7 @@ use anyhow::Context as _;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
@@ -35,6 +38,8 @@ pub struct WasmToolPortBuilder {
     pool_slots: u32,
     cache_dir: Option<PathBuf>,
     progress: bool,
+    workspace: Option<PathBuf>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl WasmToolPortBuilder {
@@ -70,6 +75,20 @@ impl WasmToolPortBuilder {
         self
     }
 
+    /// Resolve every path a tool names inside `dir` (default: none, so file system
+    /// capabilities are denied).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// Ask `approver` about gated capabilities (default: no one, so they are denied with
+    /// `ApprovalRequired`).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
     /// Show a progress bar on stderr while compiling components, if stderr is a terminal
     /// (default: no).
     pub fn progress(mut self, show: bool) -> Self {
@@ -100,6 +119,13 @@ impl WasmToolPortBuilder {
         }
         sources.extend(self.components);
 
+        let workspace = match &self.workspace {
+            Some(dir) => Some(
+                Workspace::open(dir)
+                    .with_context(|| format!("opening the workspace {}", dir.display()))?,
+            ),
+            None => None,
+        };
         let engine = engine::new_engine(self.pool_slots)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -124,6 +150,7 @@ impl WasmToolPortBuilder {
             slots: Semaphore::new(self.pool_slots as usize),
             pool_slots: self.pool_slots as usize,
             cache_stats: CacheStats::default(),
+            gate: Gate::new(workspace, self.approver),
         };
         let cache = CompileCache::new(self.cache_dir);
         let mut progress = Progress::new(self.progress, sources.len());
@@ -138,7 +165,18 @@ impl WasmToolPortBuilder {
             match loaded {
                 Ok((loaded, outcome)) => {
                     port.cache_stats.record(outcome);
-                    port.add(loaded, &self.policy);
+                    let pin = self.policy.tool(&loaded.info.name).sha256;
+                    let digest = sha256_hex(&bytes);
+                    match pin {
+                        Some(pin) if pin != digest => port.load_errors.push(LoadError {
+                            source: loaded.source,
+                            message: format!(
+                                "its sha256 is {digest}, but the policy pins {} to {pin}",
+                                loaded.info.name
+                            ),
+                        }),
+                        _ => port.add(loaded, &self.policy),
+                    }
                 }
                 Err(error) => port.load_errors.push(error),
             }
@@ -155,6 +193,14 @@ impl WasmToolPortBuilder {
         );
         Ok(port)
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The `*.wasm` files in `dir`, sorted by name, with their bytes.
@@ -256,6 +302,7 @@ pub struct WasmToolPort {
     slots: Semaphore,
     pool_slots: usize,
     cache_stats: CacheStats,
+    gate: Gate,
 }
 
 impl std::fmt::Debug for WasmToolPort {
@@ -278,6 +325,8 @@ impl WasmToolPort {
             pool_slots: POOL_SLOTS,
             cache_dir: default_cache_dir(),
             progress: false,
+            workspace: None,
+            approver: None,
         }
     }
 
@@ -336,19 +385,46 @@ impl WasmToolPort {
                 ),
             ));
         }
-        if let Err(why) = tool.loaded.schema.check(&request.tool, &request.arguments) {
-            return CallReport::host_answer(ToolResponse::failed(FailureKind::InvalidInput, why));
-        }
+        let mut arguments = match tool.loaded.schema.check(&request.tool, &request.arguments) {
+            Ok(arguments) => arguments,
+            Err(why) => {
+                return CallReport::host_answer(ToolResponse::failed(
+                    FailureKind::InvalidInput,
+                    why,
+                ));
+            }
+        };
+        let grants = if tool.loaded.info.capabilities.is_empty() {
+            Grants::default()
+        } else {
+            match self.gate.decide(
+                &request.tool,
+                &tool.loaded.info,
+                &tool.policy,
+                &mut arguments,
+            ) {
+                Ok(grants) => grants,
+                Err(reason) => return CallReport::host_answer(ToolResponse::Denied { reason }),
+            }
+        };
+        // The gate may have rewritten paths to the canonical ones it checked.
+        let rewritten;
+        let arguments_text = if grants.preopens.is_empty() {
+            request.arguments.as_str()
+        } else {
+            rewritten = arguments.to_string();
+            rewritten.as_str()
+        };
         let limits = tool.policy.limits.overridden_by(options);
         let _running = self.ticker.running();
         let mut report = instance::call(
             &self.engine,
             &tool.loaded.pre,
-            &tool.policy.grants,
+            &grants,
             &limits,
             options.stop.as_ref(),
             &self.slots,
-            &request.arguments,
+            arguments_text,
         )
         .await;
         if let ToolResponse::Result { class, .. } = &mut report.response {

@@ -122,17 +122,32 @@ fn exit_status_names_the_outcome() {
 fn list_shows_every_tool_and_marks_core() {
     let output = toolcell(&["list"]);
     let text = stdout(&output);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0].starts_with("clock") && lines[0].contains("core"));
-    assert!(lines[1].starts_with("echo") && !lines[1].contains("core"));
+    let lines: Vec<(&str, bool)> = text
+        .lines()
+        .map(|line| {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            (name, line.contains(" core "))
+        })
+        .collect();
+    // The built-in tools, sorted by name; core as the embedded default policy says.
+    assert_eq!(
+        lines,
+        [
+            ("clock", true),
+            ("echo", false),
+            ("list_dir", true),
+            ("read_file", true),
+            ("write_file", true)
+        ],
+        "{text}"
+    );
 
     let output = toolcell(&["list", "--json"]);
     let tools: Vec<serde_json::Value> = stdout(&output)
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect();
-    assert_eq!(tools.len(), 2);
+    assert_eq!(tools.len(), 5);
     assert_eq!(tools[1]["name"], "echo");
     assert_eq!(tools[1]["source"], "builtin:echo");
     assert_eq!(tools[1]["info"]["read_only"], true);

@@ -17,6 +17,8 @@ mod builtin_tools;
 #[cfg(test)]
 mod cache;
 #[cfg(test)]
+mod capabilities;
+#[cfg(test)]
 mod concurrency;
 #[cfg(test)]
 mod containment;

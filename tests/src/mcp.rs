@@ -127,7 +127,18 @@ fn a_legacy_session_lists_calls_and_refuses() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(names, ["clock", "find_tool", "call_tool"]);
+    // The core tools in registry order (the embedded policy's), then the loop's own two.
+    assert_eq!(
+        names,
+        [
+            "clock",
+            "list_dir",
+            "read_file",
+            "write_file",
+            "find_tool",
+            "call_tool"
+        ]
+    );
     assert_eq!(
         list["result"]["tools"][0]["annotations"]["readOnlyHint"],
         true

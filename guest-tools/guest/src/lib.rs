@@ -95,6 +95,18 @@ pub fn capability_whole(kind: CapabilityKind) -> Capability {
     }
 }
 
+/// The tool error for an I/O failure on `what`: a missing file is `not-found`, a refused one
+/// `denied` (the host withheld it), anything else `failed`.
+pub fn io_error(what: &str, error: std::io::Error) -> ToolError {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            ToolError::NotFound(format!("{what}: no such file or directory"))
+        }
+        std::io::ErrorKind::PermissionDenied => ToolError::Denied(format!("{what}: {error}")),
+        _ => ToolError::Failed(format!("{what}: {error}")),
+    }
+}
+
 /// Parse `arguments` as `T::Args` and run `T::call`. Used by [`export_tool!`]; public so a
 /// tool's own tests can drive the same path the host does.
 pub fn run<T: Tool>(arguments: &str) -> Result<String, ToolError> {

@@ -1,0 +1,92 @@
+//! `read_file`: a text file's lines, from an offset, up to a limit and a byte budget, saying
+//! when it cut.
+
+use serde::Deserialize;
+use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+
+/// How many lines a call returns when it does not say.
+const DEFAULT_LIMIT: usize = 2000;
+/// How many bytes a call returns when it does not say.
+const DEFAULT_MAX_BYTES: usize = 256 * 1024;
+
+struct ReadFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+    max_bytes: Option<usize>,
+}
+
+impl Tool for ReadFile {
+    type Args = Args;
+
+    fn describe() -> Info {
+        let mut info = toolcell_guest::info(
+            "read_file",
+            "Read a text file in the workspace. Returns its lines from `offset` (0-based), at \
+             most `limit` lines and `max_bytes` bytes, and says when it cut.",
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "path": { "type": "string", "description": "The file, relative to the workspace." },
+                    "offset": { "type": "integer", "minimum": 0, "description": "The first line to return, 0-based." },
+                    "limit": { "type": "integer", "minimum": 1, "description": "The most lines to return (default 2000)." },
+                    "max_bytes": { "type": "integer", "minimum": 1, "description": "The most bytes to return (default 262144)." }
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        );
+        info.read_only = true;
+        info.concurrency_safe = true;
+        info.capabilities = vec![toolcell_guest::capability_from_argument(
+            CapabilityKind::FilesystemRead,
+            "/path",
+        )];
+        info
+    }
+
+    fn call(args: Args) -> Result<String, ToolError> {
+        let bytes =
+            std::fs::read(&args.path).map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| ToolError::InvalidInput(format!("{} is not UTF-8 text", args.path)))?;
+        Ok(select(
+            &text,
+            args.offset,
+            args.limit.unwrap_or(DEFAULT_LIMIT),
+            args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+        ))
+    }
+}
+
+/// Lines `offset..offset + limit` of `text`, within `max_bytes` (whole lines only), and a last
+/// line that says what was left out, if anything was.
+fn select(text: &str, offset: usize, limit: usize, max_bytes: usize) -> String {
+    let total = text.lines().count();
+    let mut out = String::new();
+    let mut shown = 0;
+    for line in text.lines().skip(offset).take(limit) {
+        if out.len() + line.len() + 1 > max_bytes {
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+        shown += 1;
+    }
+    let first = offset.min(total);
+    if first + shown < total || first > 0 {
+        out.push_str(&format!(
+            "[truncated: showing lines {}-{} of {total}]",
+            first + 1,
+            first + shown
+        ));
+    }
+    out
+}
+
+toolcell_guest::export_tool!(ReadFile);

@@ -1,0 +1,546 @@
+//! The access gate: what one call is granted, decided before anything is instantiated.
+//!
+//! For each capability a tool declares, the gate resolves the resource from the call's
+//! arguments (the capability's JSON pointer), asks the policy, and returns either the grants
+//! that call holds or a typed denial:
+//!
+//! - a path is contained by the host: `..` is refused, an absolute path must lie in the
+//!   workspace, and the path is canonicalized through `cap-std` relative to the workspace
+//!   directory, so a symlink that leads out is refused, never followed. The argument the tool
+//!   receives is rewritten to that canonical path, so the tool opens exactly what was checked;
+//! - `Allow` grants; `Deny`, or no rule at all, denies; `Gated` grants if a saved "always" rule
+//!   covers the resource or a person approves, and otherwise (headless) denies with
+//!   [`DenyReason::ApprovalRequired`];
+//! - the grant is the narrowest preopen that serves the call: the directory a path names (or
+//!   the directory holding the file it names), read-only for reads, read-write for writes.
+//!
+//! The clock is the one capability that degrades instead of denying: a tool not granted it
+//! runs with the fixed wall clock. Network capabilities are denied: this build links no
+//! network (`wasi:http` support is future work).
+
+use crate::DenyReason;
+use crate::info::{CapabilityKind, ResourceRef, ToolInfo};
+use crate::policy::{Access, Rule, ToolPolicy};
+use crate::sandbox::{Grants, Preopen};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Where "always" rules are saved, relative to the workspace.
+pub const PERMISSIONS_FILE: &str = ".toolcell/permissions.toml";
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Approve this call.
+    Once,
+    /// Approve this call, and calls like it in this workspace from now on.
+    Always,
+    /// Deny this call.
+    Deny,
+}
+
+/// What a gated call asks a person: exactly what they need to decide, and no secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    /// The tool.
+    pub tool: String,
+    /// The capability, as the policy names it (`filesystem.write`).
+    pub capability: String,
+    /// The resource, as the workspace sees it (a path relative to it, a variable name).
+    pub resource: String,
+}
+
+/// Asks a person. The CLI's terminal prompt is one; a headless run has none.
+pub trait Approver: Send + Sync + std::fmt::Debug {
+    /// One combined prompt with exactly three answers.
+    fn approve(&self, request: &ApprovalRequest) -> Approval;
+}
+
+/// The directory calls work in: every path a tool names is resolved inside it.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    dir: Dir,
+}
+
+impl Workspace {
+    /// Open the workspace at `path` (it must be a directory).
+    pub fn open(path: &Path) -> io::Result<Workspace> {
+        let root = path.canonicalize()?;
+        let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
+        Ok(Workspace { root, dir })
+    }
+
+    /// The workspace's canonical path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// A path the gate resolved inside the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Resolved {
+    /// Canonical, relative to the workspace ("" for the workspace itself).
+    path: PathBuf,
+    /// The directory to preopen: the path if it is a directory, else its parent.
+    dir: PathBuf,
+}
+
+/// The name a capability has in policies and prompts.
+pub fn capability_name(kind: CapabilityKind) -> &'static str {
+    match kind {
+        CapabilityKind::FilesystemRead => "filesystem.read",
+        CapabilityKind::FilesystemWrite => "filesystem.write",
+        CapabilityKind::Network => "network",
+        CapabilityKind::Env => "env",
+        CapabilityKind::Clock => "clock",
+    }
+}
+
+/// The gate of one port: its workspace, its saved rules and, if a person can be asked, its
+/// approver.
+pub(crate) struct Gate {
+    workspace: Option<Workspace>,
+    approver: Option<Arc<dyn Approver>>,
+    saved: Mutex<SavedRules>,
+}
+
+impl Gate {
+    pub(crate) fn new(workspace: Option<Workspace>, approver: Option<Arc<dyn Approver>>) -> Gate {
+        let saved = workspace.as_ref().map(SavedRules::load).unwrap_or_default();
+        Gate {
+            workspace,
+            approver,
+            saved: Mutex::new(saved),
+        }
+    }
+
+    /// Decide one call: the grants it holds, or why it may not run. May rewrite path
+    /// arguments in `arguments` to the canonical paths that were checked.
+    pub(crate) fn decide(
+        &self,
+        tool: &str,
+        info: &ToolInfo,
+        policy: &ToolPolicy,
+        arguments: &mut Value,
+    ) -> Result<Grants, DenyReason> {
+        let mut grants = Grants::default();
+        for capability in &info.capabilities {
+            let kind = capability.kind;
+            let rule = policy.rule(kind);
+            match kind {
+                CapabilityKind::Clock => {
+                    grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
+                }
+                CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
+                    let preopen =
+                        self.filesystem(tool, kind, &capability.target, rule, arguments)?;
+                    grants.preopens.push(preopen);
+                }
+                CapabilityKind::Env => {
+                    let name = resource_text(&capability.target, arguments)
+                        .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
+                    self.allowed(tool, kind, &name, rule, |rule| {
+                        rule.vars.iter().any(|var| var == &name)
+                    })?;
+                    if let Ok(value) = std::env::var(&name) {
+                        grants.env.push((name, value));
+                    }
+                }
+                CapabilityKind::Network => {
+                    let host = resource_text(&capability.target, arguments).unwrap_or_default();
+                    return Err(refuse(
+                        kind,
+                        &host,
+                        "this build of toolcell links no network for tools",
+                    ));
+                }
+            }
+        }
+        Ok(grants)
+    }
+
+    fn filesystem(
+        &self,
+        tool: &str,
+        kind: CapabilityKind,
+        target: &ResourceRef,
+        rule: Option<&Rule>,
+        arguments: &mut Value,
+    ) -> Result<Preopen, DenyReason> {
+        let Some(workspace) = &self.workspace else {
+            return Err(refuse(kind, "", "no workspace is open"));
+        };
+        let requested = match target {
+            ResourceRef::Argument(pointer) => match arguments.pointer(pointer) {
+                None | Some(Value::Null) => ".".to_owned(),
+                Some(Value::String(path)) => path.clone(),
+                Some(_) => return Err(refuse(kind, pointer, "the path argument is not a string")),
+            },
+            ResourceRef::Fixed(path) => path.clone(),
+            ResourceRef::Whole => ".".to_owned(),
+        };
+        let resolved =
+            resolve(workspace, &requested).map_err(|why| refuse(kind, &requested, &why))?;
+        let shown = display(&resolved.path);
+        self.allowed(tool, kind, &shown, rule, |rule| {
+            rule.roots
+                .iter()
+                .any(|root| within_root(workspace, root, &resolved.path))
+        })?;
+        if let ResourceRef::Argument(pointer) = target
+            && let Some(slot) = arguments.pointer_mut(pointer)
+        {
+            *slot = Value::String(shown.clone());
+        }
+        let dir = open_contained_dir(workspace, &resolved.dir).map_err(|error| {
+            refuse(kind, &shown, &format!("cannot open its directory: {error}"))
+        })?;
+        Ok(Preopen {
+            dir: Arc::new(dir),
+            guest: display(&resolved.dir),
+            writable: kind == CapabilityKind::FilesystemWrite,
+        })
+    }
+
+    /// Apply `rule` to one resource: `covers` says whether the rule's scope includes it.
+    fn allowed(
+        &self,
+        tool: &str,
+        kind: CapabilityKind,
+        resource: &str,
+        rule: Option<&Rule>,
+        covers: impl Fn(&Rule) -> bool,
+    ) -> Result<(), DenyReason> {
+        let capability = capability_name(kind);
+        let Some(rule) = rule else {
+            return Err(refuse(
+                kind,
+                resource,
+                &format!("the policy grants {tool} no {capability}"),
+            ));
+        };
+        if !covers(rule) {
+            return Err(refuse(
+                kind,
+                resource,
+                "it is outside what the policy allows",
+            ));
+        }
+        match rule.access {
+            Access::Allow => Ok(()),
+            Access::Deny => Err(refuse(kind, resource, "the policy denies it")),
+            Access::Gated => {
+                let request = ApprovalRequest {
+                    tool: tool.to_owned(),
+                    capability: capability.to_owned(),
+                    resource: resource.to_owned(),
+                };
+                let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+                if saved.covers(&request) {
+                    return Ok(());
+                }
+                let Some(approver) = &self.approver else {
+                    return Err(DenyReason::ApprovalRequired {
+                        capability: request.capability,
+                        resource: request.resource,
+                    });
+                };
+                match approver.approve(&request) {
+                    Approval::Once => Ok(()),
+                    Approval::Always => {
+                        if let Some(workspace) = &self.workspace {
+                            saved.add(workspace, &request).map_err(|error| {
+                                refuse(
+                                    kind,
+                                    resource,
+                                    &format!("the rule could not be saved: {error}"),
+                                )
+                            })?;
+                        }
+                        Ok(())
+                    }
+                    Approval::Deny => Err(DenyReason::ByPerson {
+                        capability: request.capability,
+                        resource: request.resource,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The resource text a capability names: its argument's string value, or its fixed value.
+fn resource_text(target: &ResourceRef, arguments: &Value) -> Option<String> {
+    match target {
+        ResourceRef::Argument(pointer) => arguments.pointer(pointer)?.as_str().map(str::to_owned),
+        ResourceRef::Fixed(resource) => Some(resource.clone()),
+        ResourceRef::Whole => None,
+    }
+}
+
+/// A denial of `capability` on `resource`, and why. Every refusal the gate makes on a
+/// resource comes through here.
+#[cold]
+fn refuse(kind: CapabilityKind, resource: &str, why: &str) -> DenyReason {
+    DenyReason::Capability {
+        capability: capability_name(kind).to_owned(),
+        resource: resource.to_owned(),
+        why: why.to_owned(),
+    }
+}
+
+/// Resolve `requested` inside the workspace, or say why it may not be used.
+fn resolve(workspace: &Workspace, requested: &str) -> Result<Resolved, String> {
+    let path = Path::new(requested);
+    let relative = if path.is_absolute() {
+        path.strip_prefix(&workspace.root)
+            .map_err(|_| "an absolute path outside the workspace".to_owned())?
+    } else {
+        path
+    };
+    let mut lexical = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => lexical.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Err("`..` is not allowed: a path may not climb out of its root".to_owned());
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err("not a path inside the workspace".to_owned());
+            }
+        }
+    }
+    let dir = &workspace.dir;
+    let existing = if lexical.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &lexical
+    };
+    match dir.canonicalize(existing) {
+        Ok(canonical) => {
+            let canonical = strip_dot(canonical);
+            let is_dir = dir
+                .metadata(if canonical.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    &canonical
+                })
+                .map_err(|error| error.to_string())?
+                .is_dir();
+            let parent = if is_dir {
+                canonical.clone()
+            } else {
+                canonical
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            };
+            Ok(Resolved {
+                path: canonical,
+                dir: parent,
+            })
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            // A file that does not exist yet (a write, or a read the tool will report as
+            // missing): its directory must exist and be contained, and the name itself must not
+            // be a dangling symlink.
+            if dir.symlink_metadata(&lexical).is_ok() {
+                return Err("it is a symlink whose target does not exist".to_owned());
+            }
+            let name = lexical
+                .file_name()
+                .ok_or_else(|| "it does not exist".to_owned())?;
+            let parent = lexical.parent().unwrap_or(Path::new(""));
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            let canonical_parent = strip_dot(dir.canonicalize(parent).map_err(|error| {
+                if error.kind() == io::ErrorKind::NotFound {
+                    "its directory does not exist".to_owned()
+                } else {
+                    escape_or(error)
+                }
+            })?);
+            Ok(Resolved {
+                path: canonical_parent.join(name),
+                dir: canonical_parent,
+            })
+        }
+        Err(error) => Err(escape_or(error)),
+    }
+}
+
+/// cap-std reports a path that leads outside its directory (through a symlink or otherwise)
+/// as permission denied.
+fn escape_or(error: io::Error) -> String {
+    if error.kind() == io::ErrorKind::PermissionDenied {
+        "it leads outside the workspace (through a symlink)".to_owned()
+    } else {
+        error.to_string()
+    }
+}
+
+fn strip_dot(path: PathBuf) -> PathBuf {
+    if path == Path::new(".") {
+        PathBuf::new()
+    } else {
+        path
+    }
+}
+
+/// The path as a tool sees it: relative to the workspace, `.` for the workspace itself.
+fn display(path: &Path) -> String {
+    if path.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        path.to_string_lossy().into_owned()
+    }
+}
+
+/// True when the canonical `path` lies in the policy root `root` (relative to the workspace).
+fn within_root(workspace: &Workspace, root: &str, path: &Path) -> bool {
+    let Ok(root) = resolve(workspace, root) else {
+        return false;
+    };
+    path.starts_with(&root.path)
+}
+
+/// Open `relative` (a canonical directory inside the workspace) through cap-std, which refuses
+/// to leave the workspace, so a directory swapped for a symlink after the check is not
+/// followed out.
+fn open_contained_dir(workspace: &Workspace, relative: &Path) -> io::Result<Dir> {
+    if relative.as_os_str().is_empty() {
+        workspace.dir.try_clone()
+    } else {
+        workspace.dir.open_dir(relative)
+    }
+}
+
+/// The "always" rules saved in the workspace.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedRules {
+    #[serde(default)]
+    allow: Vec<SavedRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedRule {
+    tool: String,
+    capability: String,
+    resource: String,
+}
+
+impl SavedRules {
+    /// The saved rules, or none if the file is missing, unreadable, a symlink or malformed.
+    fn load(workspace: &Workspace) -> SavedRules {
+        let read = || -> Option<SavedRules> {
+            let dir = open_private_dir(&workspace.dir)?;
+            if dir.symlink_metadata("permissions.toml").ok()?.is_symlink() {
+                return None;
+            }
+            toml::from_str(&dir.read_to_string("permissions.toml").ok()?).ok()
+        };
+        read().unwrap_or_default()
+    }
+
+    /// True when a saved rule covers this request: the same tool and capability, and the same
+    /// resource or a directory above it.
+    fn covers(&self, request: &ApprovalRequest) -> bool {
+        self.allow.iter().any(|rule| {
+            rule.tool == request.tool
+                && rule.capability == request.capability
+                && (rule.resource == request.resource
+                    || rule.resource == "."
+                    || Path::new(&request.resource).starts_with(&rule.resource))
+        })
+    }
+
+    /// Save a rule for `request`: written to a new file (mode 0600) and renamed over the old
+    /// one, inside `.toolcell/`, never through a symlink.
+    fn add(&mut self, workspace: &Workspace, request: &ApprovalRequest) -> io::Result<()> {
+        self.allow.push(SavedRule {
+            tool: request.tool.clone(),
+            capability: request.capability.clone(),
+            resource: request.resource.clone(),
+        });
+        let text = toml::to_string(self).map_err(io::Error::other)?;
+        let root = &workspace.dir;
+        match root.symlink_metadata(".toolcell") {
+            Ok(meta) if meta.is_symlink() || !meta.is_dir() => {
+                return Err(io::Error::other(".toolcell is not a plain directory"));
+            }
+            Ok(_) => {}
+            Err(_) => root.create_dir(".toolcell")?,
+        }
+        let dir =
+            open_private_dir(root).ok_or_else(|| io::Error::other("cannot open .toolcell"))?;
+        let temp = format!(".permissions.{}.tmp", std::process::id());
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let written = (|| {
+            let mut file = dir.open_with(&temp, &options)?;
+            io::Write::write_all(&mut file, text.as_bytes())?;
+            file.sync_all()?;
+            dir.rename(&temp, &dir, "permissions.toml")
+        })();
+        if written.is_err() {
+            let _ = dir.remove_file(&temp);
+        }
+        written
+    }
+}
+
+/// `.toolcell/` in the workspace, if it is a plain directory (never a symlink).
+fn open_private_dir(root: &Dir) -> Option<Dir> {
+    let meta = root.symlink_metadata(".toolcell").ok()?;
+    if meta.is_symlink() || !meta.is_dir() {
+        return None;
+    }
+    root.open_dir(".toolcell").ok()
+}
+
+/// An approver for tests and embedders: answers every request the same way, and remembers
+/// what it was asked.
+#[derive(Debug)]
+pub struct FixedApprover {
+    answer: Approval,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl FixedApprover {
+    /// An approver that always answers `answer`.
+    pub fn new(answer: Approval) -> Self {
+        FixedApprover {
+            answer,
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request it was asked, in order.
+    pub fn asked(&self) -> Vec<ApprovalRequest> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Approver for FixedApprover {
+    fn approve(&self, request: &ApprovalRequest) -> Approval {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(request.clone());
+        self.answer
+    }
+}

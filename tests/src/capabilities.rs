@@ -1,0 +1,591 @@
+//! The access gate and the file tools: requirements built from arguments, containment,
+//! Allow / Gated / Deny, "always" rules, and the seed's checklist for each tool.
+
+use crate::support::result_text;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use toolcell::{
+    Approval, CallOptions, DenyReason, FailureKind, FixedApprover, Policy, StopToken, ToolPort,
+    ToolRequest, ToolResponse, WasmToolPort,
+};
+
+const OUTSIDE: &str = "OUTSIDE-SECRET";
+
+/// A workspace with `src/a.txt` (three lines), a symlink inside pointing out, and a secret
+/// file outside it. Returns (the temp dir holding both, the workspace path).
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let ws = temp.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir");
+    std::fs::write(ws.join("src/a.txt"), "one\ntwo\nthree\n").expect("write");
+    std::fs::write(temp.path().join("secret.txt"), OUTSIDE).expect("write");
+    std::os::unix::fs::symlink(temp.path().join("secret.txt"), ws.join("link_out")).expect("link");
+    std::os::unix::fs::symlink(temp.path(), ws.join("dir_out")).expect("link");
+    (temp, ws)
+}
+
+fn policy(text: &str) -> Policy {
+    Policy::from_toml(text).expect("policy parses")
+}
+
+fn open(ws: &Path, policy: Policy, approver: Option<Arc<FixedApprover>>) -> WasmToolPort {
+    let mut builder = WasmToolPort::builder().workspace(ws).policy(policy);
+    if let Some(approver) = approver {
+        builder = builder.approver(approver);
+    }
+    let port = builder.build().expect("port");
+    assert_eq!(port.load_errors(), &[]);
+    port
+}
+
+fn call(port: &WasmToolPort, tool: &str, arguments: serde_json::Value) -> ToolResponse {
+    port.call(&ToolRequest::new("t", tool, arguments.to_string()))
+}
+
+fn denied_why(response: ToolResponse) -> String {
+    match response {
+        ToolResponse::Denied { reason } => reason.to_string(),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+// ---- read_file ----------------------------------------------------------------------------
+
+#[test]
+fn read_file_metadata_and_schema() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let info = port.info("read_file").expect("read_file");
+    assert!(info.read_only && info.concurrency_safe);
+    assert_eq!(info.input_schema["required"], json!(["path"]));
+    assert_eq!(info.capabilities.len(), 1);
+    assert_eq!(
+        serde_json::to_value(&info.capabilities[0]).expect("json"),
+        json!({ "kind": "filesystem_read", "target": { "argument": "/path" } })
+    );
+    assert!(
+        port.registry()
+            .get("read_file")
+            .is_some_and(|entry| entry.core)
+    );
+}
+
+#[test]
+fn read_file_reads_lines_and_says_when_it_cut() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    assert_eq!(
+        result_text(call(&port, "read_file", json!({ "path": "src/a.txt" }))),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "read_file",
+            json!({ "path": "./src//a.txt", "offset": 1, "limit": 1 })
+        )),
+        "two\n[truncated: showing lines 2-2 of 3]"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "read_file",
+            json!({ "path": "src/a.txt", "max_bytes": 8 })
+        )),
+        "one\ntwo\n[truncated: showing lines 1-2 of 3]"
+    );
+    let absolute = ws.join("src/a.txt").canonicalize().expect("canonical");
+    assert_eq!(
+        result_text(call(
+            &port,
+            "read_file",
+            json!({ "path": absolute.to_str() })
+        )),
+        "one\ntwo\nthree\n"
+    );
+}
+
+#[test]
+fn read_file_malformed_and_missing_arguments() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    for arguments in [
+        json!({}),
+        json!({ "path": 7 }),
+        json!({ "path": "a", "offset": -1 }),
+        json!({ "path": "a", "extra": 1 }),
+    ] {
+        assert!(
+            matches!(
+                call(&port, "read_file", arguments.clone()),
+                ToolResponse::Failed {
+                    kind: FailureKind::InvalidInput,
+                    ..
+                }
+            ),
+            "{arguments}"
+        );
+    }
+    assert!(matches!(
+        call(&port, "read_file", json!({ "path": "src/missing.txt" })),
+        ToolResponse::Failed {
+            kind: FailureKind::NotFound,
+            ..
+        }
+    ));
+    assert!(matches!(
+        call(&port, "read_file", json!({ "path": "nodir/missing.txt" })),
+        ToolResponse::Denied { .. }
+    ));
+}
+
+#[test]
+fn read_file_containment() {
+    let (temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let outside = temp.path().join("secret.txt");
+    let attempts = [
+        (json!({ "path": "../secret.txt" }), "`..`"),
+        (json!({ "path": "src/../../secret.txt" }), "`..`"),
+        (json!({ "path": outside.to_str() }), "absolute path outside"),
+        (json!({ "path": "link_out" }), "outside the workspace"),
+        (
+            json!({ "path": "dir_out/secret.txt" }),
+            "outside the workspace",
+        ),
+    ];
+    for (arguments, why) in attempts {
+        let response = call(&port, "read_file", arguments.clone());
+        assert!(
+            !format!("{response:?}").contains(OUTSIDE),
+            "{arguments}: read the secret"
+        );
+        let reason = denied_why(response);
+        assert!(reason.contains(why), "{arguments}: {reason}");
+    }
+}
+
+#[test]
+fn read_file_requirements_come_from_the_arguments() {
+    let (_temp, ws) = workspace();
+    // Reads allowed in src only: the same tool is allowed or denied by what the call names.
+    let port = open(
+        &ws,
+        policy("[tools.read_file]\nfilesystem.read = { access = \"allow\", roots = [\"src\"] }\n"),
+        None,
+    );
+    assert_eq!(
+        result_text(call(&port, "read_file", json!({ "path": "src/a.txt" }))),
+        "one\ntwo\nthree\n"
+    );
+    std::fs::write(ws.join("top.txt"), "top").expect("write");
+    let reason = denied_why(call(&port, "read_file", json!({ "path": "top.txt" })));
+    assert!(
+        reason.contains("outside what the policy allows"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn read_file_is_cancelled_by_a_stopped_token() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let stop = StopToken::new();
+    stop.stop();
+    let response = port.call_with(
+        &ToolRequest::new("t", "read_file", r#"{"path":"src/a.txt"}"#),
+        &CallOptions {
+            stop: Some(stop),
+            ..CallOptions::default()
+        },
+    );
+    assert_eq!(response, ToolResponse::Cancelled);
+}
+
+#[test]
+fn read_file_concurrent_calls_each_get_their_own_file() {
+    let (_temp, ws) = workspace();
+    for i in 0..8 {
+        std::fs::write(ws.join(format!("src/f{i}.txt")), format!("file {i}")).expect("write");
+    }
+    let port = open(&ws, Policy::embedded_default(), None);
+    std::thread::scope(|scope| {
+        for i in 0..8 {
+            let port = &port;
+            scope.spawn(move || {
+                for _ in 0..20 {
+                    let text = result_text(call(
+                        port,
+                        "read_file",
+                        json!({ "path": format!("src/f{i}.txt") }),
+                    ));
+                    assert_eq!(text, format!("file {i}\n"));
+                }
+            });
+        }
+    });
+}
+
+/// A directory is swapped for a symlink to the outside, over and over, while calls read
+/// through it: no call ever reads the outside.
+#[test]
+fn a_directory_swapped_for_a_symlink_during_calls_is_never_followed_out() {
+    let (temp, ws) = workspace();
+    std::fs::create_dir(ws.join("sub")).expect("mkdir");
+    std::fs::write(ws.join("sub/secret.txt"), "inside").expect("write");
+    let outside_dir = temp.path().join("outside");
+    std::fs::create_dir(&outside_dir).expect("mkdir");
+    std::fs::write(outside_dir.join("secret.txt"), OUTSIDE).expect("write");
+    let port = open(&ws, Policy::embedded_default(), None);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let (sub, real) = (ws.join("sub"), ws.join("sub.real"));
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                // Swap: the real directory aside, a symlink to the outside in its place; back.
+                let _ = std::fs::rename(&sub, &real);
+                let _ = std::os::unix::fs::symlink(&outside_dir, &sub);
+                std::thread::yield_now();
+                let _ = std::fs::remove_file(&sub);
+                let _ = std::fs::rename(&real, &sub);
+            }
+        });
+        let mut read_inside = 0;
+        for _ in 0..300 {
+            let response = call(&port, "read_file", json!({ "path": "sub/secret.txt" }));
+            let seen = format!("{response:?}");
+            assert!(
+                !seen.contains(OUTSIDE),
+                "read through the swapped symlink: {seen}"
+            );
+            if seen.contains("inside") {
+                read_inside += 1;
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        println!("{read_inside} of 300 calls read the real file; none read the outside");
+    });
+}
+
+// ---- list_dir -----------------------------------------------------------------------------
+
+#[test]
+fn list_dir_lists_and_is_contained() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    assert_eq!(
+        result_text(call(&port, "list_dir", json!({}))),
+        "dir_out\nlink_out\nsrc/"
+    );
+    assert_eq!(
+        result_text(call(&port, "list_dir", json!({ "path": "src" }))),
+        "a.txt"
+    );
+    assert!(denied_why(call(&port, "list_dir", json!({ "path": ".." }))).contains("`..`"));
+    assert!(denied_why(call(&port, "list_dir", json!({ "path": "dir_out" }))).contains("outside"));
+    assert!(matches!(
+        call(&port, "list_dir", json!({ "path": 3 })),
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    ));
+    let info = port.info("list_dir").expect("list_dir");
+    assert!(info.read_only && info.concurrency_safe);
+}
+
+// ---- write_file and the gate ----------------------------------------------------------------
+
+#[test]
+fn a_write_without_a_grant_is_denied_and_nothing_changes() {
+    let (_temp, ws) = workspace();
+    let before = listing(&ws.join("src"));
+    // No policy entry: no authority.
+    let port = open(&ws, Policy::empty(), None);
+    let reason = denied_why(call(
+        &port,
+        "write_file",
+        json!({ "path": "src/new.txt", "content": "x" }),
+    ));
+    assert!(
+        reason.contains("grants write_file no filesystem.write"),
+        "{reason}"
+    );
+    // Deny in policy.
+    let port2 = port_with(&ws, "deny");
+    let reason = denied_why(call(
+        &port2,
+        "write_file",
+        json!({ "path": "src/new.txt", "content": "x" }),
+    ));
+    assert!(reason.contains("the policy denies it"), "{reason}");
+    assert_eq!(listing(&ws.join("src")), before);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.txt")).expect("read"),
+        "one\ntwo\nthree\n"
+    );
+}
+
+fn port_with(ws: &Path, access: &str) -> WasmToolPort {
+    open(
+        ws,
+        policy(&format!(
+            "[tools.write_file]\nfilesystem.write = {{ access = \"{access}\", roots = [\".\"] }}\n"
+        )),
+        None,
+    )
+}
+
+#[test]
+fn a_gated_write_headless_is_denied_as_approval_required() {
+    let (_temp, ws) = workspace();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let response = call(
+        &port,
+        "write_file",
+        json!({ "path": "./src/new.txt", "content": "x" }),
+    );
+    assert_eq!(
+        response,
+        ToolResponse::Denied {
+            reason: DenyReason::ApprovalRequired {
+                capability: "filesystem.write".to_owned(),
+                resource: "src/new.txt".to_owned(),
+            }
+        }
+    );
+    assert!(!ws.join("src/new.txt").exists());
+}
+
+#[test]
+fn an_allowed_write_writes_only_what_it_names() {
+    let (temp, ws) = workspace();
+    let port = port_with(&ws, "allow");
+    assert_eq!(
+        result_text(call(
+            &port,
+            "write_file",
+            json!({ "path": "src/new.txt", "content": "hello" })
+        )),
+        "wrote 5 bytes to src/new.txt"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/new.txt")).expect("read"),
+        "hello"
+    );
+    for (path, why) in [
+        ("../escape.txt", "`..`"),
+        ("link_out", "outside"),
+        ("dir_out/x.txt", "outside"),
+    ] {
+        let reason = denied_why(call(
+            &port,
+            "write_file",
+            json!({ "path": path, "content": "pwned" }),
+        ));
+        assert!(reason.contains(why), "{path}: {reason}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(temp.path().join("secret.txt")).expect("read"),
+        OUTSIDE
+    );
+    assert!(!temp.path().join("escape.txt").exists());
+    assert!(!temp.path().join("x.txt").exists());
+}
+
+#[test]
+fn a_person_approves_once_or_denies() {
+    let (_temp, ws) = workspace();
+    let once = Arc::new(FixedApprover::new(Approval::Once));
+    let port = open(&ws, Policy::embedded_default(), Some(Arc::clone(&once)));
+    assert!(
+        !call(
+            &port,
+            "write_file",
+            json!({ "path": "src/one.txt", "content": "1" })
+        )
+        .is_error()
+    );
+    assert_eq!(once.asked().len(), 1);
+    assert_eq!(once.asked()[0].resource, "src/one.txt");
+    assert_eq!(once.asked()[0].capability, "filesystem.write");
+    // Once is once: the next call asks again.
+    assert!(
+        !call(
+            &port,
+            "write_file",
+            json!({ "path": "src/one.txt", "content": "2" })
+        )
+        .is_error()
+    );
+    assert_eq!(once.asked().len(), 2);
+    assert!(!ws.join(".toolcell").exists(), "nothing saved");
+
+    let no = Arc::new(FixedApprover::new(Approval::Deny));
+    let port = open(&ws, Policy::embedded_default(), Some(no));
+    let response = call(
+        &port,
+        "write_file",
+        json!({ "path": "src/two.txt", "content": "x" }),
+    );
+    assert!(matches!(
+        response,
+        ToolResponse::Denied {
+            reason: DenyReason::ByPerson { .. }
+        }
+    ));
+    assert!(!ws.join("src/two.txt").exists());
+}
+
+#[test]
+fn an_always_rule_is_saved_privately_and_honoured_next_time() {
+    let (_temp, ws) = workspace();
+    let always = Arc::new(FixedApprover::new(Approval::Always));
+    let first = open(&ws, Policy::embedded_default(), Some(Arc::clone(&always)));
+    assert!(
+        !call(
+            &first,
+            "write_file",
+            json!({ "path": "src/keep.txt", "content": "1" })
+        )
+        .is_error()
+    );
+    let saved = ws.join(".toolcell/permissions.toml");
+    let text = std::fs::read_to_string(&saved).expect("rule saved");
+    assert!(
+        text.contains("write_file") && text.contains("src/keep.txt"),
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&saved)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    // The same port does not ask again.
+    assert!(
+        !call(
+            &first,
+            "write_file",
+            json!({ "path": "src/keep.txt", "content": "2" })
+        )
+        .is_error()
+    );
+    assert_eq!(always.asked().len(), 1);
+
+    // A new, headless port honours the saved rule, for that resource only.
+    let later = open(&ws, Policy::embedded_default(), None);
+    assert!(
+        !call(
+            &later,
+            "write_file",
+            json!({ "path": "src/keep.txt", "content": "3" })
+        )
+        .is_error()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/keep.txt")).expect("read"),
+        "3"
+    );
+    assert!(matches!(
+        call(
+            &later,
+            "write_file",
+            json!({ "path": "src/other.txt", "content": "x" })
+        ),
+        ToolResponse::Denied {
+            reason: DenyReason::ApprovalRequired { .. }
+        }
+    ));
+}
+
+#[test]
+fn an_always_rule_is_never_written_through_a_symlink() {
+    let (temp, ws) = workspace();
+    let elsewhere = temp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    std::os::unix::fs::symlink(&elsewhere, ws.join(".toolcell")).expect("link");
+    let always = Arc::new(FixedApprover::new(Approval::Always));
+    let port = open(&ws, Policy::embedded_default(), Some(always));
+    let response = call(
+        &port,
+        "write_file",
+        json!({ "path": "src/x.txt", "content": "x" }),
+    );
+    let reason = denied_why(response);
+    assert!(reason.contains("could not be saved"), "{reason}");
+    assert!(listing(&elsewhere).is_empty(), "wrote through the symlink");
+    assert!(!ws.join("src/x.txt").exists());
+}
+
+#[test]
+fn write_file_metadata_and_bad_arguments() {
+    let (_temp, ws) = workspace();
+    let port = port_with(&ws, "allow");
+    let info = port.info("write_file").expect("write_file");
+    assert!(!info.read_only && !info.concurrency_safe);
+    for arguments in [
+        json!({ "path": "a" }),
+        json!({ "content": "a" }),
+        json!({ "path": 1, "content": "a" }),
+    ] {
+        assert!(matches!(
+            call(&port, "write_file", arguments),
+            ToolResponse::Failed {
+                kind: FailureKind::InvalidInput,
+                ..
+            }
+        ));
+    }
+    assert!(matches!(
+        call(
+            &port,
+            "write_file",
+            json!({ "path": "nodir/x.txt", "content": "a" })
+        ),
+        ToolResponse::Denied { .. }
+    ));
+}
+
+#[test]
+fn a_component_that_breaks_its_sha256_pin_is_refused() {
+    let echo = toolcell::builtin_components()
+        .iter()
+        .find(|(name, _)| *name == "echo")
+        .map(|(_, bytes)| *bytes)
+        .expect("echo");
+    use sha2::Digest as _;
+    let digest: String = sha2::Sha256::digest(echo)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let pinned = |pin: &str| {
+        WasmToolPort::builder()
+            .policy(policy(&format!("[tools.echo]\nsha256 = \"{pin}\"\n")))
+            .build()
+            .expect("port")
+    };
+    let good = pinned(&digest);
+    assert!(good.info("echo").is_some());
+    let bad = pinned(&"0".repeat(64));
+    assert!(bad.info("echo").is_none());
+    assert!(
+        bad.load_errors()[0].message.contains("pins echo"),
+        "{:?}",
+        bad.load_errors()
+    );
+    assert!(bad.info("clock").is_some(), "the others still load");
+}
