@@ -135,6 +135,9 @@ fn list_shows_every_tool_and_marks_core() {
         [
             ("clock", true),
             ("echo", false),
+            ("edit_file", true),
+            ("glob", true),
+            ("grep", true),
             ("list_dir", true),
             ("read_file", true),
             ("write_file", true)
@@ -147,7 +150,7 @@ fn list_shows_every_tool_and_marks_core() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect();
-    assert_eq!(tools.len(), 5);
+    assert_eq!(tools.len(), 8);
     assert_eq!(tools[1]["name"], "echo");
     assert_eq!(tools[1]["source"], "builtin:echo");
     assert_eq!(tools[1]["info"]["read_only"], true);

@@ -34,7 +34,7 @@ async def main(toolcell, tools_dir, audit, mode):
 
         tools = await client.list_tools()
         names = [tool.name for tool in tools.tools]
-        core = ["clock", "list_dir", "read_file", "write_file", "find_tool", "call_tool"]
+        core = ["clock", "edit_file", "glob", "grep", "list_dir", "read_file", "write_file", "find_tool", "call_tool"]
         expect(names == core, f"tools/list is the core schemas in order: {names}")
         clock = tools.tools[0]
         expect(clock.annotations is not None and clock.annotations.read_only_hint, "clock is annotated read-only")

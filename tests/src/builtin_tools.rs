@@ -143,6 +143,9 @@ fn the_shared_port_loaded_every_guest() {
         [
             "clock",
             "echo",
+            "edit_file",
+            "glob",
+            "grep",
             "list_dir",
             "read_file",
             "write_file",

@@ -589,3 +589,283 @@ fn a_component_that_breaks_its_sha256_pin_is_refused() {
     );
     assert!(bad.info("clock").is_some(), "the others still load");
 }
+
+// ---- glob, grep, edit_file -------------------------------------------------------------------
+
+/// A workspace with a small tree to search.
+fn tree() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (temp, ws) = workspace();
+    std::fs::create_dir_all(ws.join("src/deep")).expect("mkdir");
+    std::fs::write(
+        ws.join("src/deep/b.rs"),
+        "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n",
+    )
+    .expect("write");
+    std::fs::write(ws.join("src/c.rs"), "// c\nfn helper() {}\n").expect("write");
+    (temp, ws)
+}
+
+#[test]
+fn glob_finds_matching_paths_and_is_contained() {
+    let (_temp, ws) = tree();
+    let port = open(&ws, Policy::embedded_default(), None);
+    assert_eq!(
+        result_text(call(&port, "glob", json!({ "pattern": "**/*.rs" }))),
+        "src/c.rs\nsrc/deep/b.rs"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "glob",
+            json!({ "pattern": "*.rs", "path": "src" })
+        )),
+        "c.rs"
+    );
+    // The symlinks that lead out are not followed: nothing outside is listed.
+    let everything = result_text(call(&port, "glob", json!({ "pattern": "**" })));
+    assert!(!everything.contains("secret"), "{everything}");
+    assert!(
+        denied_why(call(&port, "glob", json!({ "pattern": "*", "path": ".." }))).contains("`..`")
+    );
+    assert!(matches!(
+        call(&port, "glob", json!({ "pattern": "[" })),
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    ));
+    assert!(matches!(
+        call(&port, "glob", json!({})),
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    ));
+    let info = port.info("glob").expect("glob");
+    assert!(info.read_only && info.concurrency_safe);
+}
+
+#[test]
+fn grep_finds_lines_with_context_filters_and_limits() {
+    let (_temp, ws) = tree();
+    let port = open(&ws, Policy::embedded_default(), None);
+    assert_eq!(
+        result_text(call(
+            &port,
+            "grep",
+            json!({ "pattern": "fn \\w+", "path": "src" })
+        )),
+        "c.rs:2:fn helper() {}\ndeep/b.rs:1:fn main() {\n"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "grep",
+            json!({ "pattern": "let", "path": "src/deep/b.rs", "context": 1 })
+        )),
+        "src/deep/b.rs-1-fn main() {\nsrc/deep/b.rs:2:    let x = 1;\nsrc/deep/b.rs-3-    println!(\"{x}\");\n"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "grep",
+            json!({ "pattern": "fn", "path": "src", "glob": "deep/*" })
+        )),
+        "deep/b.rs:1:fn main() {\n"
+    );
+    assert_eq!(
+        result_text(call(
+            &port,
+            "grep",
+            json!({ "pattern": "fn", "path": "src", "max_matches": 1 })
+        )),
+        "c.rs:2:fn helper() {}\n[truncated: stopped at 1 matches]"
+    );
+    assert_eq!(
+        result_text(call(&port, "grep", json!({ "pattern": "nowhere" }))),
+        "No matches."
+    );
+    assert!(!result_text(call(&port, "grep", json!({ "pattern": "OUTSIDE" }))).contains(OUTSIDE));
+    assert!(
+        denied_why(call(
+            &port,
+            "grep",
+            json!({ "pattern": "x", "path": "link_out" })
+        ))
+        .contains("outside")
+    );
+    for bad in [
+        json!({ "pattern": "(" }),
+        json!({ "pattern": "x", "context": 99 }),
+        json!({ "path": "." }),
+    ] {
+        assert!(
+            matches!(
+                call(&port, "grep", bad.clone()),
+                ToolResponse::Failed {
+                    kind: FailureKind::InvalidInput,
+                    ..
+                }
+            ),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn edit_file_replaces_one_exact_occurrence_and_refuses_stale_edits() {
+    let (_temp, ws) = tree();
+    let port = port_with_edit(&ws);
+    let path = ws.join("src/c.rs");
+    let edited = result_text(call(
+        &port,
+        "edit_file",
+        json!({ "path": "src/c.rs", "old": "helper", "new": "assist" }),
+    ));
+    assert!(
+        edited.starts_with("edited src/c.rs; its sha256 is now "),
+        "{edited}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        "// c\nfn assist() {}\n"
+    );
+
+    // Not there, or not unique: refused, file unchanged.
+    assert!(matches!(
+        call(
+            &port,
+            "edit_file",
+            json!({ "path": "src/c.rs", "old": "helper", "new": "x" })
+        ),
+        ToolResponse::Failed {
+            kind: FailureKind::NotFound,
+            ..
+        }
+    ));
+    std::fs::write(&path, "a a").expect("write");
+    let twice = call(
+        &port,
+        "edit_file",
+        json!({ "path": "src/c.rs", "old": "a", "new": "b" }),
+    );
+    assert!(format!("{twice:?}").contains("occurs 2 times"), "{twice:?}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), "a a");
+
+    // A stale read: the expected digest no longer matches.
+    let stale = call(
+        &port,
+        "edit_file",
+        json!({ "path": "src/c.rs", "old": "a a", "new": "b", "expected_sha256": "00".repeat(32) }),
+    );
+    assert!(
+        format!("{stale:?}").contains("changed since it was read"),
+        "{stale:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), "a a");
+    use sha2::Digest as _;
+    let current: String = sha2::Sha256::digest(b"a a")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let fresh = call(
+        &port,
+        "edit_file",
+        json!({ "path": "src/c.rs", "old": "a a", "new": "b", "expected_sha256": current }),
+    );
+    assert!(!fresh.is_error(), "{fresh:?}");
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), "b");
+
+    assert!(
+        denied_why(call(
+            &port,
+            "edit_file",
+            json!({ "path": "link_out", "old": "O", "new": "x" })
+        ))
+        .contains("outside")
+    );
+    assert!(matches!(
+        call(
+            &port,
+            "edit_file",
+            json!({ "path": "src/c.rs", "old": "", "new": "x" })
+        ),
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    ));
+    // Gated by default: headless, it is denied and nothing changes.
+    let default = open(&ws, Policy::embedded_default(), None);
+    assert!(matches!(
+        call(
+            &default,
+            "edit_file",
+            json!({ "path": "src/c.rs", "old": "b", "new": "c" })
+        ),
+        ToolResponse::Denied {
+            reason: DenyReason::ApprovalRequired { .. }
+        }
+    ));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), "b");
+}
+
+fn port_with_edit(ws: &Path) -> WasmToolPort {
+    open(
+        ws,
+        policy("[tools.edit_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n"),
+        None,
+    )
+}
+
+/// The read-only search tools answer many calls at once, each correctly.
+#[test]
+fn search_tools_run_concurrently() {
+    let (_temp, ws) = tree();
+    let port = open(&ws, Policy::embedded_default(), None);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10 {
+                    assert_eq!(
+                        result_text(call(&port, "glob", json!({ "pattern": "**/*.rs" }))),
+                        "src/c.rs\nsrc/deep/b.rs"
+                    );
+                    assert_eq!(
+                        result_text(call(
+                            &port,
+                            "grep",
+                            json!({ "pattern": "helper", "path": "src" })
+                        )),
+                        "c.rs:2:fn helper() {}\n"
+                    );
+                }
+            });
+        }
+    });
+}
+
+/// Every file tool is cancelled by a stopped token, before it touches anything.
+#[test]
+fn every_file_tool_is_cancelled_by_a_stopped_token() {
+    let (_temp, ws) = tree();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let stop = StopToken::new();
+    stop.stop();
+    let options = CallOptions {
+        stop: Some(stop),
+        ..CallOptions::default()
+    };
+    for (tool, arguments) in [
+        ("read_file", json!({ "path": "src/a.txt" })),
+        ("list_dir", json!({})),
+        ("glob", json!({ "pattern": "*" })),
+        ("grep", json!({ "pattern": "x" })),
+    ] {
+        let response = port.call_with(
+            &ToolRequest::new("t", tool, arguments.to_string()),
+            &options,
+        );
+        assert_eq!(response, ToolResponse::Cancelled, "{tool}");
+    }
+}

@@ -132,6 +132,9 @@ fn a_legacy_session_lists_calls_and_refuses() {
         names,
         [
             "clock",
+            "edit_file",
+            "glob",
+            "grep",
             "list_dir",
             "read_file",
             "write_file",

@@ -1,0 +1,106 @@
+//! `glob`: the files under a directory whose paths match a pattern.
+
+use serde::Deserialize;
+use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+
+/// `*` and `?` stay within one path component; only `**` crosses directories.
+const SEPARATOR_AWARE: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: true,
+    require_literal_leading_dot: false,
+};
+
+/// The most paths one call returns; a model needs a narrower pattern past this.
+const MAX_RESULTS: usize = 1000;
+
+struct Glob;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    pattern: String,
+    #[serde(default = "here")]
+    path: String,
+}
+
+fn here() -> String {
+    ".".to_owned()
+}
+
+impl Tool for Glob {
+    type Args = Args;
+
+    fn describe() -> Info {
+        let mut info = toolcell_guest::info(
+            "glob",
+            "Find files in the workspace whose paths match a glob pattern (`*`, `?`, `**`, \
+             `[abc]`), searching below `path`. One path a line, sorted.",
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": { "type": "string", "description": "The pattern, matched against paths relative to `path`, such as `**/*.rs`." },
+                    "path": { "type": "string", "description": "The directory to search (default: the workspace)." }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        );
+        info.read_only = true;
+        info.concurrency_safe = true;
+        info.capabilities = vec![toolcell_guest::capability_from_argument(
+            CapabilityKind::FilesystemRead,
+            "/path",
+        )];
+        info
+    }
+
+    fn call(args: Args) -> Result<String, ToolError> {
+        let pattern = glob::Pattern::new(&args.pattern)
+            .map_err(|e| ToolError::InvalidInput(format!("pattern: {e}")))?;
+        let mut found = Vec::new();
+        walk(std::path::Path::new(&args.path), "", &mut |relative| {
+            if pattern.matches_with(relative, SEPARATOR_AWARE) {
+                found.push(relative.to_owned());
+            }
+        })
+        .map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+        found.sort();
+        let total = found.len();
+        found.truncate(MAX_RESULTS);
+        let mut out = found.join("\n");
+        if total > MAX_RESULTS {
+            out.push_str(&format!(
+                "\n[truncated: {MAX_RESULTS} of {total} paths shown]"
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Call `visit` with the path (relative to `root`) of every file below `root`. Symlinks are
+/// not followed.
+fn walk(root: &std::path::Path, prefix: &str, visit: &mut dyn FnMut(&str)) -> std::io::Result<()> {
+    let dir = if prefix.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(prefix)
+    };
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let relative = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            walk(root, &relative, visit)?;
+        } else if kind.is_file() {
+            visit(&relative);
+        }
+    }
+    Ok(())
+}
+
+toolcell_guest::export_tool!(Glob);
