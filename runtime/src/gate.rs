@@ -15,11 +15,12 @@
 //!   the directory holding the file it names), read-only for reads, read-write for writes.
 //!
 //! The clock is the one capability that degrades instead of denying: a tool not granted it
-//! runs with the fixed wall clock. Network capabilities are denied: this build links no
-//! network (`wasi:http` support is future work).
+//! runs with the fixed wall clock. A `network` capability names a URL; the policy's hosts must
+//! cover it, and the call's `wasi:http` requests may then reach those hosts only (`net.rs`).
 
 use crate::DenyReason;
 use crate::info::{CapabilityKind, ResourceRef, ToolInfo};
+use crate::net::HostPattern;
 use crate::policy::{Access, Rule, ToolPolicy};
 use crate::sandbox::{Grants, Preopen};
 use cap_std::ambient_authority;
@@ -153,12 +154,26 @@ impl Gate {
                     }
                 }
                 CapabilityKind::Network => {
-                    let host = resource_text(&capability.target, arguments).unwrap_or_default();
-                    return Err(refuse(
+                    let url = resource_text(&capability.target, arguments)
+                        .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
+                    let (scheme, host, port) = url_destination(&url)
+                        .ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
+                    let patterns: Vec<HostPattern> = rule
+                        .map(|rule| {
+                            rule.hosts
+                                .iter()
+                                .filter_map(|h| HostPattern::parse(h).ok())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    self.allowed(
+                        tool,
                         kind,
-                        &host,
-                        "this build of toolcell links no network for tools",
-                    ));
+                        &format!("{scheme}://{host}:{port}"),
+                        rule,
+                        |_| patterns.iter().any(|p| p.matches(&scheme, &host, port)),
+                    )?;
+                    grants.network = Arc::new(patterns);
                 }
             }
         }
@@ -273,6 +288,24 @@ impl Gate {
             }
         }
     }
+}
+
+/// The scheme, host and port an http(s) URL leads to.
+fn url_destination(url: &str) -> Option<(String, String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "http" { 80 } else { 443 });
+    Some((scheme, host, port))
 }
 
 /// The resource text a capability names: its argument's string value, or its fixed value.

@@ -31,6 +31,7 @@
 //! | stopping a running call | `stop.rs` |
 //! | argument validation | `validate.rs` |
 //! | generated bindings | `bindings.rs` |
+//! | the network allowlist (`wasi:http`) | `net.rs` |
 //! | the MCP server | `mcp.rs` |
 //! | the command line | `cli.rs` |
 
@@ -49,6 +50,7 @@ mod instance;
 pub mod limits;
 mod load;
 pub mod mcp;
+pub mod net;
 mod pipeline;
 mod policy;
 mod port;

@@ -161,6 +161,7 @@ pub fn serve(runtime: Runtime<WasmToolPort>) -> anyhow::Result<()> {
         .worker_threads(2)
         .thread_name("toolcell-mcp")
         .enable_time()
+        .enable_io()
         .build()
         .context("starting the server's async runtime")?;
     let server = McpServer::new(Arc::clone(&runtime));

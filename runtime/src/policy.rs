@@ -108,6 +108,10 @@ impl Policy {
         let file: PolicyFile = toml::from_str(text).map_err(|error| error.to_string())?;
         let mut policy = Policy::empty();
         for (name, entry) in file.tools {
+            for host in entry.network.iter().flat_map(|rule| &rule.hosts) {
+                crate::net::HostPattern::parse(host)
+                    .map_err(|why| format!("tools.{name}: {why}"))?;
+            }
             policy.tools.insert(name, entry.into_policy());
         }
         Ok(policy)

@@ -6,7 +6,8 @@
 //! - no preopened directories, so no file system at all;
 //! - no environment variables and no arguments;
 //! - stdin empty; stdout and stderr captured into bounded in-memory buffers (never the host's);
-//! - TCP and UDP disabled, every socket address refused, name lookup disabled;
+//! - TCP and UDP disabled, every socket address refused, name lookup disabled; `wasi:http`
+//!   linked, but every request denied unless the call was granted hosts (`net.rs`);
 //! - a wall clock fixed at [`FIXED_WALL_CLOCK`] unless the call is granted the clock;
 //! - a monotonic clock that starts at zero with the instance (it measures, but tells no date);
 //! - randomness, which grants no authority.
@@ -41,6 +42,8 @@ pub struct Grants {
     pub env: Vec<(String, String)>,
     /// Directories the guest may open.
     pub preopens: Vec<Preopen>,
+    /// The hosts its `wasi:http` requests may reach (none: every request is denied).
+    pub network: Arc<Vec<crate::net::HostPattern>>,
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path
@@ -64,6 +67,8 @@ pub(crate) struct CallState {
     pub(crate) stderr: CapturePipe,
     /// A granted directory that could not be preopened (the call must not run without it).
     pub(crate) unopened: Option<String>,
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: crate::net::NetworkHooks,
 }
 
 impl CallState {
@@ -104,6 +109,18 @@ impl CallState {
             stdout,
             stderr,
             unopened,
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks: crate::net::NetworkHooks::new(Arc::clone(&grants.network)),
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for CallState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.hooks,
+            table: &mut self.table,
+            ctx: &mut self.http,
         }
     }
 }

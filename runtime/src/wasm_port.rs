@@ -131,10 +131,14 @@ impl WasmToolPortBuilder {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
             .context("linking WASI into the host")?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("linking wasi:http into the host")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolcell-io")
             .enable_time()
+            .enable_io()
             .build()
             .context("starting the host's async runtime")?;
         let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
@@ -427,8 +431,18 @@ impl WasmToolPort {
             arguments_text,
         )
         .await;
-        if let ToolResponse::Result { class, .. } = &mut report.response {
+        if let ToolResponse::Result {
+            class, untrusted, ..
+        } = &mut report.response
+        {
             *class = tool.policy.class;
+            // Text from the network is data, not instructions.
+            *untrusted = tool
+                .loaded
+                .info
+                .capabilities
+                .iter()
+                .any(|capability| capability.kind == crate::CapabilityKind::Network);
         }
         report
     }

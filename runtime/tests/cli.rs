@@ -138,6 +138,7 @@ fn list_shows_every_tool_and_marks_core() {
             ("edit_file", true),
             ("glob", true),
             ("grep", true),
+            ("http_fetch", false),
             ("list_dir", true),
             ("read_file", true),
             ("write_file", true)
@@ -150,7 +151,7 @@ fn list_shows_every_tool_and_marks_core() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect();
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 9);
     assert_eq!(tools[1]["name"], "echo");
     assert_eq!(tools[1]["source"], "builtin:echo");
     assert_eq!(tools[1]["info"]["read_only"], true);

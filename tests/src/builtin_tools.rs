@@ -146,6 +146,7 @@ fn the_shared_port_loaded_every_guest() {
             "edit_file",
             "glob",
             "grep",
+            "http_fetch",
             "list_dir",
             "read_file",
             "write_file",

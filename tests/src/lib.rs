@@ -29,6 +29,8 @@ mod loading;
 #[cfg(test)]
 mod mcp;
 #[cfg(test)]
+mod network;
+#[cfg(test)]
 mod no_ambient_authority;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
