@@ -869,3 +869,103 @@ fn every_file_tool_is_cancelled_by_a_stopped_token() {
         assert_eq!(response, ToolResponse::Cancelled, "{tool}");
     }
 }
+
+// ---- env, and the rest of the checklist -------------------------------------------------------
+
+/// The `envy` guest declares `env` on the variable it names: it sees that variable when the
+/// policy grants it by name, and nothing else of the host's environment, ever.
+#[test]
+pub(crate) fn envy() {
+    let path = std::env::var("PATH").expect("PATH is set for the tests");
+    let load = |policy: Policy| {
+        WasmToolPort::builder()
+            .builtin_tools(false)
+            .policy(policy)
+            .component("test:envy", crate::guests::ENVY)
+            .build()
+            .expect("port")
+    };
+    let granted = load(policy(
+        "[tools.envy]\nenv = { access = \"allow\", vars = [\"PATH\"] }\n",
+    ));
+    assert_eq!(
+        result_text(call(&granted, "envy", json!({ "name": "PATH" }))),
+        format!("PATH={path}")
+    );
+    let reason = denied_why(call(&granted, "envy", json!({ "name": "HOME" })));
+    assert!(
+        reason.contains("outside what the policy allows"),
+        "{reason}"
+    );
+    let nothing = load(Policy::empty());
+    assert!(matches!(
+        call(&nothing, "envy", json!({ "name": "PATH" })),
+        ToolResponse::Denied { .. }
+    ));
+}
+
+#[test]
+fn grep_edit_file_and_http_fetch_metadata() {
+    let (_temp, ws) = tree();
+    let port = open(&ws, Policy::embedded_default(), None);
+    let grep = port.info("grep").expect("grep");
+    assert!(grep.read_only && grep.concurrency_safe);
+    assert_eq!(grep.input_schema["required"], json!(["pattern"]));
+    let edit = port.info("edit_file").expect("edit_file");
+    assert!(!edit.read_only);
+    assert_eq!(edit.input_schema["required"], json!(["path", "old", "new"]));
+    assert_eq!(
+        serde_json::to_value(&edit.capabilities).expect("json"),
+        json!([{ "kind": "filesystem_write", "target": { "argument": "/path" } }])
+    );
+    let fetch = port.info("http_fetch").expect("http_fetch");
+    assert!(!fetch.read_only && fetch.concurrency_safe);
+    assert!(
+        !port
+            .registry()
+            .get("http_fetch")
+            .is_some_and(|entry| entry.core)
+    );
+}
+
+/// The tools that change things or reach out are cancelled by a stopped token too, before
+/// anything happens.
+#[test]
+fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
+    let (_temp, ws) = tree();
+    let port = open(
+        &ws,
+        policy(
+            "[tools.write_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n\
+             [tools.edit_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n\
+             [tools.http_fetch]\nnetwork = { access = \"allow\", hosts = [\"http://127.0.0.1:9\"] }\n",
+        ),
+        None,
+    );
+    let stop = StopToken::new();
+    stop.stop();
+    let options = CallOptions {
+        stop: Some(stop),
+        ..CallOptions::default()
+    };
+    for (tool, arguments) in [
+        ("write_file", json!({ "path": "src/w.txt", "content": "x" })),
+        (
+            "edit_file",
+            json!({ "path": "src/c.rs", "old": "helper", "new": "x" }),
+        ),
+        ("http_fetch", json!({ "url": "http://127.0.0.1:9/" })),
+    ] {
+        let response = port.call_with(
+            &ToolRequest::new("t", tool, arguments.to_string()),
+            &options,
+        );
+        assert_eq!(response, ToolResponse::Cancelled, "{tool}");
+    }
+    assert!(!ws.join("src/w.txt").exists());
+    assert!(
+        std::fs::read_to_string(ws.join("src/c.rs"))
+            .expect("read")
+            .contains("helper")
+    );
+}

@@ -50,6 +50,7 @@ mod every_guest_has_a_test {
 #[cfg(test)]
 mod guest_tests {
     pub(crate) use crate::builtin_tools::compute;
+    pub(crate) use crate::capabilities::envy;
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
