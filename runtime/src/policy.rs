@@ -250,6 +250,15 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_shows_the_embedded_default_as_it_is() {
+        let readme = include_str!("../../README.md");
+        assert!(
+            readme.contains(&format!("```toml\n{DEFAULT_POLICY}```")),
+            "README.md's copy of the default policy differs from default-policy.toml"
+        );
+    }
+
+    #[test]
     fn every_key_of_the_format_parses() {
         let policy = Policy::from_toml(
             r#"

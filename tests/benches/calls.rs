@@ -96,9 +96,11 @@ fn main() {
             black_box(port.call(&echo));
         },
     ));
-    let runtime = Runtime::wasm(port);
+    let audit_dir = tempfile::tempdir().expect("temp dir");
+    let audit = toolcell::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
+    let runtime = Runtime::wasm(port).with_audit(audit);
     cases.push(measure(
-        "echo through the pipeline (call_tool dispatch, port, cap)",
+        "echo through the pipeline (call_tool dispatch, validation, gate, port, cap, audit)",
         CALLS,
         WARMUP,
         || {

@@ -25,6 +25,8 @@ mod containment;
 #[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
+mod guest_logic;
+#[cfg(test)]
 mod loading;
 #[cfg(test)]
 mod mcp;

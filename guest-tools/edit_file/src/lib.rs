@@ -1,6 +1,9 @@
 //! `edit_file`: replace one exact, unique piece of a file's text, optionally only if the file
 //! is still what the caller last read.
 
+mod logic;
+
+use logic::replace_once;
 use serde::Deserialize;
 use sha2::Digest as _;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
@@ -73,15 +76,6 @@ impl Tool for EditFile {
             hex(&sha2::Sha256::digest(edited.as_bytes()))
         ))
     }
-}
-
-/// `text` with its one occurrence of `old` replaced, or how many occurrences there are.
-fn replace_once(text: &str, old: &str, new: &str) -> Result<String, usize> {
-    let count = text.matches(old).count();
-    if count != 1 {
-        return Err(count);
-    }
-    Ok(text.replacen(old, new, 1))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -19,12 +19,8 @@ struct Glob;
 #[serde(deny_unknown_fields)]
 struct Args {
     pattern: String,
-    #[serde(default = "here")]
+    #[serde(default = "toolcell_guest::workspace_path")]
     path: String,
-}
-
-fn here() -> String {
-    ".".to_owned()
 }
 
 impl Tool for Glob {
@@ -57,13 +53,9 @@ impl Tool for Glob {
     fn call(args: Args) -> Result<String, ToolError> {
         let pattern = glob::Pattern::new(&args.pattern)
             .map_err(|e| ToolError::InvalidInput(format!("pattern: {e}")))?;
-        let mut found = Vec::new();
-        walk(std::path::Path::new(&args.path), "", &mut |relative| {
-            if pattern.matches_with(relative, SEPARATOR_AWARE) {
-                found.push(relative.to_owned());
-            }
-        })
-        .map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+        let mut found = toolcell_guest::files_below(std::path::Path::new(&args.path))
+            .map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+        found.retain(|relative| pattern.matches_with(relative, SEPARATOR_AWARE));
         found.sort();
         let total = found.len();
         found.truncate(MAX_RESULTS);
@@ -75,32 +67,6 @@ impl Tool for Glob {
         }
         Ok(out)
     }
-}
-
-/// Call `visit` with the path (relative to `root`) of every file below `root`. Symlinks are
-/// not followed.
-fn walk(root: &std::path::Path, prefix: &str, visit: &mut dyn FnMut(&str)) -> std::io::Result<()> {
-    let dir = if prefix.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(prefix)
-    };
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let relative = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            walk(root, &relative, visit)?;
-        } else if kind.is_file() {
-            visit(&relative);
-        }
-    }
-    Ok(())
 }
 
 toolcell_guest::export_tool!(Glob);

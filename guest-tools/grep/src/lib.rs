@@ -1,5 +1,7 @@
 //! `grep`: the lines of files under a directory that match a regular expression, with context.
 
+mod logic;
+
 use serde::Deserialize;
 use std::fmt::Write as _;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
@@ -22,16 +24,12 @@ struct Grep;
 #[serde(deny_unknown_fields)]
 struct Args {
     pattern: String,
-    #[serde(default = "here")]
+    #[serde(default = "toolcell_guest::workspace_path")]
     path: String,
     glob: Option<String>,
     #[serde(default)]
     context: usize,
     max_matches: Option<usize>,
-}
-
-fn here() -> String {
-    ".".to_owned()
 }
 
 impl Tool for Grep {
@@ -81,7 +79,8 @@ impl Tool for Grep {
         if root.is_file() {
             files.push(args.path.clone());
         } else {
-            collect(root, "", &mut files).map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+            files = toolcell_guest::files_below(root)
+                .map_err(|e| toolcell_guest::io_error(&args.path, e))?;
             files.sort();
             files.retain(|file| {
                 filter
@@ -102,40 +101,10 @@ impl Tool for Grep {
                 continue;
             };
             let lines: Vec<&str> = text.lines().collect();
-            // Mark the lines to show (matches, and context around them), then print them once,
-            // in order: overlapping context is neither repeated nor reordered.
-            let mut shown = vec![None; lines.len()];
-            let mut stopped = false;
-            for (index, line) in lines.iter().enumerate() {
-                if !regex.is_match(line) {
-                    continue;
-                }
-                if matches == max {
-                    stopped = true;
-                    break;
-                }
-                matches += 1;
-                let last = (index + context).min(lines.len() - 1);
-                for slot in shown
-                    .iter_mut()
-                    .take(last + 1)
-                    .skip(index.saturating_sub(context))
-                {
-                    slot.get_or_insert(false);
-                }
-                shown[index] = Some(true);
-            }
-            for (index, mark) in shown.iter().enumerate() {
-                match mark {
-                    Some(true) => {
-                        let _ = writeln!(out, "{file}:{}:{}", index + 1, lines[index]);
-                    }
-                    Some(false) => {
-                        let _ = writeln!(out, "{file}-{}-{}", index + 1, lines[index]);
-                    }
-                    None => {}
-                }
-            }
+            let (shown, found, stopped) =
+                logic::mark_lines(&lines, |line| regex.is_match(line), context, max - matches);
+            matches += found;
+            out.push_str(&logic::render(file, &lines, &shown));
             if stopped {
                 let _ = write!(out, "[truncated: stopped at {max} matches]");
                 return Ok(out);
@@ -146,31 +115,6 @@ impl Tool for Grep {
         }
         Ok(out)
     }
-}
-
-/// The paths (relative to `root`) of every file below `root`; symlinks are not followed.
-fn collect(root: &std::path::Path, prefix: &str, files: &mut Vec<String>) -> std::io::Result<()> {
-    let dir = if prefix.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(prefix)
-    };
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let relative = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            collect(root, &relative, files)?;
-        } else if kind.is_file() {
-            files.push(relative);
-        }
-    }
-    Ok(())
 }
 
 toolcell_guest::export_tool!(Grep);

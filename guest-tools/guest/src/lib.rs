@@ -107,6 +107,42 @@ pub fn io_error(what: &str, error: std::io::Error) -> ToolError {
     }
 }
 
+/// The paths, relative to `root`, of every regular file below `root`, unsorted. Symlinks are
+/// neither followed nor listed (the host would refuse one that leads out anyway).
+pub fn files_below(root: &std::path::Path) -> std::io::Result<Vec<String>> {
+    fn walk(root: &std::path::Path, prefix: &str, files: &mut Vec<String>) -> std::io::Result<()> {
+        let dir = if prefix.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(prefix)
+        };
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                walk(root, &relative, files)?;
+            } else if kind.is_file() {
+                files.push(relative);
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(root, "", &mut files)?;
+    Ok(files)
+}
+
+/// The default for an optional `path` argument: the workspace itself.
+pub fn workspace_path() -> String {
+    ".".to_owned()
+}
+
 /// Parse `arguments` as `T::Args` and run `T::call`. Used by [`export_tool!`]; public so a
 /// tool's own tests can drive the same path the host does.
 pub fn run<T: Tool>(arguments: &str) -> Result<String, ToolError> {

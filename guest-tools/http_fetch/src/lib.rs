@@ -1,6 +1,9 @@
 //! `http_fetch`: one HTTP request through `wasi:http`, following redirects; the host decides,
 //! request by request, which hosts it may reach.
 
+mod logic;
+
+use logic::{parse, resolve};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
@@ -88,7 +91,7 @@ impl Tool for HttpFetch {
             )?;
             match (response.status, response.location.as_deref()) {
                 (301 | 302 | 303 | 307 | 308, Some(location)) => {
-                    url = resolve(&url, location)?;
+                    url = resolve(&url, location).map_err(ToolError::InvalidInput)?;
                     if response.status == 303
                         || (response.status != 307 && response.status != 308 && method == "POST")
                     {
@@ -128,61 +131,6 @@ impl Response {
     }
 }
 
-/// A URL split into what `wasi:http` wants.
-struct Target {
-    scheme: Scheme,
-    authority: String,
-    path: String,
-}
-
-fn parse(url: &str) -> Result<Target, ToolError> {
-    let invalid = || ToolError::InvalidInput(format!("{url:?} is not an http or https URL"));
-    let (scheme, rest) = url.split_once("://").ok_or_else(invalid)?;
-    let scheme = match scheme.to_ascii_lowercase().as_str() {
-        "http" => Scheme::Http,
-        "https" => Scheme::Https,
-        _ => return Err(invalid()),
-    };
-    let rest = rest.split('#').next().unwrap_or_default();
-    let split = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(split);
-    if authority.is_empty() {
-        return Err(invalid());
-    }
-    let path = match path {
-        "" => "/".to_owned(),
-        p if p.starts_with('?') => format!("/{p}"),
-        p => p.to_owned(),
-    };
-    Ok(Target {
-        scheme,
-        authority: authority.to_owned(),
-        path,
-    })
-}
-
-/// Where a redirect's `Location` leads from `base`.
-fn resolve(base: &str, location: &str) -> Result<String, ToolError> {
-    if location.contains("://") {
-        return Ok(location.to_owned());
-    }
-    let target = parse(base)?;
-    let scheme = match target.scheme {
-        Scheme::Http => "http",
-        _ => "https",
-    };
-    if location.starts_with('/') {
-        Ok(format!("{scheme}://{}{location}", target.authority))
-    } else {
-        let dir = target
-            .path
-            .rsplit_once('/')
-            .map(|(dir, _)| dir)
-            .unwrap_or_default();
-        Ok(format!("{scheme}://{}{dir}/{location}", target.authority))
-    }
-}
-
 fn method_of(name: &str) -> Method {
     match name {
         "GET" => Method::Get,
@@ -219,7 +167,12 @@ fn send(
     timeout_ns: u64,
     max_bytes: usize,
 ) -> Result<Response, ToolError> {
-    let target = parse(url)?;
+    let target = parse(url).map_err(ToolError::InvalidInput)?;
+    let scheme = if target.https {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
     let fields = Fields::new();
     for (name, value) in headers {
         fields
@@ -231,7 +184,7 @@ fn send(
         .set_method(&method_of(method))
         .map_err(|()| ToolError::InvalidInput(format!("method {method}")))?;
     request
-        .set_scheme(Some(&target.scheme))
+        .set_scheme(Some(&scheme))
         .map_err(|()| failed("scheme"))?;
     request
         .set_authority(Some(&target.authority))

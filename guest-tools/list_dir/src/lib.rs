@@ -8,12 +8,8 @@ struct ListDir;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    #[serde(default = "here")]
+    #[serde(default = "toolcell_guest::workspace_path")]
     path: String,
-}
-
-fn here() -> String {
-    ".".to_owned()
 }
 
 impl Tool for ListDir {

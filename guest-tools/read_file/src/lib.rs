@@ -1,6 +1,9 @@
 //! `read_file`: a text file's lines, from an offset, up to a limit and a byte budget, saying
 //! when it cut.
 
+mod logic;
+
+use logic::select;
 use serde::Deserialize;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
 
@@ -62,31 +65,6 @@ impl Tool for ReadFile {
             args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
         ))
     }
-}
-
-/// Lines `offset..offset + limit` of `text`, within `max_bytes` (whole lines only), and a last
-/// line that says what was left out, if anything was.
-fn select(text: &str, offset: usize, limit: usize, max_bytes: usize) -> String {
-    let total = text.lines().count();
-    let mut out = String::new();
-    let mut shown = 0;
-    for line in text.lines().skip(offset).take(limit) {
-        if out.len() + line.len() + 1 > max_bytes {
-            break;
-        }
-        out.push_str(line);
-        out.push('\n');
-        shown += 1;
-    }
-    let first = offset.min(total);
-    if first + shown < total || first > 0 {
-        out.push_str(&format!(
-            "[truncated: showing lines {}-{} of {total}]",
-            first + 1,
-            first + shown
-        ));
-    }
-    out
 }
 
 toolcell_guest::export_tool!(ReadFile);
