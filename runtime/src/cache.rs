@@ -74,11 +74,29 @@ impl CompileCache {
         CompileCache { dir }
     }
 
-    /// True when compiling `bytes` would be read from a verified-looking entry (for progress
-    /// reporting; the entry is still verified when read).
-    pub(crate) fn has_entry(&self, engine: &Engine, bytes: &[u8]) -> bool {
-        self.entry_path(engine, bytes)
-            .is_some_and(|path| path.is_file())
+    /// The cache entry for `bytes` (the component is hashed once, here).
+    pub(crate) fn entry(&self, engine: &Engine, bytes: &[u8]) -> CacheEntry {
+        let path = self.dir.as_ref().map(|dir| {
+            let component = hex(&Sha256::digest(bytes));
+            let mut hasher = Sha256Hasher::default();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            let engine = hex(&hasher.0.finalize()[..8]);
+            dir.join(format!("{component}-{engine}.cwasm"))
+        });
+        CacheEntry { path }
+    }
+}
+
+/// Where one component's compiled form lives in the cache, if a cache is in use.
+#[derive(Debug, Clone)]
+pub(crate) struct CacheEntry {
+    path: Option<PathBuf>,
+}
+
+impl CacheEntry {
+    /// True when an entry exists (for progress reporting; it is still verified when read).
+    pub(crate) fn exists(&self) -> bool {
+        self.path.as_ref().is_some_and(|path| path.is_file())
     }
 
     /// The component for `bytes`: from a verified entry, or compiled (and stored).
@@ -87,10 +105,10 @@ impl CompileCache {
         engine: &Engine,
         bytes: &[u8],
     ) -> Result<(Component, CacheOutcome), String> {
-        let Some(path) = self.entry_path(engine, bytes) else {
+        let Some(path) = &self.path else {
             return compile(engine, bytes).map(|component| (component, CacheOutcome::Uncached));
         };
-        let outcome = match std::fs::read(&path) {
+        let outcome = match std::fs::read(path) {
             Ok(entry) => match read_entry(engine, &entry) {
                 Some(component) => return Ok((component, CacheOutcome::Hit)),
                 None => CacheOutcome::Replaced,
@@ -101,19 +119,10 @@ impl CompileCache {
             .precompile_component(bytes)
             .map_err(|error| format!("not a valid WebAssembly component: {error:#}"))?;
         // The cache only saves time: a cache that cannot be written is not an error.
-        let _ = write_entry(&path, &artifact);
+        let _ = write_entry(path, &artifact);
         deserialize(engine, &artifact)
             .map(|component| (component, outcome))
             .ok_or_else(|| "wasmtime refused its own compilation of the component".to_owned())
-    }
-
-    fn entry_path(&self, engine: &Engine, bytes: &[u8]) -> Option<PathBuf> {
-        let dir = self.dir.as_ref()?;
-        let component = hex(&Sha256::digest(bytes));
-        let mut hasher = Sha256Hasher::default();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        let engine = hex(&hasher.0.finalize()[..8]);
-        Some(dir.join(format!("{component}-{engine}.cwasm")))
     }
 }
 

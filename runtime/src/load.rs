@@ -4,7 +4,7 @@
 //! is a [`LoadError`] naming the component, and the other components load regardless.
 
 use crate::bindings::GuestPre;
-use crate::cache::{CacheOutcome, CompileCache};
+use crate::cache::{CacheEntry, CacheOutcome};
 use crate::info::ToolInfo;
 use crate::instance;
 use crate::limits::{DESCRIBE_TIMEOUT, Limits};
@@ -39,12 +39,12 @@ pub(crate) struct LoadedTool {
     pub(crate) source: String,
 }
 
-/// Compile `bytes` (or read them compiled from `cache`), link them against `linker`, and read
-/// the tool's `describe()`.
+/// Compile `bytes` (or read them compiled from their cache `entry`), link them against
+/// `linker`, and read the tool's `describe()`.
 pub(crate) async fn load(
     engine: &Engine,
     linker: &Linker<CallState>,
-    cache: &CompileCache,
+    entry: &CacheEntry,
     source: &str,
     bytes: &[u8],
 ) -> Result<(LoadedTool, CacheOutcome), LoadError> {
@@ -52,7 +52,7 @@ pub(crate) async fn load(
         source: source.to_owned(),
         message,
     };
-    let (component, outcome) = cache.component(engine, bytes).map_err(&refuse)?;
+    let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
         refuse(format!(
             "it imports something toolcell does not provide: {error:#}"

@@ -159,26 +159,29 @@ impl WasmToolPortBuilder {
         let cache = CompileCache::new(self.cache_dir);
         let mut progress = Progress::new(self.progress, sources.len());
         for (index, (source, bytes)) in sources.into_iter().enumerate() {
-            if !cache.has_entry(&port.engine, &bytes) {
+            let entry = cache.entry(&port.engine, &bytes);
+            if !entry.exists() {
                 progress.compiling(index, &source);
             }
             let loaded = port.block_on(async {
                 let _running = port.ticker.running();
-                load::load(&port.engine, &linker, &cache, &source, &bytes).await
+                load::load(&port.engine, &linker, &entry, &source, &bytes).await
             });
             match loaded {
                 Ok((loaded, outcome)) => {
                     port.cache_stats.record(outcome);
+                    // Hash the component only when the policy pins it.
                     let pin = self.policy.tool(&loaded.info.name).sha256;
-                    let digest = sha256_hex(&bytes);
-                    match pin {
-                        Some(pin) if pin != digest => port.load_errors.push(LoadError {
-                            source: loaded.source,
-                            message: format!(
-                                "its sha256 is {digest}, but the policy pins {} to {pin}",
-                                loaded.info.name
-                            ),
-                        }),
+                    match pin.map(|pin| (sha256_hex(&bytes), pin)) {
+                        Some((digest, pin)) if pin != digest => {
+                            port.load_errors.push(LoadError {
+                                source: loaded.source,
+                                message: format!(
+                                    "its sha256 is {digest}, but the policy pins {} to {pin}",
+                                    loaded.info.name
+                                ),
+                            });
+                        }
                         _ => port.add(loaded, &self.policy),
                     }
                 }
