@@ -1,7 +1,7 @@
 //! `glob`: the files under a directory whose paths match a pattern.
 
 use serde::Deserialize;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 /// `*` and `?` stay within one path component; only `**` crosses directories.
 const SEPARATOR_AWARE: glob::MatchOptions = glob::MatchOptions {
@@ -27,7 +27,7 @@ impl Tool for Glob {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "glob",
             "Find files in the workspace whose paths match a glob pattern (`*`, `?`, `**`, \
              `[abc]`), searching below `path`. One path a line, sorted.",
@@ -41,13 +41,7 @@ impl Tool for Glob {
                 "additionalProperties": false
             }),
         );
-        info.read_only = true;
-        info.concurrency_safe = true;
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemRead,
-            "/path",
-        )];
-        info
+        toolcell_guest::reads_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {

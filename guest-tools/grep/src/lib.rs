@@ -4,7 +4,7 @@ mod logic;
 
 use serde::Deserialize;
 use std::fmt::Write as _;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 /// `*` and `?` stay within one path component; only `**` crosses directories.
 const SEPARATOR_AWARE: glob::MatchOptions = glob::MatchOptions {
@@ -36,7 +36,7 @@ impl Tool for Grep {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "grep",
             "Search the text files below `path` for lines matching a regular expression. Prints \
              `file:line:text` for matches and `file-line-text` for context lines.",
@@ -53,13 +53,7 @@ impl Tool for Grep {
                 "additionalProperties": false
             }),
         );
-        info.read_only = true;
-        info.concurrency_safe = true;
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemRead,
-            "/path",
-        )];
-        info
+        toolcell_guest::reads_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {

@@ -78,6 +78,18 @@ pub fn info(name: &str, description: &str, input_schema: serde_json::Value) -> I
     }
 }
 
+/// `info` for a tool that only reads the file or directory its argument at `pointer` names:
+/// read-only, concurrency-safe, needing `filesystem-read` on that argument and nothing else.
+pub fn reads_path(mut info: Info, pointer: &str) -> Info {
+    info.read_only = true;
+    info.concurrency_safe = true;
+    info.capabilities = vec![capability_from_argument(
+        CapabilityKind::FilesystemRead,
+        pointer,
+    )];
+    info
+}
+
 /// A capability whose resource is named by the argument at `pointer` (a JSON pointer such as
 /// `/path`).
 pub fn capability_from_argument(kind: CapabilityKind, pointer: &str) -> Capability {

@@ -1,7 +1,7 @@
 //! `list_dir`: the entries of a directory in the workspace, one a line, directories marked.
 
 use serde::Deserialize;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 struct ListDir;
 
@@ -16,7 +16,7 @@ impl Tool for ListDir {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "list_dir",
             "List a directory in the workspace: one entry a line, sorted, directories ending \
              in '/'.",
@@ -28,13 +28,7 @@ impl Tool for ListDir {
                 "additionalProperties": false
             }),
         );
-        info.read_only = true;
-        info.concurrency_safe = true;
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemRead,
-            "/path",
-        )];
-        info
+        toolcell_guest::reads_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {

@@ -5,7 +5,7 @@ mod logic;
 
 use logic::select;
 use serde::Deserialize;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 /// How many lines a call returns when it does not say.
 const DEFAULT_LIMIT: usize = 2000;
@@ -28,7 +28,7 @@ impl Tool for ReadFile {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "read_file",
             "Read a text file in the workspace. Returns its lines from `offset` (0-based), at \
              most `limit` lines and `max_bytes` bytes, and says when it cut.",
@@ -44,13 +44,7 @@ impl Tool for ReadFile {
                 "additionalProperties": false
             }),
         );
-        info.read_only = true;
-        info.concurrency_safe = true;
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemRead,
-            "/path",
-        )];
-        info
+        toolcell_guest::reads_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {
