@@ -77,7 +77,7 @@ impl CompileCache {
     /// The cache entry for `bytes` (the component is hashed once, here).
     pub(crate) fn entry(&self, engine: &Engine, bytes: &[u8]) -> CacheEntry {
         let path = self.dir.as_ref().map(|dir| {
-            let component = hex(&Sha256::digest(bytes));
+            let component = sha256_hex(bytes);
             let mut hasher = Sha256Hasher::default();
             engine.precompile_compatibility_hash().hash(&mut hasher);
             let engine = hex(&hasher.0.finalize()[..8]);
@@ -187,6 +187,11 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The sha256 of `bytes`, as lowercase hex: a component's identity (cache keys, policy pins).
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 /// Feeds `Hash` output into sha256, so the key does not depend on the std hasher's algorithm.

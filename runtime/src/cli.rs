@@ -134,7 +134,7 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
         }
-        Command::Serve { pool_slots } => with_runtime_slots(&cli, pool_slots, |runtime| {
+        Command::Serve { pool_slots } => with_runtime_asking(&cli, pool_slots, false, |runtime| {
             match crate::mcp::serve(runtime) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
@@ -181,14 +181,6 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
     with_runtime_asking(cli, crate::POOL_SLOTS, false, run)
-}
-
-fn with_runtime_slots(
-    cli: &Cli,
-    pool_slots: u32,
-    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
-) -> ExitCode {
-    with_runtime_asking(cli, pool_slots, false, run)
 }
 
 /// Build the runtime the command line asks for. `may_ask`: a gated capability may be put to

@@ -160,12 +160,8 @@ impl Runtime<WasmToolPort> {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        let started = Instant::now();
-        let report = match self.route(id, name, arguments) {
-            Ok(request) => self.port.call_report_blocking(&request, options),
-            Err(local) => CallReport::host_answer(local),
-        };
-        self.finish(id, name, arguments, report, started)
+        self.port
+            .block_on(self.handle_report_async(id, name, arguments, options))
     }
 
     /// [`Runtime::handle_report`] from async code (what the MCP server runs).

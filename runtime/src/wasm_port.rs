@@ -2,7 +2,7 @@
 //! component, holding only what the policy grants that tool.
 
 use crate::builtin::BUILTIN_TOOLS;
-use crate::cache::{CacheStats, CompileCache, default_cache_dir};
+use crate::cache::{CacheStats, CompileCache, default_cache_dir, sha256_hex};
 use crate::engine::POOL_SLOTS;
 use crate::epoch::EpochTicker;
 use crate::gate::{Approver, Gate, Workspace};
@@ -200,14 +200,6 @@ impl WasmToolPortBuilder {
         );
         Ok(port)
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The `*.wasm` files in `dir`, sorted by name, with their bytes.
@@ -483,7 +475,7 @@ impl WasmToolPort {
     /// Drive `future` to completion on the port's runtime from synchronous code. From inside
     /// another tokio runtime (where blocking that runtime's thread would panic) the future runs
     /// on a scoped thread instead; async callers should use the `*_async` methods.
-    fn block_on<F: Future + Send>(&self, future: F) -> F::Output
+    pub(crate) fn block_on<F: Future + Send>(&self, future: F) -> F::Output
     where
         F::Output: Send,
     {
