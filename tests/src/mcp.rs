@@ -242,7 +242,9 @@ fn python_with_mcp() -> std::path::PathBuf {
     let python = venv.join("bin/python");
     let has_mcp = || {
         Command::new(&python)
-            .args(["-c", "import mcp"])
+            // Everything the client imports: an interrupted install can leave `mcp` without
+            // its dependencies, and such a venv must be repaired, not used.
+            .args(["-c", "import anyio, mcp"])
             .status()
             .is_ok_and(|status| status.success())
     };
