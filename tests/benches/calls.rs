@@ -33,6 +33,37 @@ struct Case {
     p99: Duration,
 }
 
+/// The cases measured in this run: all of them, or (given an argument, as in
+/// `cargo bench --bench calls -- compute`) those whose name contains it, which is how one case
+/// is run alone under a profiler.
+struct Bench {
+    filter: Option<String>,
+    cases: Vec<Case>,
+}
+
+impl Bench {
+    fn from_args() -> Self {
+        // cargo passes `--bench` to a harness-less bench; anything else is the filter.
+        let filter = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
+        Bench {
+            filter,
+            cases: Vec::new(),
+        }
+    }
+
+    fn selects(&self, name: &str) -> bool {
+        self.filter
+            .as_deref()
+            .is_none_or(|filter| name.contains(filter))
+    }
+
+    fn run(&mut self, name: &str, runs: usize, warmup: usize, once: impl FnMut()) {
+        if self.selects(name) {
+            self.cases.push(measure(name, runs, warmup, once));
+        }
+    }
+}
+
 fn measure(name: &str, runs: usize, warmup: usize, mut once: impl FnMut()) -> Case {
     for _ in 0..warmup {
         once();
@@ -71,35 +102,35 @@ fn toolcell_binary() -> PathBuf {
 
 fn main() {
     let echo = ToolRequest::new("bench", "echo", r#"{"text":"hello"}"#);
-    let mut cases = Vec::new();
+    let mut bench = Bench::from_args();
 
     let fake = FakeTools::new();
-    cases.push(measure(
+    bench.run(
         "native in-process call (FakeTools echo): the floor",
         CALLS,
         WARMUP,
         || {
             black_box(fake.call(&echo));
         },
-    ));
+    );
     drop(fake);
 
     let port = WasmToolPort::builder()
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
         .expect("port");
-    cases.push(measure(
+    bench.run(
         "echo through WasmToolPort (fresh instance)",
         CALLS,
         WARMUP,
         || {
             black_box(port.call(&echo));
         },
-    ));
+    );
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit = toolcell::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
     let runtime = Runtime::wasm(port).with_audit(audit);
-    cases.push(measure(
+    bench.run(
         "echo through the pipeline (call_tool dispatch, validation, gate, port, cap, audit)",
         CALLS,
         WARMUP,
@@ -110,8 +141,8 @@ fn main() {
                 r#"{"name":"echo","arguments":{"text":"hello"}}"#,
             ));
         },
-    ));
-    cases.push(measure(
+    );
+    bench.run(
         "a process per call (spawn /bin/echo, wait)",
         SPAWNS,
         10,
@@ -122,7 +153,7 @@ fn main() {
                 .expect("spawn");
             black_box(output);
         },
-    ));
+    );
 
     let binary = toolcell_binary();
     let cache = tempfile::tempdir().expect("temp dir");
@@ -134,29 +165,23 @@ fn main() {
             .expect("run toolcell");
         assert_eq!(output.stdout, b"hello\n");
     };
-    cases.push(measure(
-        "cold start to first result, empty cache",
-        STARTS,
-        0,
-        || {
-            let empty = cache.path().join(format!("empty-{}", fastrand_suffix()));
-            start(&empty);
-        },
-    ));
+    bench.run("cold start to first result, empty cache", STARTS, 0, || {
+        let empty = cache.path().join(format!("empty-{}", fastrand_suffix()));
+        start(&empty);
+    });
     let warm = cache.path().join("warm");
-    start(&warm);
-    cases.push(measure(
-        "cold start to first result, warm cache",
-        STARTS,
-        2,
-        || start(&warm),
-    ));
+    if bench.selects("cold start to first result, warm cache") {
+        start(&warm);
+    }
+    bench.run("cold start to first result, warm cache", STARTS, 2, || {
+        start(&warm)
+    });
 
     let compute = format!(r#"{{"seed":7,"bytes":{CORPUS_BYTES},"needle":"needle haystack"}}"#);
     let expected = grep_kernel::run(7, CORPUS_BYTES, "needle haystack").to_string();
     let compute_request = ToolRequest::new("bench", "compute", compute);
     let wasm_port = runtime.port();
-    cases.push(measure(
+    bench.run(
         "grep a generated 20 MB corpus, in wasm",
         COMPUTE_RUNS,
         1,
@@ -164,8 +189,8 @@ fn main() {
             let response = wasm_port.call(&compute_request);
             assert_eq!(response, toolcell::ToolResponse::text(expected.clone()));
         },
-    ));
-    cases.push(measure(
+    );
+    bench.run(
         "grep a generated 20 MB corpus, native",
         COMPUTE_RUNS,
         1,
@@ -176,7 +201,7 @@ fn main() {
                 black_box("needle haystack"),
             ));
         },
-    ));
+    );
 
     let throughput = |threads: usize| -> f64 {
         let started = Instant::now();
@@ -191,10 +216,13 @@ fn main() {
         });
         (threads * THROUGHPUT_CALLS) as f64 / started.elapsed().as_secs_f64()
     };
-    let one = throughput(1);
-    let two = throughput(2);
+    let throughputs: Vec<(usize, f64)> = if bench.selects("throughput") {
+        vec![(1, throughput(1)), (2, throughput(2))]
+    } else {
+        Vec::new()
+    };
 
-    print_table(&cases, one, two);
+    print_table(&bench.cases, &throughputs);
 }
 
 /// A distinct directory name per cold start, so each starts from an empty cache.
@@ -205,13 +233,16 @@ fn fastrand_suffix() -> u128 {
         .unwrap_or_default()
 }
 
-fn print_table(cases: &[Case], one_thread: f64, two_threads: f64) {
-    let floor = cases[0].p50.as_secs_f64();
-    let process = cases
-        .iter()
-        .find(|case| case.name.starts_with("a process per call"))
-        .map(|case| case.p50.as_secs_f64())
-        .unwrap_or(f64::NAN);
+fn print_table(cases: &[Case], throughputs: &[(usize, f64)]) {
+    // A case left out by the filter leaves its ratio column as NaN.
+    let p50_of = |prefix: &str| {
+        cases
+            .iter()
+            .find(|case| case.name.starts_with(prefix))
+            .map_or(f64::NAN, |case| case.p50.as_secs_f64())
+    };
+    let floor = p50_of("native in-process call");
+    let process = p50_of("a process per call");
     let show = |d: Duration| {
         let us = d.as_secs_f64() * 1e6;
         if us < 1000.0 {
@@ -233,9 +264,19 @@ fn print_table(cases: &[Case], one_thread: f64, two_threads: f64) {
             process / p50
         );
     }
-    println!();
-    println!("| throughput, echo through WasmToolPort | calls/s |");
-    println!("|---|---:|");
-    println!("| 1 thread | {one_thread:.0} |");
-    println!("| 2 threads | {two_threads:.0} |");
+    let compute = p50_of("grep a generated 20 MB corpus, in wasm")
+        / p50_of("grep a generated 20 MB corpus, native");
+    if compute.is_finite() {
+        println!();
+        println!("compute, wasm p50 / native p50: {compute:.2}x");
+    }
+    if !throughputs.is_empty() {
+        println!();
+        println!("| throughput, echo through WasmToolPort | calls/s |");
+        println!("|---|---:|");
+        for (threads, calls) in throughputs {
+            let plural = if *threads == 1 { "" } else { "s" };
+            println!("| {threads} thread{plural} | {calls:.0} |");
+        }
+    }
 }
