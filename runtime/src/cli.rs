@@ -134,15 +134,20 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
         }
-        Command::Serve { pool_slots } => with_runtime_asking(&cli, pool_slots, false, |runtime| {
-            match crate::mcp::serve(runtime) {
+        Command::Serve { pool_slots } => with_runtime_for(
+            &cli,
+            Needs {
+                pool_slots,
+                ..Needs::default()
+            },
+            |runtime| match crate::mcp::serve(runtime) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     eprintln!("toolcell: {error:#}");
                     ExitCode::from(EXIT_FAILED)
                 }
-            }
-        }),
+            },
+        ),
         Command::List { json } => with_runtime(&cli, |runtime| list(runtime, json)),
         Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
@@ -157,38 +162,65 @@ pub fn run(cli: Cli) -> ExitCode {
             memory_mib,
             fuel,
             diagnostics,
-        } => with_runtime_asking(&cli, crate::POOL_SLOTS, true, |runtime| {
-            let options = CallOptions {
-                timeout: timeout_ms.map(Duration::from_millis),
-                memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
-                fuel,
-                stop: None,
-            };
-            let runtime = runtime.with_cap(cap);
-            let report = runtime.handle_report("cli", name, arguments, &options);
-            if diagnostics {
-                print_diagnostics(&report);
-            }
-            let status = respond(&report.response, json);
-            if runtime.audit_failures() > 0 {
-                eprintln!("toolcell: the call ran, but its audit record could not be written");
-                return ExitCode::from(EXIT_AUDIT_FAILED);
-            }
-            status
-        }),
+        } => with_runtime_for(
+            &cli,
+            Needs {
+                may_ask: true,
+                fuel_metering: fuel.is_some(),
+                ..Needs::default()
+            },
+            |runtime| {
+                let options = CallOptions {
+                    timeout: timeout_ms.map(Duration::from_millis),
+                    memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
+                    fuel,
+                    stop: None,
+                };
+                let runtime = runtime.with_cap(cap);
+                let report = runtime.handle_report("cli", name, arguments, &options);
+                if diagnostics {
+                    print_diagnostics(&report);
+                }
+                let status = respond(&report.response, json);
+                if runtime.audit_failures() > 0 {
+                    eprintln!("toolcell: the call ran, but its audit record could not be written");
+                    return ExitCode::from(EXIT_AUDIT_FAILED);
+                }
+                status
+            },
+        ),
     }
 }
 
 fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
-    with_runtime_asking(cli, crate::POOL_SLOTS, false, run)
+    with_runtime_for(cli, Needs::default(), run)
 }
 
-/// Build the runtime the command line asks for. `may_ask`: a gated capability may be put to
-/// the person at the terminal (only `call` does, and only when stdin is a terminal).
-fn with_runtime_asking(
-    cli: &Cli,
+/// What a command needs of the runtime beyond the global options.
+struct Needs {
+    /// Instance slots (`serve --pool-slots`).
     pool_slots: u32,
+    /// A gated capability may be put to the person at the terminal (only `call` does, and
+    /// only when stdin is a terminal).
     may_ask: bool,
+    /// Meter fuel (`call --fuel`); otherwise the port meters it only if the policy sets fuel.
+    fuel_metering: bool,
+}
+
+impl Default for Needs {
+    fn default() -> Self {
+        Needs {
+            pool_slots: crate::POOL_SLOTS,
+            may_ask: false,
+            fuel_metering: false,
+        }
+    }
+}
+
+/// Build the runtime the command line asks for.
+fn with_runtime_for(
+    cli: &Cli,
+    needs: Needs,
     run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
 ) -> ExitCode {
     let policy = match &cli.policy {
@@ -204,10 +236,13 @@ fn with_runtime_asking(
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut builder = WasmToolPort::builder()
         .progress(true)
-        .pool_slots(pool_slots)
+        .pool_slots(needs.pool_slots)
         .policy(policy)
         .workspace(workspace);
-    if may_ask && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+    if needs.fuel_metering {
+        builder = builder.fuel_metering(true);
+    }
+    if needs.may_ask && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         builder = builder.approver(std::sync::Arc::new(TerminalApprover));
     }
     if let Some(dir) = &cli.tools {

@@ -29,8 +29,10 @@ pub const STACK_KEEP_RESIDENT_BYTES: usize = 128 << 10;
 /// A new engine configured for toolcell:
 ///
 /// - epoch interruption, so a deadline stops a guest that runs wasm without end;
-/// - fuel metering, so a caller may bound a call's instructions deterministically (a call
-///   without a fuel limit gets `u64::MAX`, which it cannot exhaust);
+/// - fuel metering when `fuel` is set, so a caller may bound a call's instructions
+///   deterministically (a call without a fuel limit gets `u64::MAX`, which it cannot
+///   exhaust); metering is compiled into every guest's code and slows compute-heavy calls, so
+///   it is off unless some call may need it;
 /// - the component model (every tool is a component);
 /// - the pooling instance allocator with `slots` slots (default [`POOL_SLOTS`]), copy-on-write memory images,
 ///   [`KEEP_RESIDENT_BYTES`] kept mapped per slot, and (on Linux 6.7 and later) only the pages
@@ -40,10 +42,10 @@ pub const STACK_KEEP_RESIDENT_BYTES: usize = 128 << 10;
 ///   hostile guest's overflowed stack would cost time on every such trap;
 /// - everything else at wasmtime's defaults (Cranelift, a 512 KiB wasm stack whose overflow is
 ///   a trap).
-pub(crate) fn new_engine(slots: u32) -> anyhow::Result<Engine> {
+pub(crate) fn new_engine(slots: u32, fuel: bool) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.epoch_interruption(true);
-    config.consume_fuel(true);
+    config.consume_fuel(fuel);
     config.wasm_backtrace_max_frames(None);
     config.wasm_component_model(true);
     config.memory_init_cow(true);

@@ -73,7 +73,11 @@ fn new_store(
     let mut store = Store::new(engine, CallState::new(grants, limits));
     store.limiter(|state| &mut state.limiter);
     // Fuel and epoch deadlines both start at zero: set them before anything runs.
-    store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
+    // (`get_fuel` answers only when the engine meters fuel; see `WasmToolPort`, which refuses
+    // a fuel limit on an engine that does not.)
+    if store.get_fuel().is_ok() {
+        store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
+    }
     let stop = stop.cloned();
     // Each tick the callback checks the deadline and the stop flag, and otherwise yields so
     // the timer and the stop wake-up around the call can fire too.

@@ -130,6 +130,11 @@ impl Policy {
         self
     }
 
+    /// True when some tool's limits include fuel, which needs an engine that meters it.
+    pub fn sets_fuel(&self) -> bool {
+        self.tools.values().any(|tool| tool.limits.fuel.is_some())
+    }
+
     /// The policy of `tool`: its entry, or the default (nothing) if it has none.
     pub fn tool(&self, tool: &str) -> ToolPolicy {
         self.tools.get(tool).cloned().unwrap_or_default()
@@ -288,6 +293,9 @@ mod tests {
                 fuel: Some(99),
             }
         );
+        // Fuel anywhere in a policy needs a metering engine; the default policy sets none.
+        assert!(policy.sets_fuel());
+        assert!(!Policy::embedded_default().sets_fuel());
     }
 
     #[test]

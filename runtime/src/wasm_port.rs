@@ -36,6 +36,7 @@ pub struct WasmToolPortBuilder {
     components: Vec<(String, Vec<u8>)>,
     policy: Policy,
     pool_slots: u32,
+    fuel_metering: Option<bool>,
     cache_dir: Option<PathBuf>,
     progress: bool,
     workspace: Option<PathBuf>,
@@ -65,6 +66,18 @@ impl WasmToolPortBuilder {
     /// slot. At least 1.
     pub fn pool_slots(mut self, slots: u32) -> Self {
         self.pool_slots = slots.max(1);
+        self
+    }
+
+    /// Whether the port meters fuel, so that a call may be given a fuel limit
+    /// ([`CallOptions::fuel`], a policy's `limits.fuel`, `toolcell call --fuel`).
+    ///
+    /// Metering is compiled into the guests' code and costs every call some speed (about 7 %
+    /// on compute-heavy work in `just bench`), so it is off unless asked for. By default it is
+    /// on exactly when the policy sets a fuel limit for some tool. A call that asks for fuel
+    /// on a port without metering is refused (`failed: internal`), never run unmetered.
+    pub fn fuel_metering(mut self, on: bool) -> Self {
+        self.fuel_metering = Some(on);
         self
     }
 
@@ -126,7 +139,10 @@ impl WasmToolPortBuilder {
             ),
             None => None,
         };
-        let engine = engine::new_engine(self.pool_slots)?;
+        let fuel_metering = self
+            .fuel_metering
+            .unwrap_or_else(|| self.policy.sets_fuel());
+        let engine = engine::new_engine(self.pool_slots, fuel_metering)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
@@ -153,6 +169,7 @@ impl WasmToolPortBuilder {
             ticker,
             slots: Semaphore::new(self.pool_slots as usize),
             pool_slots: self.pool_slots as usize,
+            fuel_metering,
             cache_stats: CacheStats::default(),
             gate: Gate::new(workspace, self.approver),
         };
@@ -300,6 +317,8 @@ pub struct WasmToolPort {
     /// One permit per pool slot: a call holds one while its instance lives.
     slots: Semaphore,
     pool_slots: usize,
+    /// Whether the engine meters fuel (see [`WasmToolPortBuilder::fuel_metering`]).
+    fuel_metering: bool,
     cache_stats: CacheStats,
     gate: Gate,
 }
@@ -322,6 +341,7 @@ impl WasmToolPort {
             components: Vec::new(),
             policy: Policy::embedded_default(),
             pool_slots: POOL_SLOTS,
+            fuel_metering: None,
             cache_dir: default_cache_dir(),
             progress: false,
             workspace: None,
@@ -384,6 +404,14 @@ impl WasmToolPort {
                 ),
             ));
         }
+        let limits = tool.policy.limits.overridden_by(options);
+        if limits.fuel.is_some() && !self.fuel_metering {
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::Internal,
+                "the call asks for a fuel limit, but this port does not meter fuel \
+                 (build it with WasmToolPortBuilder::fuel_metering(true))",
+            ));
+        }
         let mut arguments = match tool.loaded.schema.check(&request.tool, &request.arguments) {
             Ok(arguments) => arguments,
             Err(why) => {
@@ -414,7 +442,6 @@ impl WasmToolPort {
             rewritten = arguments.to_string();
             rewritten.as_str()
         };
-        let limits = tool.policy.limits.overridden_by(options);
         let _running = self.ticker.running();
         let mut report = instance::call(
             &self.engine,

@@ -247,11 +247,18 @@ fn a_result_as_large_as_memory_allows_is_capped_and_flagged() {
 
 #[test]
 fn fuel_bounds_a_call_deterministically() {
-    let options = CallOptions {
-        fuel: Some(1_000_000),
-        ..CallOptions::default()
-    };
-    let report = attack("spin", &options);
+    // Fuel in the policy turns metering on: the spin's own limit comes from there.
+    let policy = toolcell::Policy::from_toml("[tools.hostile]\nlimits = { fuel = 1000000 }\n")
+        .expect("policy");
+    let port = toolcell::WasmToolPort::builder()
+        .policy(policy)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .build()
+        .expect("port");
+    let report = port.call_report_blocking(
+        &ToolRequest::new("t", "hostile", r#"{"do":"spin"}"#),
+        &CallOptions::default(),
+    );
     assert!(
         matches!(
             report.response,
@@ -264,7 +271,7 @@ fn fuel_bounds_a_call_deterministically() {
         report.response
     );
     // Enough fuel for a small call: echo answers within it.
-    let echo = port().call_with(
+    let echo = port.call_with(
         &ToolRequest::new("t", "echo", r#"{"text":"fueled"}"#),
         &CallOptions {
             fuel: Some(10_000_000),
@@ -272,6 +279,29 @@ fn fuel_bounds_a_call_deterministically() {
         },
     );
     assert_eq!(result_text(echo), "fueled");
+    assert_echo_still_works();
+}
+
+#[test]
+fn a_fuel_limit_on_a_port_that_does_not_meter_fuel_is_refused_not_ignored() {
+    // The shared port's policy sets no fuel, so it was built without metering. A spin that
+    // asks for fuel must not run unbounded by it until its deadline: it does not run at all.
+    let report = attack(
+        "spin",
+        &CallOptions {
+            fuel: Some(1_000),
+            timeout: Some(Duration::from_secs(5)),
+            ..CallOptions::default()
+        },
+    );
+    match &report.response {
+        ToolResponse::Failed {
+            kind: FailureKind::Internal,
+            message,
+        } => assert!(message.contains("fuel_metering"), "{message}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(report.elapsed < Duration::from_secs(1), "{report:?}");
     assert_echo_still_works();
 }
 
