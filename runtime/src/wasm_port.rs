@@ -72,7 +72,7 @@ impl WasmToolPortBuilder {
     /// Whether the port meters fuel, so that a call may be given a fuel limit
     /// ([`CallOptions::fuel`], a policy's `limits.fuel`, `toolcell call --fuel`).
     ///
-    /// Metering is compiled into the guests' code and costs every call some speed (about 7 %
+    /// Metering is compiled into the guests' code and costs every call some speed (4 to 6 %
     /// on compute-heavy work in `just bench`), so it is off unless asked for. By default it is
     /// on exactly when the policy sets a fuel limit for some tool. A call that asks for fuel
     /// on a port without metering is refused (`failed: internal`), never run unmetered.

@@ -10,7 +10,8 @@ struct Args {
     seed: u64,
     bytes: usize,
     needle: String,
-    /// `"generate"` to only generate the corpus (and return its length), for a breakdown.
+    /// `"generate"` to only generate the corpus (and return its length), for a breakdown;
+    /// `"all"` (the default) for the whole job.
     #[serde(default)]
     phase: Option<String>,
 }
@@ -27,7 +28,8 @@ impl Tool for Compute {
                 "properties": {
                     "seed": { "type": "integer" },
                     "bytes": { "type": "integer" },
-                    "needle": { "type": "string" }
+                    "needle": { "type": "string" },
+                    "phase": { "enum": ["all", "generate"] }
                 },
                 "required": ["seed", "bytes", "needle"]
             }),
