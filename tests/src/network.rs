@@ -5,10 +5,10 @@
 
 use crate::support::result_text;
 use serde_json::json;
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolcell::{DenyReason, Policy, ToolPort, ToolRequest, ToolResponse, WasmToolPort};
 
@@ -19,6 +19,8 @@ const MAX_CONNECTIONS: usize = 32;
 struct TestServer {
     addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    /// The `Host` header of the last request.
+    host: Arc<Mutex<Option<String>>>,
 }
 
 impl TestServer {
@@ -27,6 +29,8 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         let connections = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&connections);
+        let host = Arc::new(Mutex::new(None));
+        let last_host = Arc::clone(&host);
         std::thread::spawn(move || {
             for stream in listener.incoming().take(MAX_CONNECTIONS) {
                 let Ok(mut stream) = stream else { continue };
@@ -40,6 +44,12 @@ impl TestServer {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                         break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("host")
+                    {
+                        *last_host.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(value.trim().to_owned());
                     }
                 }
                 let path = request_line
@@ -65,7 +75,11 @@ impl TestServer {
                 let _ = stream.write_all(response.as_bytes());
             }
         });
-        TestServer { addr, connections }
+        TestServer {
+            addr,
+            connections,
+            host,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -148,6 +162,57 @@ fn a_redirect_to_a_denied_host_is_denied_and_never_followed() {
     }
     assert_eq!(allowed.connections(), 1, "the first request was made");
     assert_eq!(other.connections(), 0, "the redirect was not followed");
+}
+
+/// A host given by name is resolved once, checked, and connected to at the address that was
+/// checked; the request still names the host (its `Host` header), as servers expect.
+#[test]
+fn a_host_by_name_is_reached_at_its_checked_address_and_keeps_its_name() {
+    let server = TestServer::start("127.0.0.1", None);
+    let named = format!("localhost:{}", server.addr.port());
+    let port = port_allowing(&[format!("http://{named}")], "allow");
+    let text = result_text(fetch(&port, &format!("http://{named}/hello")));
+    assert!(text.ends_with("hello from the test server"), "{text}");
+    let host = server
+        .host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    assert_eq!(host.as_deref(), Some(named.as_str()));
+}
+
+/// HTTPS is pinned too: the connection goes to the address the host checked (here a listener
+/// that records what it is sent), and TLS carries the URL's name (SNI) to verify against. The
+/// listener speaks no TLS, so the fetch then fails, as a typed failure, not a hang.
+#[test]
+fn https_goes_to_the_checked_address_and_verifies_the_name() {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let hello = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("the fetch connects");
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut first = vec![0; 2048];
+        let read = stream.read(&mut first).unwrap_or(0);
+        first.truncate(read);
+        first
+    });
+    let named = format!("localhost:{}", addr.port());
+    let port = port_allowing(&[format!("https://{named}")], "allow");
+    let response = fetch(&port, &format!("https://{named}/hello"));
+    let hello = hello.join().expect("listener");
+    assert_eq!(
+        hello.first(),
+        Some(&0x16),
+        "a TLS handshake record: {hello:?}"
+    );
+    assert!(
+        hello.windows(b"localhost".len()).any(|w| w == b"localhost"),
+        "the ClientHello names the host: {hello:?}"
+    );
+    match &response {
+        ToolResponse::Failed { message, .. } => assert!(message.contains("localhost"), "{message}"),
+        other => panic!("expected a failed TLS handshake, got {other:?}"),
+    }
 }
 
 #[test]
