@@ -13,9 +13,10 @@
 //!   (a "DNS rebinding" attack), for HTTP and HTTPS alike. For HTTPS the TLS session verifies
 //!   the URL's host name against the Mozilla root certificates (`webpki-roots`).
 //!
-//! The sender speaks HTTP/1.1, applies the request's connect and first-byte timeouts (or
-//! [`CONNECT_TIMEOUT`] and [`FIRST_BYTE_TIMEOUT`]), and leaves a slow body to the call's own
-//! deadline, which ends the instance and with it the connection.
+//! The sender speaks HTTP/1.1 and applies the request's connect, first-byte and between-bytes
+//! timeouts (without them, [`CONNECT_TIMEOUT`], [`FIRST_BYTE_TIMEOUT`], and no limit between
+//! frames of the body); the call's own deadline bounds it all, since it ends the instance and
+//! with it the connection.
 
 use http_body_util::BodyExt as _;
 use std::future::Future;
@@ -254,6 +255,7 @@ pub(crate) async fn send_pinned(
     let first_byte_timeout = options
         .and_then(|o| o.first_byte_timeout)
         .unwrap_or(FIRST_BYTE_TIMEOUT);
+    let between_bytes_timeout = options.and_then(|o| o.between_bytes_timeout);
     let within = |future| tokio::time::timeout(connect_timeout, future);
 
     let tcp = within(connect_any(&destination.addresses))
@@ -309,9 +311,63 @@ pub(crate) async fn send_pinned(
         Ok(())
     });
     Ok((
-        response.map(|body| body.map_err(Error::from).boxed_unsync()),
+        response.map(|body| Paced::new(body, between_bytes_timeout).boxed_unsync()),
         io,
     ))
+}
+
+/// A response body that fails with [`Error::ConnectionReadTimeout`] when its next frame takes
+/// longer than `between` (if set) to arrive.
+struct Paced {
+    incoming: hyper::body::Incoming,
+    between: Option<Duration>,
+    timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    fn new(incoming: hyper::body::Incoming, between: Option<Duration>) -> Self {
+        let timer = between.map(|between| Box::pin(tokio::time::sleep(between)));
+        Paced {
+            incoming,
+            between,
+            timer,
+        }
+    }
+}
+
+impl hyper::body::Body for Paced {
+    type Data = bytes::Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(timer), Some(between)) = (this.timer.as_mut(), this.between) {
+                    timer.as_mut().reset(tokio::time::Instant::now() + between);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(Error::from(error)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.timer.as_mut().map(|timer| timer.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
+                _ => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.incoming.size_hint()
+    }
 }
 
 /// A TCP connection to the first of `addresses` that accepts one.
@@ -583,5 +639,51 @@ mod tests {
             .err()
             .expect("the certificate names another host");
         assert!(matches!(error, Error::Tls(_)), "{error:?}");
+    }
+
+    /// A body that stalls between frames ends with a read timeout when the request asked for
+    /// one, instead of holding the call until its deadline.
+    #[tokio::test]
+    async fn a_stalled_body_ends_at_the_between_bytes_timeout() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut bytes = [0; 4096];
+            let _ = stream.read(&mut bytes);
+            // Promise ten bytes, send two, then stall until the test is done.
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok");
+            let _ = done_rx.recv_timeout(Duration::from_secs(10));
+        });
+        let destination = Destination {
+            addresses: vec![addr],
+            tls: None,
+        };
+        let options = RequestOptions {
+            between_bytes_timeout: Some(Duration::from_millis(100)),
+            ..RequestOptions::default()
+        };
+        let (response, io) = send_pinned(
+            request("http://pinned.invalid/"),
+            destination,
+            Some(options),
+        )
+        .await
+        .expect("sent");
+        tokio::spawn(io);
+        let started = std::time::Instant::now();
+        let error = response.into_body().collect().await.expect_err("stalled");
+        assert!(matches!(error, Error::ConnectionReadTimeout), "{error:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let _ = done_tx.send(());
+        server.join().expect("server");
     }
 }
