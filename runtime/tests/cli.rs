@@ -299,3 +299,110 @@ fn a_full_disk_under_the_audit_file_is_reported() {
     assert_eq!(stdout(&output), "x\n", "the result is still printed");
     assert!(stderr(&output).contains("audit record could not be written"));
 }
+
+/// Run toolcell with its stdin, stdout and stderr on a pseudo-terminal (util-linux `script`),
+/// typing `input` at it, with `TOOLCELL_CACHE_DIR` set to `cache`. Returns the exit status and
+/// everything the terminal showed.
+fn on_a_terminal(args: &[&str], cache: &std::path::Path, input: &str) -> (Option<i32>, String) {
+    use std::io::Write as _;
+    let quote = |arg: &str| format!("'{}'", arg.replace('\'', r"'\''"));
+    let command = std::iter::once(env!("CARGO_BIN_EXE_toolcell"))
+        .chain(args.iter().copied())
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = Command::new("script")
+        // Quiet, flush as it goes, the child's exit status, no typescript file.
+        .args(["-qefc", &command, "/dev/null"])
+        .env("TOOLCELL_CACHE_DIR", cache)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` runs a command on a pseudo-terminal");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("type the answer");
+    let output = child.wait_with_output().expect("script ends");
+    (output.status.code(), stdout(&output))
+}
+
+/// A gated capability is put to the person at the terminal; each answer does what it says.
+#[test]
+fn a_gated_write_asks_the_person_at_the_terminal() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    let dir = workspace.path().to_str().expect("path");
+    let write = |content: &str| format!(r#"{{"path":"note.txt","content":"{content}"}}"#);
+    let note = workspace.path().join("note.txt");
+    let saved = workspace.path().join(".toolcell/permissions.toml");
+
+    let deny = write("no");
+    let (status, shown) = on_a_terminal(
+        &["--workspace", dir, "call", "write_file", &deny],
+        cache.path(),
+        "n\n",
+    );
+    assert!(
+        shown.contains(r#"write_file wants filesystem.write on "note.txt""#),
+        "{shown}"
+    );
+    assert_eq!(status, Some(3), "denied: {shown}");
+    assert!(!note.exists());
+
+    let once = write("once");
+    let (status, shown) = on_a_terminal(
+        &["--workspace", dir, "call", "write_file", &once],
+        cache.path(),
+        "y\n",
+    );
+    assert_eq!(status, Some(0), "{shown}");
+    assert_eq!(std::fs::read_to_string(&note).expect("written"), "once");
+    assert!(!saved.exists(), "approving once saves no rule");
+    // Without a terminal nobody can be asked: the same write is refused.
+    let headless = toolcell(&["--workspace", dir, "call", "write_file", &write("headless")]);
+    assert_eq!(headless.status.code(), Some(3), "{}", stderr(&headless));
+    assert!(
+        stderr(&headless).contains("approval"),
+        "{}",
+        stderr(&headless)
+    );
+
+    let always = write("always");
+    let (status, shown) = on_a_terminal(
+        &["--workspace", dir, "call", "write_file", &always],
+        cache.path(),
+        "a\n",
+    );
+    assert_eq!(status, Some(0), "{shown}");
+    assert_eq!(std::fs::read_to_string(&note).expect("written"), "always");
+    assert!(saved.is_file(), "approving always saves the rule");
+    // The saved rule now answers for the person, with no terminal.
+    let headless = toolcell(&["--workspace", dir, "call", "write_file", &write("saved")]);
+    assert_eq!(headless.status.code(), Some(0), "{}", stderr(&headless));
+    assert_eq!(std::fs::read_to_string(&note).expect("written"), "saved");
+}
+
+/// Compiling with an empty cache shows a progress bar on a terminal, and nothing on a pipe.
+#[test]
+fn compiling_shows_progress_on_a_terminal_only() {
+    let cache = tempfile::tempdir().expect("cache");
+    let (status, shown) = on_a_terminal(&["list"], &cache.path().join("a"), "");
+    assert_eq!(status, Some(0), "{shown}");
+    assert!(shown.contains("compiling 0/"), "{shown}");
+    assert!(shown.contains("builtin:echo"), "{shown}");
+    assert!(
+        shown.contains("Returns its text argument unchanged."),
+        "the listing follows: {shown}"
+    );
+
+    let piped = Command::new(env!("CARGO_BIN_EXE_toolcell"))
+        .arg("list")
+        .env("TOOLCELL_CACHE_DIR", cache.path().join("b"))
+        .output()
+        .expect("run toolcell");
+    assert_eq!(piped.status.code(), Some(0));
+    assert_eq!(stderr(&piped), "", "no progress bar on a pipe");
+}
