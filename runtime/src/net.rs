@@ -489,6 +489,18 @@ mod tests {
             .expect("request")
     }
 
+    /// GET `url` from `destination`, expecting a 200 and a clean end of the connection; the
+    /// body.
+    async fn get_ok(url: &str, destination: Destination) -> bytes::Bytes {
+        let (response, io) = send_pinned(request(url), destination, None)
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 200);
+        let body = response.into_body().collect().await.expect("body");
+        io.await.expect("the connection ends cleanly");
+        body.to_bytes()
+    }
+
     /// The sender goes to the checked addresses and never looks the name up again: the names
     /// here resolve nowhere (`.invalid` is reserved for that), yet the requests arrive.
     #[tokio::test]
@@ -498,18 +510,8 @@ mod tests {
             addresses: vec![addr],
             tls: None,
         };
-        let (response, io) = send_pinned(request("http://pinned.invalid/x"), destination, None)
-            .await
-            .expect("sent");
-        assert_eq!(response.status(), 200);
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+        let body = get_ok("http://pinned.invalid/x", destination).await;
         assert_eq!(&body[..], b"ok");
-        io.await.expect("the connection ends cleanly");
         let sent = String::from_utf8(first.join().expect("listener")).expect("text");
         assert!(sent.starts_with("GET /x HTTP/1.1\r\n"), "{sent}");
         assert!(sent.contains("host: pinned.invalid\r\n"), "{sent}");
@@ -613,18 +615,8 @@ mod tests {
                 config: client_config(roots).expect("client config"),
             }),
         };
-        let (response, io) = send_pinned(request("https://pinned.invalid/"), destination, None)
-            .await
-            .expect("sent");
-        assert_eq!(response.status(), 200);
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+        let body = get_ok("https://pinned.invalid/", destination).await;
         assert_eq!(&body[..], b"secret");
-        io.await.expect("the connection ends cleanly");
 
         let (addr, roots) = tls_server().await;
         let destination = Destination {

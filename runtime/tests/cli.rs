@@ -335,16 +335,30 @@ fn a_gated_write_asks_the_person_at_the_terminal() {
     let workspace = tempfile::tempdir().expect("workspace");
     let cache = tempfile::tempdir().expect("cache");
     let dir = workspace.path().to_str().expect("path");
-    let write = |content: &str| format!(r#"{{"path":"note.txt","content":"{content}"}}"#);
+    let write = |content: &str| {
+        let arguments = format!(r#"{{"path":"note.txt","content":"{content}"}}"#);
+        ["--workspace", dir, "call", "write_file"]
+            .map(str::to_owned)
+            .into_iter()
+            .chain([arguments])
+            .collect::<Vec<String>>()
+    };
+    // Write `content` at the terminal, answering the prompt with `answer`.
+    let asked = |content: &str, answer: &str| {
+        let args = write(content);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        on_a_terminal(&args, cache.path(), answer)
+    };
+    // Write `content` with no terminal: nobody can be asked.
+    let headless = |content: &str| {
+        let args = write(content);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        toolcell(&args)
+    };
     let note = workspace.path().join("note.txt");
     let saved = workspace.path().join(".toolcell/permissions.toml");
 
-    let deny = write("no");
-    let (status, shown) = on_a_terminal(
-        &["--workspace", dir, "call", "write_file", &deny],
-        cache.path(),
-        "n\n",
-    );
+    let (status, shown) = asked("no", "n\n");
     assert!(
         shown.contains(r#"write_file wants filesystem.write on "note.txt""#),
         "{shown}"
@@ -352,36 +366,25 @@ fn a_gated_write_asks_the_person_at_the_terminal() {
     assert_eq!(status, Some(3), "denied: {shown}");
     assert!(!note.exists());
 
-    let once = write("once");
-    let (status, shown) = on_a_terminal(
-        &["--workspace", dir, "call", "write_file", &once],
-        cache.path(),
-        "y\n",
-    );
+    let (status, shown) = asked("once", "y\n");
     assert_eq!(status, Some(0), "{shown}");
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "once");
     assert!(!saved.exists(), "approving once saves no rule");
-    // Without a terminal nobody can be asked: the same write is refused.
-    let headless = toolcell(&["--workspace", dir, "call", "write_file", &write("headless")]);
-    assert_eq!(headless.status.code(), Some(3), "{}", stderr(&headless));
+    let refused = headless("headless");
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
     assert!(
-        stderr(&headless).contains("approval"),
+        stderr(&refused).contains("approval"),
         "{}",
-        stderr(&headless)
+        stderr(&refused)
     );
 
-    let always = write("always");
-    let (status, shown) = on_a_terminal(
-        &["--workspace", dir, "call", "write_file", &always],
-        cache.path(),
-        "a\n",
-    );
+    let (status, shown) = asked("always", "a\n");
     assert_eq!(status, Some(0), "{shown}");
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "always");
     assert!(saved.is_file(), "approving always saves the rule");
-    // The saved rule now answers for the person, with no terminal.
-    let headless = toolcell(&["--workspace", dir, "call", "write_file", &write("saved")]);
-    assert_eq!(headless.status.code(), Some(0), "{}", stderr(&headless));
+    // The saved rule now answers for the person.
+    let answered = headless("saved");
+    assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "saved");
 }
 
