@@ -7,7 +7,8 @@
 //! line and the failure is returned, never ignored. The file is created readable by its owner
 //! only.
 
-use crate::ToolResponse;
+use crate::gate::Granted;
+use crate::{CallReport, ToolResponse};
 use serde::Serialize;
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
@@ -44,6 +45,10 @@ pub struct AuditRecord {
     /// `allow` when the call was allowed to run (or answered by the loop itself), `deny` when
     /// it was refused before running.
     pub gate: &'static str,
+    /// The capabilities the gate granted the call and who granted each (the policy, a saved
+    /// rule, a person); left out when there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub granted: Vec<Granted>,
     /// The response's outcome: `result`, `failed`, `denied`, `timed_out` or `cancelled`.
     pub outcome: &'static str,
     /// For a failure, its kind.
@@ -89,14 +94,16 @@ impl Audit {
 }
 
 impl AuditRecord {
-    /// The record of one call, from what was asked, what came of it, and how long it took.
+    /// The record of one call, from what was asked, what came of it (its report), and how
+    /// long it took.
     pub fn of(
         call_id: &str,
         tool: &str,
         arguments: &str,
-        response: &ToolResponse,
+        report: &CallReport,
         took: Duration,
     ) -> AuditRecord {
+        let response = &report.response;
         let (outcome, failure, bytes, truncated) = match response {
             ToolResponse::Result {
                 text, truncated, ..
@@ -123,6 +130,7 @@ impl AuditRecord {
             tool: tool.to_owned(),
             arguments: redacted_arguments(arguments),
             gate,
+            granted: report.granted.clone(),
             outcome,
             failure,
             duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
@@ -199,13 +207,34 @@ mod tests {
 
     #[test]
     fn a_record_says_what_became_of_the_call() {
-        let response = ToolResponse::failed(crate::FailureKind::Trap, "boom");
+        let mut report =
+            CallReport::host_answer(ToolResponse::failed(crate::FailureKind::Trap, "boom"));
         let took = Duration::from_micros(1234);
-        let record = AuditRecord::of("7", "echo", r#"{"text":"x","token":"t"}"#, &response, took);
+        let record = AuditRecord::of("7", "echo", r#"{"text":"x","token":"t"}"#, &report, took);
         assert_eq!(record.outcome, "failed");
         assert_eq!(record.failure.as_deref(), Some("trap"));
         assert_eq!(record.duration_us, 1234);
         assert_eq!(record.arguments, json!({ "text": "x", "token": REDACTED }));
         assert_eq!(record.gate, "allow");
+        let line = serde_json::to_value(&record).expect("json");
+        assert!(
+            line.get("granted").is_none(),
+            "nothing granted, nothing said"
+        );
+
+        report.granted.push(Granted {
+            capability: "filesystem.write".to_owned(),
+            resource: "notes/today.md".to_owned(),
+            by: crate::GrantedBy::PersonOnce,
+        });
+        let record = AuditRecord::of("8", "write_file", "{}", &report, took);
+        assert_eq!(
+            serde_json::to_value(&record).expect("json")["granted"],
+            json!([{
+                "capability": "filesystem.write",
+                "resource": "notes/today.md",
+                "by": "person_once"
+            }])
+        );
     }
 }

@@ -45,6 +45,32 @@ pub enum Approval {
     Deny,
 }
 
+/// Why a capability was granted to a call, as the audit record tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantedBy {
+    /// The policy allows it.
+    Policy,
+    /// The policy gates it, and an "always" rule a person saved earlier covers it.
+    SavedRule,
+    /// The policy gates it, and a person approved this call.
+    PersonOnce,
+    /// The policy gates it, and a person approved it and calls like it from now on.
+    PersonAlways,
+}
+
+/// One capability a call was granted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Granted {
+    /// The capability, as the policy names it (`filesystem.write`).
+    pub capability: String,
+    /// The resource (a path relative to the workspace, a variable name, `scheme://host:port`;
+    /// empty for the clock).
+    pub resource: String,
+    /// Who or what granted it.
+    pub by: GrantedBy,
+}
+
 /// What a gated call asks a person: exactly what they need to decide, and no secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
@@ -121,34 +147,47 @@ impl Gate {
         }
     }
 
-    /// Decide one call: the grants it holds, or why it may not run. May rewrite path
-    /// arguments in `arguments` to the canonical paths that were checked.
+    /// Decide one call: the grants it holds and why each was given, or why it may not run.
+    /// May rewrite path arguments in `arguments` to the canonical paths that were checked.
     pub(crate) fn decide(
         &self,
         tool: &str,
         info: &ToolInfo,
         policy: &ToolPolicy,
         arguments: &mut Value,
-    ) -> Result<Grants, DenyReason> {
+    ) -> Result<(Grants, Vec<Granted>), DenyReason> {
         let mut grants = Grants::default();
+        let mut granted = Vec::new();
+        let mut record = |kind, resource: &str, by| {
+            granted.push(Granted {
+                capability: capability_name(kind).to_owned(),
+                resource: resource.to_owned(),
+                by,
+            });
+        };
         for capability in &info.capabilities {
             let kind = capability.kind;
             let rule = policy.rule(kind);
             match kind {
                 CapabilityKind::Clock => {
                     grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
+                    if grants.clock {
+                        record(kind, "", GrantedBy::Policy);
+                    }
                 }
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
-                    let preopen =
+                    let (preopen, shown, by) =
                         self.filesystem(tool, kind, &capability.target, rule, arguments)?;
                     grants.preopens.push(preopen);
+                    record(kind, &shown, by);
                 }
                 CapabilityKind::Env => {
                     let name = resource_text(&capability.target, arguments)
                         .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
-                    self.allowed(tool, kind, &name, rule, |rule| {
+                    let by = self.allowed(tool, kind, &name, rule, |rule| {
                         rule.vars.iter().any(|var| var == &name)
                     })?;
+                    record(kind, &name, by);
                     if let Ok(value) = std::env::var(&name) {
                         grants.env.push((name, value));
                     }
@@ -166,18 +205,16 @@ impl Gate {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    self.allowed(
-                        tool,
-                        kind,
-                        &format!("{scheme}://{host}:{port}"),
-                        rule,
-                        |_| patterns.iter().any(|p| p.matches(&scheme, &host, port)),
-                    )?;
+                    let destination = format!("{scheme}://{host}:{port}");
+                    let by = self.allowed(tool, kind, &destination, rule, |_| {
+                        patterns.iter().any(|p| p.matches(&scheme, &host, port))
+                    })?;
+                    record(kind, &destination, by);
                     grants.network = Arc::new(patterns);
                 }
             }
         }
-        Ok(grants)
+        Ok((grants, granted))
     }
 
     fn filesystem(
@@ -187,7 +224,7 @@ impl Gate {
         target: &ResourceRef,
         rule: Option<&Rule>,
         arguments: &mut Value,
-    ) -> Result<Preopen, DenyReason> {
+    ) -> Result<(Preopen, String, GrantedBy), DenyReason> {
         let Some(workspace) = &self.workspace else {
             return Err(refuse(kind, "", "no workspace is open"));
         };
@@ -203,7 +240,7 @@ impl Gate {
         let resolved =
             resolve(workspace, &requested).map_err(|why| refuse(kind, &requested, &why))?;
         let shown = display(&resolved.path);
-        self.allowed(tool, kind, &shown, rule, |rule| {
+        let by = self.allowed(tool, kind, &shown, rule, |rule| {
             rule.roots
                 .iter()
                 .any(|root| within_root(workspace, root, &resolved.path))
@@ -216,14 +253,16 @@ impl Gate {
         let dir = open_contained_dir(workspace, &resolved.dir).map_err(|error| {
             refuse(kind, &shown, &format!("cannot open its directory: {error}"))
         })?;
-        Ok(Preopen {
+        let preopen = Preopen {
             dir: Arc::new(dir),
             guest: display(&resolved.dir),
             writable: kind == CapabilityKind::FilesystemWrite,
-        })
+        };
+        Ok((preopen, shown, by))
     }
 
-    /// Apply `rule` to one resource: `covers` says whether the rule's scope includes it.
+    /// Apply `rule` to one resource (`covers` says whether the rule's scope includes it): who
+    /// grants it, or why not.
     fn allowed(
         &self,
         tool: &str,
@@ -231,7 +270,7 @@ impl Gate {
         resource: &str,
         rule: Option<&Rule>,
         covers: impl Fn(&Rule) -> bool,
-    ) -> Result<(), DenyReason> {
+    ) -> Result<GrantedBy, DenyReason> {
         let capability = capability_name(kind);
         let Some(rule) = rule else {
             return Err(refuse(
@@ -248,7 +287,7 @@ impl Gate {
             ));
         }
         match rule.access {
-            Access::Allow => Ok(()),
+            Access::Allow => Ok(GrantedBy::Policy),
             Access::Deny => Err(refuse(kind, resource, "the policy denies it")),
             Access::Gated => {
                 let request = ApprovalRequest {
@@ -258,7 +297,7 @@ impl Gate {
                 };
                 let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
                 if saved.covers(&request) {
-                    return Ok(());
+                    return Ok(GrantedBy::SavedRule);
                 }
                 let Some(approver) = &self.approver else {
                     return Err(DenyReason::ApprovalRequired {
@@ -267,7 +306,7 @@ impl Gate {
                     });
                 };
                 match approver.approve(&request) {
-                    Approval::Once => Ok(()),
+                    Approval::Once => Ok(GrantedBy::PersonOnce),
                     Approval::Always => {
                         if let Some(workspace) = &self.workspace {
                             saved.add(workspace, &request).map_err(|error| {
@@ -278,7 +317,7 @@ impl Gate {
                                 )
                             })?;
                         }
-                        Ok(())
+                        Ok(GrantedBy::PersonAlways)
                     }
                     Approval::Deny => Err(DenyReason::ByPerson {
                         capability: request.capability,

@@ -6,6 +6,7 @@
 //! whole call future stops a guest that waits inside a host call, where epochs do not reach.
 
 use crate::bindings::{GuestPre, Info, ToolError};
+use crate::gate::Granted;
 use crate::limits::Limits;
 use crate::sandbox::{CallState, Captured, Grants};
 use crate::{DenyReason, FailureKind, StopToken, ToolResponse};
@@ -29,6 +30,9 @@ pub struct CallReport {
     pub stderr: Captured,
     /// Wall-clock time from the start of instantiation to the answer.
     pub elapsed: Duration,
+    /// The capabilities the gate granted the call, and why (empty when it needed none, or was
+    /// denied).
+    pub granted: Vec<Granted>,
 }
 
 impl CallReport {
@@ -39,6 +43,7 @@ impl CallReport {
             stdout: Captured::default(),
             stderr: Captured::default(),
             elapsed: Duration::ZERO,
+            granted: Vec::new(),
         }
     }
 }
@@ -202,6 +207,7 @@ fn report(response: ToolResponse, store: &Store<CallState>, started: Instant) ->
         stdout: store.data().stdout.captured(),
         stderr: store.data().stderr.captured(),
         elapsed: started.elapsed(),
+        granted: Vec::new(),
     }
 }
 

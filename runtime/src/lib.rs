@@ -68,7 +68,7 @@ pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
 pub use epoch::{EPOCH_LINGER, EPOCH_TICK};
-pub use gate::{Approval, ApprovalRequest, Approver, FixedApprover, Workspace};
+pub use gate::{Approval, ApprovalRequest, Approver, FixedApprover, Granted, GrantedBy, Workspace};
 pub use info::{
     Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };

@@ -103,7 +103,7 @@ impl<P: ToolPort> Runtime<P> {
                 id,
                 name,
                 arguments,
-                &report.response,
+                &report,
                 started.elapsed(),
             ))
         };

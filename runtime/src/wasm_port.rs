@@ -421,8 +421,8 @@ impl WasmToolPort {
                 ));
             }
         };
-        let grants = if tool.loaded.info.capabilities.is_empty() {
-            Grants::default()
+        let (grants, granted) = if tool.loaded.info.capabilities.is_empty() {
+            (Grants::default(), Vec::new())
         } else {
             match self.gate.decide(
                 &request.tool,
@@ -430,7 +430,7 @@ impl WasmToolPort {
                 &tool.policy,
                 &mut arguments,
             ) {
-                Ok(grants) => grants,
+                Ok(decided) => decided,
                 Err(reason) => return CallReport::host_answer(ToolResponse::Denied { reason }),
             }
         };
@@ -453,6 +453,7 @@ impl WasmToolPort {
             arguments_text,
         )
         .await;
+        report.granted = granted;
         if let ToolResponse::Result {
             class, untrusted, ..
         } = &mut report.response

@@ -969,3 +969,89 @@ fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
             .contains("helper")
     );
 }
+
+/// The report, and the audit record with it, say which capabilities a call was granted and
+/// who granted each: the policy, a person (once or always), or the rule they saved.
+#[test]
+fn the_record_says_who_granted_each_capability() {
+    use toolcell::{GrantedBy, Runtime};
+    let (_temp, ws) = workspace();
+    let granted = |port: &WasmToolPort, tool: &str, arguments: serde_json::Value| {
+        let report = port.call_report_blocking(
+            &ToolRequest::new("t", tool, arguments.to_string()),
+            &CallOptions::default(),
+        );
+        assert!(!report.response.is_error(), "{:?}", report.response);
+        report
+            .granted
+            .into_iter()
+            .map(|g| (g.capability, g.resource, g.by))
+            .collect::<Vec<_>>()
+    };
+    let grant =
+        |capability: &str, resource: &str, by| (capability.to_owned(), resource.to_owned(), by);
+
+    let once = open(
+        &ws,
+        Policy::embedded_default(),
+        Some(Arc::new(FixedApprover::new(Approval::Once))),
+    );
+    assert_eq!(granted(&once, "echo", json!({ "text": "x" })), vec![]);
+    assert_eq!(
+        granted(&once, "clock", json!({})),
+        vec![grant("clock", "", GrantedBy::Policy)]
+    );
+    assert_eq!(
+        granted(&once, "read_file", json!({ "path": "src/./a.txt" })),
+        vec![grant("filesystem.read", "src/a.txt", GrantedBy::Policy)]
+    );
+    assert_eq!(
+        granted(
+            &once,
+            "write_file",
+            json!({ "path": "src/b.txt", "content": "b" })
+        ),
+        vec![grant(
+            "filesystem.write",
+            "src/b.txt",
+            GrantedBy::PersonOnce
+        )]
+    );
+
+    let always = open(
+        &ws,
+        Policy::embedded_default(),
+        Some(Arc::new(FixedApprover::new(Approval::Always))),
+    );
+    assert_eq!(
+        granted(
+            &always,
+            "write_file",
+            json!({ "path": "src/c.txt", "content": "c" })
+        ),
+        vec![grant(
+            "filesystem.write",
+            "src/c.txt",
+            GrantedBy::PersonAlways
+        )]
+    );
+
+    // A headless port: the saved rule answers, and the audit line says so.
+    let audit_dir = tempfile::tempdir().expect("temp dir");
+    let audit_path = audit_dir.path().join("audit.jsonl");
+    let headless = Runtime::wasm(open(&ws, Policy::embedded_default(), None))
+        .with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
+    let report = headless.handle_report(
+        "t",
+        "write_file",
+        &json!({ "path": "src/c.txt", "content": "again" }).to_string(),
+        &CallOptions::default(),
+    );
+    assert!(!report.response.is_error(), "{:?}", report.response);
+    let line = std::fs::read_to_string(&audit_path).expect("audit line");
+    let record: serde_json::Value = serde_json::from_str(line.trim()).expect("JSON line");
+    assert_eq!(
+        record["granted"],
+        json!([{ "capability": "filesystem.write", "resource": "src/c.txt", "by": "saved_rule" }])
+    );
+}
