@@ -76,7 +76,7 @@ pub use instance::{CallReport, STDERR_TAIL_BYTES};
 pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
 pub use pipeline::Runtime;
-pub use policy::{Access, Policy, Rule, ToolPolicy};
+pub use policy::{Access, DEFAULT_POLICY, Policy, Rule, ToolPolicy};
 pub use port::{FakeTools, ToolPort};
 pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
 pub use registry::{

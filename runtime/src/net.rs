@@ -1,14 +1,14 @@
 //! The network a call may reach: `wasi:http` only, to the hosts its policy rule names.
 //!
 //! Raw TCP and UDP stay disabled for every call (see `sandbox.rs`). A call granted `network`
-//! gets `wasi:http` requests checked by [`NetworkHooks`] one by one, redirects included (a
+//! gets `wasi:http` requests checked by `NetworkHooks` one by one, redirects included (a
 //! guest follows a redirect by making a new request, which is checked again):
 //!
 //! - the scheme, host and port must match one of the rule's [`HostPattern`]s;
 //! - the host resolves the name itself, and refuses loopback, private, link-local and other
 //!   non-public addresses unless the matching pattern names that exact host (an IP literal or
 //!   `localhost`);
-//! - the request is then sent by toolcell's own sender ([`send_pinned`]) to the addresses that
+//! - the request is then sent by toolcell's own sender (`send_pinned`) to the addresses that
 //!   were checked, never to a name: no second lookup can rebind the name to another address
 //!   (a "DNS rebinding" attack), for HTTP and HTTPS alike. For HTTPS the TLS session verifies
 //!   the URL's host name against the Mozilla root certificates (`webpki-roots`).

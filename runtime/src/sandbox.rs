@@ -1,6 +1,6 @@
 //! The WASI context of one call: exactly that call's grants, and nothing ambient.
 //!
-//! [`CallState::new`] is the only place a guest's WASI context is built. By default it grants
+//! `CallState::new` is the only place a guest's WASI context is built. By default it grants
 //! nothing:
 //!
 //! - no preopened directories, so no file system at all;

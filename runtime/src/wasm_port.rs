@@ -293,7 +293,7 @@ struct Tool {
 }
 
 /// The real [`ToolPort`]: each call instantiates the tool's component afresh, with a WASI
-/// context holding exactly the tool's grants (see [`crate::sandbox`]), under [`Limits`].
+/// context holding exactly the tool's grants (see [`crate::sandbox`]), under [`Limits`](crate::Limits).
 ///
 /// Components are compiled and described once, when the port is built. Calls may come from
 /// any number of threads at once.
