@@ -29,6 +29,7 @@ demo:
     cargo run --release -q -- call clock
     cargo run --release -q -- find ECHO
     cargo run --release -q -- call call_tool '{"name":"echo","arguments":{"text":"via call_tool"}}' --json
+    cargo run --release -q -- bench echo '{"text":"what does a fresh instance cost?"}'
 
 # The benchmark: one run, every case side by side (see BENCHMARKS.md).
 bench:

@@ -1,4 +1,4 @@
-//! The `toolcell` command line: list, find, call and describe tools.
+//! The `toolcell` command line: list, find, call, bench and describe tools, and serve them.
 //!
 //! `call` enters through the same [`Runtime::handle`] an agent loop would, so `find_tool` and
 //! `call_tool` work here exactly as they do for a model. Exit status:
@@ -89,6 +89,29 @@ enum Command {
         #[arg(long)]
         diagnostics: bool,
     },
+    /// Measure what calls to one tool cost: each in a fresh instance, through the same
+    /// pipeline as `call` (validation, gate, cap, audit).
+    Bench {
+        /// The tool's name.
+        name: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        /// How many calls to measure, in all.
+        #[arg(long, value_name = "N", default_value_t = crate::bench::DEFAULT_BENCH_CALLS,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        calls: u32,
+        /// How many calls to make first, unmeasured.
+        #[arg(long, value_name = "N", default_value_t = crate::bench::DEFAULT_BENCH_WARMUP)]
+        warmup: u32,
+        /// How many threads call at once.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::bench::MAX_BENCH_THREADS)))]
+        threads: u32,
+        /// Print the measurements as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the tools to an MCP client over stdio until stdin closes.
     Serve {
         /// How many calls may run at once; more wait for a slot.
@@ -149,6 +172,35 @@ pub fn run(cli: Cli) -> ExitCode {
             },
         ),
         Command::List { json } => with_runtime(&cli, |runtime| list(runtime, json)),
+        Command::Bench {
+            ref name,
+            ref arguments,
+            calls,
+            warmup,
+            threads,
+            json,
+        } => with_runtime(&cli, |runtime| {
+            let options = crate::bench::BenchOptions {
+                calls,
+                warmup,
+                threads,
+            };
+            match crate::bench::run(&runtime, name, arguments, options) {
+                Ok(report) => {
+                    let text = if json {
+                        serde_json::to_string(&report).unwrap_or_default()
+                    } else {
+                        report.to_string()
+                    };
+                    if writeln!(std::io::stdout().lock(), "{text}").is_err() {
+                        return ExitCode::from(EXIT_FAILED);
+                    }
+                    ExitCode::SUCCESS
+                }
+                // The first call did not answer with a result: say why, as `call` would.
+                Err(response) => respond(&response, false),
+            }
+        }),
         Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
             respond(&runtime.handle("cli", FIND_TOOL, &arguments), false)

@@ -34,8 +34,10 @@
 //! | the network allowlist (`wasi:http`) | `net.rs` |
 //! | the MCP server | `mcp.rs` |
 //! | the command line | `cli.rs` |
+//! | `toolcell bench`: one tool's cost per call | `bench.rs` |
 
 pub mod audit;
+pub mod bench;
 mod bindings;
 mod builtin;
 mod cache;

@@ -409,3 +409,51 @@ fn compiling_shows_progress_on_a_terminal_only() {
     assert_eq!(piped.status.code(), Some(0));
     assert_eq!(stderr(&piped), "", "no progress bar on a pipe");
 }
+
+/// `bench` measures calls through the whole pipeline, and refuses to measure a call that does
+/// not answer with a result, saying why as `call` would.
+#[test]
+fn bench_measures_a_tool_and_refuses_one_that_fails() {
+    let output = toolcell(&[
+        "bench",
+        "echo",
+        r#"{"text":"x"}"#,
+        "--calls",
+        "50",
+        "--warmup",
+        "5",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(report["tool"], "echo");
+    assert_eq!(report["calls"], 50);
+    assert_eq!(report["threads"], 2);
+    assert_eq!(report["errors"], 0);
+    let us = |field: &str| report[field].as_f64().expect(field);
+    assert!(us("min_us") > 0.0, "{report}");
+    assert!(
+        us("min_us") <= us("p50_us") && us("p50_us") <= us("p99_us"),
+        "{report}"
+    );
+    assert!(us("p99_us") <= us("max_us"), "{report}");
+    assert!(us("calls_per_second") > 0.0, "{report}");
+
+    let text = toolcell(&["bench", "echo", r#"{"text":"x"}"#, "--calls", "10"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert!(
+        stdout(&text).starts_with("echo: 10 calls on 1 thread"),
+        "{}",
+        stdout(&text)
+    );
+
+    let gated = toolcell(&["bench", "write_file", r#"{"path":"x","content":"y"}"#]);
+    assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
+    assert!(stderr(&gated).contains("approval"), "{}", stderr(&gated));
+    let invalid = toolcell(&["bench", "echo", "{}"]);
+    assert_eq!(invalid.status.code(), Some(1), "{}", stderr(&invalid));
+    assert!(stderr(&invalid).contains("text"), "{}", stderr(&invalid));
+    assert_eq!(stdout(&invalid), "", "nothing measured");
+}
