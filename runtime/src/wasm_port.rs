@@ -28,7 +28,9 @@ use wasmtime::component::Linker;
 ///
 /// By default it loads the built-in tools (embedded in this crate), no tools directory, and
 /// [`Policy::embedded_default`], with [`POOL_SLOTS`] instance slots, compiled components cached
-/// in [`default_cache_dir`], and no progress bar.
+/// in [`default_cache_dir`], no progress bar, no workspace (so no filesystem grant can be
+/// given), no approver (so a gated capability is denied as `approval_required`), and fuel
+/// metered only if the policy sets a fuel limit.
 #[derive(Debug)]
 pub struct WasmToolPortBuilder {
     builtin: bool,
