@@ -135,12 +135,17 @@ const EXIT_TIMED_OUT: u8 = 4;
 const EXIT_CANCELLED: u8 = 5;
 const EXIT_AUDIT_FAILED: u8 = 6;
 
+/// The log filter when `$TOOLCELL_LOG` sets none: warnings, but not rmcp's, which warns of
+/// every error response it sends (an unknown tool, bad arguments) and of a client that hung
+/// up: the protocol's normal course, which the client already hears about.
+pub const DEFAULT_LOG_FILTER: &str = "warn,rmcp=error";
+
 /// Parse the process's arguments and run the command. Logs go to stderr (never stdout, which
 /// belongs to results and, under `serve`, to the protocol), filtered by `$TOOLCELL_LOG`
-/// (default `warn`).
+/// (default [`DEFAULT_LOG_FILTER`]).
 pub fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCELL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 /// How long a test waits for any one response before it fails.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A `toolcell serve` child and the lines it writes to stdout.
+/// A `toolcell serve` child, the lines it writes to stdout, and what it logs on stderr.
 struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
+    stderr: std::thread::JoinHandle<String>,
 }
 
 impl Server {
@@ -26,9 +27,15 @@ impl Server {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start toolcell serve");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
         let stdout = child.stdout.take().expect("stdout");
         let (sender, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -45,6 +52,7 @@ impl Server {
             stdin,
             lines,
             seen: Vec::new(),
+            stderr,
         };
         server.send(json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -89,9 +97,9 @@ impl Server {
         }
     }
 
-    /// Close stdin and wait for the server to exit; returns how long that took and every
-    /// stdout line.
-    fn close(mut self) -> (Duration, bool, Vec<String>) {
+    /// Close stdin and wait for the server to exit; returns how long that took, whether it
+    /// exited cleanly, every stdout line, and its stderr.
+    fn close(mut self) -> (Duration, bool, Vec<String>, String) {
         drop(self.stdin.take());
         let closed = Instant::now();
         let status = loop {
@@ -106,7 +114,8 @@ impl Server {
         };
         let took = closed.elapsed();
         self.seen.extend(self.lines.iter());
-        (took, status.success(), self.seen)
+        let stderr = self.stderr.join().unwrap_or_default();
+        (took, status.success(), self.seen, stderr)
     }
 }
 
@@ -164,8 +173,10 @@ fn a_legacy_session_lists_calls_and_refuses() {
     server.call(4, "no_such_tool", json!({}));
     assert_eq!(server.response(4)["error"]["code"], -32602);
 
-    let (_, exited_cleanly, _) = server.close();
+    let (_, exited_cleanly, _, stderr) = server.close();
     assert!(exited_cleanly);
+    // Refusing a bad call is the protocol's normal course, not something to log.
+    assert_eq!(stderr, "", "serve is quiet by default");
 }
 
 /// With one instance slot, the call after a cancelled one can only run once the cancelled
@@ -197,7 +208,7 @@ fn a_cancelled_call_stops_its_instance_at_once() {
         "the next call waited {took:?} for the cancelled instance"
     );
 
-    let (_, _, seen) = server.close();
+    let (_, _, seen, _) = server.close();
     let answered_cancelled = seen
         .iter()
         .any(|line| serde_json::from_str::<Value>(line).is_ok_and(|message| message["id"] == 2));
@@ -217,7 +228,7 @@ fn guest_output_never_reaches_the_servers_stdout() {
     assert_eq!(text(&server.response(1)), "flooded");
     server.call(2, "hostile", json!({ "do": "panic" }));
     assert_eq!(server.response(2)["result"]["isError"], true);
-    let (took, exited_cleanly, seen) = server.close();
+    let (took, exited_cleanly, seen, _) = server.close();
     assert!(exited_cleanly);
     assert!(
         took < Duration::from_secs(2),
