@@ -75,16 +75,25 @@ impl<P: ToolPort> Runtime<P> {
         arguments: &str,
         options: &CallOptions,
     ) -> ToolResponse {
+        self.handle_report(id, name, arguments, options).response
+    }
+
+    /// [`Runtime::handle_with`], reporting also what the port told beside the response (for
+    /// [`WasmToolPort`]: what the guest wrote, what it was granted; nothing more for an answer
+    /// given without the port).
+    pub fn handle_report(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        options: &CallOptions,
+    ) -> CallReport {
         let started = Instant::now();
-        let response = match self.route(id, name, arguments) {
-            Ok(request) => self.port.call_with(&request, options),
-            Err(local) => local,
+        let report = match self.route(id, name, arguments) {
+            Ok(request) => self.port.call_with_report(&request, options),
+            Err(local) => CallReport::host_answer(local),
         };
-        let report = CallReport {
-            elapsed: started.elapsed(),
-            ..CallReport::host_answer(response)
-        };
-        self.finish(id, name, arguments, report, started).response
+        self.finish(id, name, arguments, report, started)
     }
 
     /// Cap the result and append the audit record: the last two steps of every call, which
@@ -149,19 +158,6 @@ impl Runtime<WasmToolPort> {
     /// A pipeline over a wasm port and the registry of the tools it loaded.
     pub fn wasm(port: WasmToolPort) -> Self {
         Runtime::new(port.registry().clone(), port)
-    }
-
-    /// [`Runtime::handle_with`], reporting also what the guest wrote on the side (nothing, for
-    /// an answer given without the port).
-    pub fn handle_report(
-        &self,
-        id: &str,
-        name: &str,
-        arguments: &str,
-        options: &CallOptions,
-    ) -> CallReport {
-        self.port
-            .block_on(self.handle_report_async(id, name, arguments, options))
     }
 
     /// [`Runtime::handle_report`] from async code (what the MCP server runs).

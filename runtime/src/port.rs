@@ -1,7 +1,7 @@
 //! The seam every tool call goes through, and the in-process stand-in used where no real
 //! tools are wanted.
 
-use crate::{CallOptions, DenyReason, FailureKind, ToolRequest, ToolResponse};
+use crate::{CallOptions, CallReport, DenyReason, FailureKind, ToolRequest, ToolResponse};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -22,6 +22,14 @@ pub trait ToolPort: Send + Sync {
         let _ = options;
         self.call(request)
     }
+
+    /// [`ToolPort::call_with`], with what the port can tell beside the response: what the
+    /// guest wrote, how long it ran, what it was granted and by whom. [`Runtime`](crate::Runtime)
+    /// calls this, so its audit record holds all of it. This default reports the response
+    /// alone.
+    fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+        CallReport::host_answer(self.call_with(request, options))
+    }
 }
 
 /// A shared or borrowed port is a port: a loop may hold `Arc<dyn ToolPort>`.
@@ -34,6 +42,10 @@ macro_rules! forward_tool_port {
 
             fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
                 (**self).call_with(request, options)
+            }
+
+            fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+                (**self).call_with_report(request, options)
             }
         }
     )*};

@@ -530,4 +530,8 @@ impl ToolPort for WasmToolPort {
     fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
         self.call_report_blocking(request, options).response
     }
+
+    fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+        self.call_report_blocking(request, options)
+    }
 }

@@ -1036,18 +1036,19 @@ fn the_record_says_who_granted_each_capability() {
         )]
     );
 
-    // A headless port: the saved rule answers, and the audit line says so.
+    // A headless port: the saved rule answers, and the audit line says so, whichever way the
+    // pipeline is entered and however the port is held (here shared, behind an `Arc`).
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit_path = audit_dir.path().join("audit.jsonl");
-    let headless = Runtime::wasm(open(&ws, Policy::embedded_default(), None))
+    let port = open(&ws, Policy::embedded_default(), None);
+    let headless = Runtime::new(port.registry().clone(), Arc::new(port))
         .with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
-    let report = headless.handle_report(
+    let response = headless.handle(
         "t",
         "write_file",
         &json!({ "path": "src/c.txt", "content": "again" }).to_string(),
-        &CallOptions::default(),
     );
-    assert!(!report.response.is_error(), "{:?}", report.response);
+    assert!(!response.is_error(), "{response:?}");
     let line = std::fs::read_to_string(&audit_path).expect("audit line");
     let record: serde_json::Value = serde_json::from_str(line.trim()).expect("JSON line");
     assert_eq!(
