@@ -616,3 +616,110 @@ impl Approver for FixedApprover {
         self.answer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every path of up to four components from an alphabet of names, symlinks that stay
+    /// inside, symlinks that lead out, a dangling one, `.` and `..`, relative and absolute:
+    /// whatever `resolve` accepts really lies in the workspace, as the filesystem itself says.
+    #[test]
+    fn no_path_made_of_these_parts_resolves_outside_the_workspace() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let ws = temp.path().join("ws");
+        std::fs::create_dir_all(ws.join("a")).expect("mkdir");
+        std::fs::create_dir_all(temp.path().join("outside")).expect("mkdir");
+        std::fs::write(ws.join("a/f.txt"), "in").expect("write");
+        std::fs::write(temp.path().join("outside/f.txt"), "out").expect("write");
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, ws.join(at)).expect("symlink");
+        };
+        link("a", "link_in");
+        link("../outside", "link_out");
+        link("..", "a/up");
+        link("../..", "a/upup");
+        link("nowhere", "dangling");
+        let workspace = Workspace::open(&ws).expect("workspace");
+        let root = workspace.root().to_path_buf();
+
+        let parts = [
+            "a", "f.txt", "link_in", "link_out", "up", "upup", "dangling", "new.txt", ".", "..",
+        ];
+        let mut paths: Vec<String> = vec![String::new()];
+        let mut frontier: Vec<String> = vec![String::new()];
+        for _ in 0..4 {
+            frontier = frontier
+                .iter()
+                .flat_map(|base| {
+                    parts.iter().map(move |part| {
+                        if base.is_empty() {
+                            (*part).to_owned()
+                        } else {
+                            format!("{base}/{part}")
+                        }
+                    })
+                })
+                .collect();
+            paths.extend(frontier.iter().cloned());
+        }
+        let absolute: Vec<String> = paths
+            .iter()
+            .filter(|path| path.matches('/').count() < 3)
+            .map(|path| format!("{}/{path}", root.display()))
+            .collect();
+        paths.extend(absolute);
+
+        let mut accepted = 0;
+        for requested in &paths {
+            let Ok(resolved) = resolve(&workspace, requested) else {
+                continue;
+            };
+            accepted += 1;
+            assert!(
+                resolved.path.is_relative()
+                    && resolved
+                        .path
+                        .components()
+                        .all(|c| matches!(c, Component::Normal(_))),
+                "{requested:?} resolved to {resolved:?}"
+            );
+            // The directory to preopen, as the kernel resolves it, is inside the workspace.
+            let dir = std::fs::canonicalize(root.join(&resolved.dir)).expect("the dir exists");
+            assert!(dir.starts_with(&root), "{requested:?}: {dir:?}");
+            // So is the path itself, if it exists; if not, nothing is there, not even a link.
+            let full = root.join(&resolved.path);
+            match std::fs::canonicalize(&full) {
+                Ok(real) => assert!(real.starts_with(&root), "{requested:?}: {real:?}"),
+                Err(_) => assert!(
+                    full.symlink_metadata().is_err(),
+                    "{requested:?}: {full:?} is a link to nowhere"
+                ),
+            }
+        }
+        // Not vacuous: many paths are fine, and the inside links are followed where they
+        // stay inside.
+        assert!(
+            accepted > 300,
+            "only {accepted} of {} accepted",
+            paths.len()
+        );
+        for (requested, canonical) in [
+            ("link_in/f.txt", "a/f.txt"),
+            ("a/up/a/f.txt", "a/f.txt"),
+            ("./a/./f.txt", "a/f.txt"),
+            ("a/new.txt", "a/new.txt"),
+        ] {
+            let resolved = resolve(&workspace, requested).expect(requested);
+            assert_eq!(resolved.path, Path::new(canonical), "{requested}");
+        }
+        for refused in [
+            "link_out/f.txt",
+            "a/upup/outside/f.txt",
+            "dangling",
+            "a/../a",
+        ] {
+            assert!(resolve(&workspace, refused).is_err(), "{refused}");
+        }
+    }
+}
