@@ -256,9 +256,9 @@ pub(crate) async fn send_pinned(
         .and_then(|o| o.first_byte_timeout)
         .unwrap_or(FIRST_BYTE_TIMEOUT);
     let between_bytes_timeout = options.and_then(|o| o.between_bytes_timeout);
-    let within = |future| tokio::time::timeout(connect_timeout, future);
 
-    let tcp = within(connect_any(&destination.addresses))
+    // Each step of connecting (TCP, TLS, the HTTP handshake) gets the connect timeout.
+    let tcp = tokio::time::timeout(connect_timeout, connect_any(&destination.addresses))
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
     let stream: Box<dyn Connection> = match destination.tls {
