@@ -111,12 +111,19 @@ enum Command {
         /// Print the measurements as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Keep this much of each instance slot's memory mapped between calls (default 2).
+        #[arg(long, value_name = "MIB")]
+        keep_resident_mib: Option<usize>,
     },
     /// Serve the tools to an MCP client over stdio until stdin closes.
     Serve {
         /// How many calls may run at once; more wait for a slot.
         #[arg(long, value_name = "N", default_value_t = crate::POOL_SLOTS)]
         pool_slots: u32,
+        /// Keep this much of each instance slot's memory mapped between calls (default 2):
+        /// faster for tools that use tens of MiB, at the price of holding that memory.
+        #[arg(long, value_name = "MIB")]
+        keep_resident_mib: Option<usize>,
     },
     /// Print the embedded default policy.
     Policy,
@@ -162,10 +169,14 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
         }
-        Command::Serve { pool_slots } => with_runtime_for(
+        Command::Serve {
+            pool_slots,
+            keep_resident_mib,
+        } => with_runtime_for(
             &cli,
             Needs {
                 pool_slots,
+                keep_resident_mib,
                 ..Needs::default()
             },
             |runtime| match crate::mcp::serve(runtime) {
@@ -184,28 +195,36 @@ pub fn run(cli: Cli) -> ExitCode {
             warmup,
             threads,
             json,
-        } => with_runtime(&cli, |runtime| {
-            let options = crate::bench::BenchOptions {
-                calls,
-                warmup,
-                threads,
-            };
-            match crate::bench::run(&runtime, name, arguments, options) {
-                Ok(report) => {
-                    let text = if json {
-                        serde_json::to_string(&report).unwrap_or_default()
-                    } else {
-                        report.to_string()
-                    };
-                    if writeln!(std::io::stdout().lock(), "{text}").is_err() {
-                        return ExitCode::from(EXIT_FAILED);
+            keep_resident_mib,
+        } => with_runtime_for(
+            &cli,
+            Needs {
+                keep_resident_mib,
+                ..Needs::default()
+            },
+            |runtime| {
+                let options = crate::bench::BenchOptions {
+                    calls,
+                    warmup,
+                    threads,
+                };
+                match crate::bench::run(&runtime, name, arguments, options) {
+                    Ok(report) => {
+                        let text = if json {
+                            serde_json::to_string(&report).unwrap_or_default()
+                        } else {
+                            report.to_string()
+                        };
+                        if writeln!(std::io::stdout().lock(), "{text}").is_err() {
+                            return ExitCode::from(EXIT_FAILED);
+                        }
+                        ExitCode::SUCCESS
                     }
-                    ExitCode::SUCCESS
+                    // The first call did not answer with a result: say why, as `call` would.
+                    Err(response) => respond(&response, false),
                 }
-                // The first call did not answer with a result: say why, as `call` would.
-                Err(response) => respond(&response, false),
-            }
-        }),
+            },
+        ),
         Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
             respond(&runtime.handle("cli", FIND_TOOL, &arguments), false)
@@ -262,6 +281,8 @@ struct Needs {
     may_ask: bool,
     /// Meter fuel (`call --fuel`); otherwise the port meters it only if the policy sets fuel.
     fuel_metering: bool,
+    /// Memory kept resident per slot (`--keep-resident-mib`), if not the default.
+    keep_resident_mib: Option<usize>,
 }
 
 impl Default for Needs {
@@ -270,6 +291,7 @@ impl Default for Needs {
             pool_slots: crate::POOL_SLOTS,
             may_ask: false,
             fuel_metering: false,
+            keep_resident_mib: None,
         }
     }
 }
@@ -298,6 +320,9 @@ fn with_runtime_for(
         .workspace(workspace);
     if needs.fuel_metering {
         builder = builder.fuel_metering(true);
+    }
+    if let Some(mib) = needs.keep_resident_mib {
+        builder = builder.keep_resident_bytes(mib.saturating_mul(1024 * 1024));
     }
     if needs.may_ask && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         builder = builder.approver(std::sync::Arc::new(TerminalApprover));

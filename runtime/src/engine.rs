@@ -18,9 +18,11 @@ pub const POOL_SLOTS: u32 = 64;
 /// a pool slot. The per-call limit (`Limits::memory_bytes`) applies within it.
 pub const POOL_MAX_MEMORY_BYTES: usize = 1 << 30;
 
-/// How much of a slot's memory stays mapped between calls. A Rust guest touches about 1 MiB;
-/// keeping that resident (and resetting it with a cheap `memset`) is faster than decommitting
-/// and faulting it back in. Larger use is returned to the system after each call.
+/// How much of a slot's linear memory stays mapped between calls, by default. A Rust guest
+/// touches about 1 MiB; keeping that resident (and resetting only its dirty pages) is faster
+/// than decommitting and faulting it back in. Larger use is returned to the system after each
+/// call, so a burst of big calls does not leave the host holding their memory.
+/// `WasmToolPortBuilder::keep_resident_bytes` trades memory for speed where tools are big.
 pub const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 
 /// How much of each async stack stays mapped between calls, for the same reason.
@@ -34,28 +36,32 @@ pub const STACK_KEEP_RESIDENT_BYTES: usize = 128 << 10;
 ///   exhaust); metering is compiled into every guest's code and slows compute-heavy calls, so
 ///   it is off unless some call may need it;
 /// - the component model (every tool is a component);
-/// - the pooling instance allocator with `slots` slots (default [`POOL_SLOTS`]), copy-on-write memory images,
-///   [`KEEP_RESIDENT_BYTES`] kept mapped per slot, and (on Linux 6.7 and later) only the pages
-///   a call dirtied reset after it;
+/// - the pooling instance allocator with `slots` slots (default [`POOL_SLOTS`]), copy-on-write
+///   memory images, `keep_resident` bytes of linear memory (default [`KEEP_RESIDENT_BYTES`],
+///   at most [`POOL_MAX_MEMORY_BYTES`]) kept mapped per slot, and (on Linux 6.7 and later)
+///   only the pages a call dirtied reset after it;
 /// - no wasm backtraces: a trap is reported by its code and the guest's stderr (where a Rust
 ///   panic prints its message), which is what a model can use; capturing a backtrace through a
 ///   hostile guest's overflowed stack would cost time on every such trap;
 /// - everything else at wasmtime's defaults (Cranelift, a 512 KiB wasm stack whose overflow is
 ///   a trap).
-pub(crate) fn new_engine(slots: u32, fuel: bool) -> anyhow::Result<Engine> {
+pub(crate) fn new_engine(slots: u32, fuel: bool, keep_resident: usize) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.consume_fuel(fuel);
     config.wasm_backtrace_max_frames(None);
     config.wasm_component_model(true);
     config.memory_init_cow(true);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(slots)));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(
+        slots,
+        keep_resident,
+    )));
     Engine::new(&config)
         .map_err(anyhow::Error::from)
         .context("configuring the wasmtime engine")
 }
 
-fn pool(slots: u32) -> PoolingAllocationConfig {
+fn pool(slots: u32, keep_resident: usize) -> PoolingAllocationConfig {
     let per_call = |count: usize| u32::try_from(count).unwrap_or(u32::MAX);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(slots)
@@ -68,7 +74,7 @@ fn pool(slots: u32) -> PoolingAllocationConfig {
         .max_tables_per_component(per_call(MAX_TABLES))
         .max_memory_size(POOL_MAX_MEMORY_BYTES)
         .table_elements(MAX_TABLE_ELEMENTS)
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .linear_memory_keep_resident(keep_resident.min(POOL_MAX_MEMORY_BYTES))
         .table_keep_resident(KEEP_RESIDENT_BYTES)
         .async_stack_keep_resident(STACK_KEEP_RESIDENT_BYTES)
         // Reset only the pages a call dirtied (Linux 6.7+), not the whole resident region.

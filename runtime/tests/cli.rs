@@ -441,7 +441,15 @@ fn bench_measures_a_tool_and_refuses_one_that_fails() {
     assert!(us("p99_us") <= us("max_us"), "{report}");
     assert!(us("calls_per_second") > 0.0, "{report}");
 
-    let text = toolcell(&["bench", "echo", r#"{"text":"x"}"#, "--calls", "10"]);
+    let text = toolcell(&[
+        "bench",
+        "echo",
+        r#"{"text":"x"}"#,
+        "--calls",
+        "10",
+        "--keep-resident-mib",
+        "8",
+    ]);
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
     assert!(
         stdout(&text).starts_with("echo: 10 calls on 1 thread"),

@@ -206,19 +206,31 @@ fn main() {
             black_box(native(phase));
         });
     }
-    // What fuel metering costs, which is why a port meters fuel only when asked to.
-    let metered = "grep a generated 20 MB corpus, in wasm with fuel metering";
-    if bench.selects(metered) {
-        let metered_port = WasmToolPort::builder()
+    // What fuel metering costs, which is why a port meters fuel only when asked to; and what
+    // faulting fresh memory in costs, which more memory kept resident per slot saves.
+    let variants = [
+        (
+            "grep a generated 20 MB corpus, in wasm with fuel metering",
+            WasmToolPort::builder().fuel_metering(true),
+        ),
+        (
+            "grep a generated 20 MB corpus, in wasm with 64 MiB kept resident per slot",
+            WasmToolPort::builder().keep_resident_bytes(64 << 20),
+        ),
+    ];
+    for (name, builder) in variants {
+        if !bench.selects(name) {
+            continue;
+        }
+        let variant_port = builder
             .builtin_tools(false)
             .component("bench:compute", toolcell_tests::guests::COMPUTE)
-            .fuel_metering(true)
             .build()
             .expect("port");
         let request = compute("all");
         let expected = toolcell::ToolResponse::text(native("all").to_string());
-        bench.run(metered, COMPUTE_RUNS, 1, || {
-            assert_eq!(metered_port.call(&request), expected);
+        bench.run(name, COMPUTE_RUNS, 1, || {
+            assert_eq!(variant_port.call(&request), expected);
         });
     }
 

@@ -16,13 +16,22 @@ struct Args {
 /// What the flood writes, over and over; the tests look for it where it must not be.
 const FLOOD_LINE: &[u8] = b"HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE-FLOOD-HOSTILE!\n";
 
+/// What `plant` leaves in memory and `scan` looks for. A number, so that it lives in the code
+/// (an `i64.const`), never in linear memory, until `plant` writes it there.
+const MARKER: u64 = 0x5245_5349_4455_4521;
+
+/// How much memory `plant` fills with the marker, and `scan` grows before it looks: far past
+/// what a slot keeps resident by default, so both the reset and the decommit are tried.
+const PLANT_BYTES: usize = 16 << 20;
+
 impl Tool for Hostile {
     type Args = Args;
 
     fn describe() -> Info {
         toolcell_guest::info(
             "hostile",
-            "Attacks its host: spin, sleep, alloc, recurse, deep_frames, panic, flood, huge.",
+            "Attacks its host: spin, sleep, alloc, recurse, deep_frames, panic, flood, huge, \
+             plant, scan, plant_and_scan.",
             serde_json::json!({
                 "type": "object",
                 "properties": { "do": { "type": "string" } },
@@ -79,11 +88,52 @@ impl Tool for Hostile {
                 text.extend(std::iter::repeat_n('x', size));
                 Ok(text)
             }
+            // Fill memory, small and large allocations, with the marker, for `scan` to find.
+            "plant" => {
+                std::hint::black_box(plant());
+                Ok("planted".to_owned())
+            }
+            // Both in one instance: the control that shows `scan` finds what is there.
+            "plant_and_scan" => {
+                let planted = plant();
+                let found = scan();
+                std::hint::black_box(planted);
+                Ok(found.to_string())
+            }
+            // Grow memory as `plant` did, then read every word of it, allocated or not, and
+            // count the markers: any is what an earlier call left behind.
+            "scan" => Ok(scan().to_string()),
             other => Err(ToolError::InvalidInput(format!(
                 "no attack named {other:?}"
             ))),
         }
     }
+}
+
+/// Two allocations, small and large, filled with [`MARKER`].
+fn plant() -> (Vec<u64>, Vec<u64>) {
+    (vec![MARKER; (64 << 10) / 8], vec![MARKER; PLANT_BYTES / 8])
+}
+
+/// How many words of this instance's whole linear memory hold [`MARKER`], after growing it by
+/// [`PLANT_BYTES`] (pages no allocation has touched yet).
+fn scan() -> usize {
+    use core::arch::wasm32::{memory_grow, memory_size};
+    const PAGE: usize = 64 << 10;
+    if memory_grow(0, PLANT_BYTES / PAGE) == usize::MAX {
+        return usize::MAX;
+    }
+    let end = memory_size(0) * PAGE;
+    // Reading memory no Rust allocation owns is what a hostile tool would do; in wasm every
+    // address below `end` is readable. Address 0 is skipped (a null pointer).
+    (8..end)
+        .step_by(8)
+        .filter(|&address| {
+            // SAFETY: `address` is aligned and below the memory's size; volatile, so the read
+            // is made whatever the compiler believes about the memory behind it.
+            unsafe { (address as *const u64).read_volatile() == MARKER }
+        })
+        .count()
 }
 
 // Recursing without end is the point: the host must turn each overflow into a trap. The
