@@ -31,7 +31,9 @@ demo:
     cargo run --release -q -- call call_tool '{"name":"echo","arguments":{"text":"via call_tool"}}' --json
     cargo run --release -q -- bench echo '{"text":"what does a fresh instance cost?"}'
 
-# The benchmark: one run, every case side by side (see BENCHMARKS.md).
+# The benchmark (see BENCHMARKS.md): divan's statistics for the in-process cases, then one run
+# of every case side by side, with p99 and the ratios.
 bench:
     cargo build --release
+    cargo bench -p toolcell-tests --bench micro
     cargo bench -p toolcell-tests --bench calls

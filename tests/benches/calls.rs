@@ -4,8 +4,9 @@
 //!
 //! Run it with `just bench` (it needs the release `toolcell` binary for the cold starts). It
 //! prints a Markdown table: p50 and p99 per case, and each case's ratio to the floor and to the
-//! process model. A hand-written harness rather than criterion or divan: the table needs
-//! percentiles and cross-case ratios from the same run, which those report per case only.
+//! process model. A hand-written harness: the table needs percentiles and cross-case ratios
+//! from the same run, which divan and criterion do not report; the in-process cases also run
+//! under divan, in `micro.rs`, which `just bench` runs first.
 
 use std::hint::black_box;
 use std::path::PathBuf;
