@@ -6,7 +6,7 @@ mod logic;
 use logic::replace_once;
 use serde::Deserialize;
 use sha2::Digest as _;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 struct EditFile;
 
@@ -23,7 +23,7 @@ impl Tool for EditFile {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "edit_file",
             "Edit a text file in the workspace: replace the one place where `old` occurs with \
              `new`. `old` must occur exactly once. With `expected_sha256`, the edit is refused if \
@@ -40,11 +40,7 @@ impl Tool for EditFile {
                 "additionalProperties": false
             }),
         );
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemWrite,
-            "/path",
-        )];
-        info
+        toolcell_guest::writes_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {

@@ -90,6 +90,18 @@ pub fn reads_path(mut info: Info, pointer: &str) -> Info {
     info
 }
 
+/// `info` for a tool that writes the file its argument at `pointer` names: not read-only, not
+/// concurrency-safe, needing `filesystem-write` on that argument and nothing else.
+pub fn writes_path(mut info: Info, pointer: &str) -> Info {
+    info.read_only = false;
+    info.concurrency_safe = false;
+    info.capabilities = vec![capability_from_argument(
+        CapabilityKind::FilesystemWrite,
+        pointer,
+    )];
+    info
+}
+
 /// A capability whose resource is named by the argument at `pointer` (a JSON pointer such as
 /// `/path`).
 pub fn capability_from_argument(kind: CapabilityKind, pointer: &str) -> Capability {

@@ -1,7 +1,7 @@
 //! `write_file`: create a file in the workspace, or replace its contents.
 
 use serde::Deserialize;
-use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
+use toolcell_guest::{Info, Tool, ToolError};
 
 struct WriteFile;
 
@@ -16,7 +16,7 @@ impl Tool for WriteFile {
     type Args = Args;
 
     fn describe() -> Info {
-        let mut info = toolcell_guest::info(
+        let info = toolcell_guest::info(
             "write_file",
             "Write a text file in the workspace: create it, or replace what it holds. Its \
              directory must exist.",
@@ -30,11 +30,7 @@ impl Tool for WriteFile {
                 "additionalProperties": false
             }),
         );
-        info.capabilities = vec![toolcell_guest::capability_from_argument(
-            CapabilityKind::FilesystemWrite,
-            "/path",
-        )];
-        info
+        toolcell_guest::writes_path(info, "/path")
     }
 
     fn call(args: Args) -> Result<String, ToolError> {
