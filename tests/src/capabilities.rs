@@ -43,6 +43,17 @@ fn call(port: &WasmToolPort, tool: &str, arguments: serde_json::Value) -> ToolRe
     port.call(&ToolRequest::new("t", tool, arguments.to_string()))
 }
 
+/// True for the typed answer to arguments the tool (or its schema) refuses.
+fn is_invalid_input(response: &ToolResponse) -> bool {
+    matches!(
+        response,
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidInput,
+            ..
+        }
+    )
+}
+
 fn denied_why(response: ToolResponse) -> String {
     match response {
         ToolResponse::Denied { reason } => reason.to_string(),
@@ -126,13 +137,7 @@ fn read_file_malformed_and_missing_arguments() {
         json!({ "path": "a", "extra": 1 }),
     ] {
         assert!(
-            matches!(
-                call(&port, "read_file", arguments.clone()),
-                ToolResponse::Failed {
-                    kind: FailureKind::InvalidInput,
-                    ..
-                }
-            ),
+            is_invalid_input(&call(&port, "read_file", arguments.clone())),
             "{arguments}"
         );
     }
@@ -293,13 +298,11 @@ fn list_dir_lists_and_is_contained() {
     );
     assert!(denied_why(call(&port, "list_dir", json!({ "path": ".." }))).contains("`..`"));
     assert!(denied_why(call(&port, "list_dir", json!({ "path": "dir_out" }))).contains("outside"));
-    assert!(matches!(
-        call(&port, "list_dir", json!({ "path": 3 })),
-        ToolResponse::Failed {
-            kind: FailureKind::InvalidInput,
-            ..
-        }
-    ));
+    assert!(is_invalid_input(&call(
+        &port,
+        "list_dir",
+        json!({ "path": 3 })
+    )));
     let info = port.info("list_dir").expect("list_dir");
     assert!(info.read_only && info.concurrency_safe);
 }
@@ -542,13 +545,7 @@ fn write_file_metadata_and_bad_arguments() {
         json!({ "content": "a" }),
         json!({ "path": 1, "content": "a" }),
     ] {
-        assert!(matches!(
-            call(&port, "write_file", arguments),
-            ToolResponse::Failed {
-                kind: FailureKind::InvalidInput,
-                ..
-            }
-        ));
+        assert!(is_invalid_input(&call(&port, "write_file", arguments)));
     }
     assert!(matches!(
         call(
@@ -627,20 +624,12 @@ fn glob_finds_matching_paths_and_is_contained() {
     assert!(
         denied_why(call(&port, "glob", json!({ "pattern": "*", "path": ".." }))).contains("`..`")
     );
-    assert!(matches!(
-        call(&port, "glob", json!({ "pattern": "[" })),
-        ToolResponse::Failed {
-            kind: FailureKind::InvalidInput,
-            ..
-        }
-    ));
-    assert!(matches!(
-        call(&port, "glob", json!({})),
-        ToolResponse::Failed {
-            kind: FailureKind::InvalidInput,
-            ..
-        }
-    ));
+    assert!(is_invalid_input(&call(
+        &port,
+        "glob",
+        json!({ "pattern": "[" })
+    )));
+    assert!(is_invalid_input(&call(&port, "glob", json!({}))));
     let info = port.info("glob").expect("glob");
     assert!(info.read_only && info.concurrency_safe);
 }
@@ -699,16 +688,7 @@ fn grep_finds_lines_with_context_filters_and_limits() {
         json!({ "pattern": "x", "context": 99 }),
         json!({ "path": "." }),
     ] {
-        assert!(
-            matches!(
-                call(&port, "grep", bad.clone()),
-                ToolResponse::Failed {
-                    kind: FailureKind::InvalidInput,
-                    ..
-                }
-            ),
-            "{bad}"
-        );
+        assert!(is_invalid_input(&call(&port, "grep", bad.clone())), "{bad}");
     }
 }
 
@@ -784,17 +764,11 @@ fn edit_file_replaces_one_exact_occurrence_and_refuses_stale_edits() {
         ))
         .contains("outside")
     );
-    assert!(matches!(
-        call(
-            &port,
-            "edit_file",
-            json!({ "path": "src/c.rs", "old": "", "new": "x" })
-        ),
-        ToolResponse::Failed {
-            kind: FailureKind::InvalidInput,
-            ..
-        }
-    ));
+    assert!(is_invalid_input(&call(
+        &port,
+        "edit_file",
+        json!({ "path": "src/c.rs", "old": "", "new": "x" })
+    )));
     // Gated by default: headless, it is denied and nothing changes.
     let default = open(&ws, Policy::embedded_default(), None);
     assert!(matches!(
