@@ -80,25 +80,23 @@ pub fn info(name: &str, description: &str, input_schema: serde_json::Value) -> I
 
 /// `info` for a tool that only reads the file or directory its argument at `pointer` names:
 /// read-only, concurrency-safe, needing `filesystem-read` on that argument and nothing else.
-pub fn reads_path(mut info: Info, pointer: &str) -> Info {
-    info.read_only = true;
-    info.concurrency_safe = true;
-    info.capabilities = vec![capability_from_argument(
-        CapabilityKind::FilesystemRead,
-        pointer,
-    )];
-    info
+pub fn reads_path(info: Info, pointer: &str) -> Info {
+    path_tool(info, CapabilityKind::FilesystemRead, pointer)
 }
 
 /// `info` for a tool that writes the file its argument at `pointer` names: not read-only, not
 /// concurrency-safe, needing `filesystem-write` on that argument and nothing else.
-pub fn writes_path(mut info: Info, pointer: &str) -> Info {
-    info.read_only = false;
-    info.concurrency_safe = false;
-    info.capabilities = vec![capability_from_argument(
-        CapabilityKind::FilesystemWrite,
-        pointer,
-    )];
+pub fn writes_path(info: Info, pointer: &str) -> Info {
+    path_tool(info, CapabilityKind::FilesystemWrite, pointer)
+}
+
+/// A tool whose one capability is `kind` on the path at `pointer`; it is read-only and safe to
+/// run concurrently exactly when that capability only reads.
+fn path_tool(mut info: Info, kind: CapabilityKind, pointer: &str) -> Info {
+    let reads = matches!(kind, CapabilityKind::FilesystemRead);
+    info.read_only = reads;
+    info.concurrency_safe = reads;
+    info.capabilities = vec![capability_from_argument(kind, pointer)];
     info
 }
 
