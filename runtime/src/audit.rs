@@ -1,13 +1,14 @@
 //! The audit record: one JSON line per call, appended to a file the user names.
 //!
-//! A line holds when the call ended, its id, the tool, the arguments with secret-looking
-//! values replaced, the gate's decision, the outcome, how long it took, and how much it
-//! returned. Each line is written with one `write` on a file opened for appending, so readers
+//! A line holds when the call ended, its id, the tool that ran (and `call_tool` when it came
+//! through it), the agent and the workspace, the arguments with secret-looking values
+//! replaced, the gate's decision and its grants, the outcome, how long it took, and how much
+//! it returned. Each line is written with one `write` on a file opened for appending, so readers
 //! never see half a line; if the disk fills mid-line, the file is cut back to its last whole
 //! line and the failure is returned, never ignored. The file is created readable by its owner
 //! only.
 
-use crate::gate::Granted;
+use crate::gate::{GateDecision, Granted};
 use crate::{CallReport, ToolResponse};
 use serde::Serialize;
 use serde_json::Value;
@@ -37,14 +38,24 @@ pub struct AuditRecord {
     pub time: String,
     /// The caller's id for the call.
     pub call_id: String,
-    /// The tool as the model named it (`find_tool`, `call_tool` or a tool).
+    /// The tool that ran (`echo` for `call_tool` calling `echo`); for a call the loop answered
+    /// itself, the name as called (`find_tool`).
     pub tool: String,
-    /// The arguments, secret-looking values replaced by [`REDACTED`]; arguments that are not
-    /// JSON are not written at all, only their size.
+    /// The loop's tool the call came through (`call_tool`), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// The agent that made the call.
+    pub agent: String,
+    /// The workspace the call worked in; left out when it had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// The arguments as the model sent them, secret-looking values replaced by [`REDACTED`];
+    /// arguments that are not JSON are not written at all, only their size.
     pub arguments: Value,
-    /// `allow` when the call was allowed to run (or answered by the loop itself), `deny` when
-    /// it was refused before running.
-    pub gate: &'static str,
+    /// The gate's own decision: `allow` (the call ran with the grants below), `deny` (it was
+    /// refused and nothing ran) or `not_reached` (the loop answered it, or its arguments were
+    /// refused first). A tool that ran and then refused is `allow` with outcome `denied`.
+    pub gate: GateDecision,
     /// The capabilities the gate granted the call and who granted each (the policy, a saved
     /// rule, a person); left out when there were none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -94,15 +105,10 @@ impl Audit {
 }
 
 impl AuditRecord {
-    /// The record of one call, from what was asked, what came of it (its report), and how
-    /// long it took.
-    pub fn of(
-        call_id: &str,
-        tool: &str,
-        arguments: &str,
-        report: &CallReport,
-        took: Duration,
-    ) -> AuditRecord {
+    /// The record of one call, from the arguments the model sent, what came of the call (its
+    /// report, which names the call, the tool, the agent and the workspace), and how long it
+    /// took.
+    pub fn of(arguments: &str, report: &CallReport, took: Duration) -> AuditRecord {
         let response = &report.response;
         let (outcome, failure, bytes, truncated) = match response {
             ToolResponse::Result {
@@ -120,16 +126,18 @@ impl AuditRecord {
             ToolResponse::TimedOut { .. } => ("timed_out", None, 0, false),
             ToolResponse::Cancelled => ("cancelled", None, 0, false),
         };
-        let gate = match response {
-            ToolResponse::Denied { .. } => "deny",
-            _ => "allow",
-        };
         AuditRecord {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            call_id: call_id.to_owned(),
-            tool: tool.to_owned(),
+            call_id: report.call_id.clone(),
+            tool: report.tool.clone(),
+            via: report.via.clone(),
+            agent: report.agent.clone(),
+            workspace: report
+                .workspace
+                .as_ref()
+                .map(|path| path.display().to_string()),
             arguments: redacted_arguments(arguments),
-            gate,
+            gate: report.gate,
             granted: report.granted.clone(),
             outcome,
             failure,
@@ -207,16 +215,32 @@ mod tests {
 
     #[test]
     fn a_record_says_what_became_of_the_call() {
-        let mut report =
-            CallReport::host_answer(ToolResponse::failed(crate::FailureKind::Trap, "boom"));
+        let mut report = CallReport {
+            call_id: "7".to_owned(),
+            tool: "echo".to_owned(),
+            via: Some("call_tool".to_owned()),
+            agent: "agent-a".to_owned(),
+            workspace: Some("/srv/a".into()),
+            gate: GateDecision::Allow,
+            ..CallReport::host_answer(ToolResponse::failed(crate::FailureKind::Trap, "boom"))
+        };
         let took = Duration::from_micros(1234);
-        let record = AuditRecord::of("7", "echo", r#"{"text":"x","token":"t"}"#, &report, took);
+        let record = AuditRecord::of(r#"{"text":"x","token":"t"}"#, &report, took);
         assert_eq!(record.outcome, "failed");
         assert_eq!(record.failure.as_deref(), Some("trap"));
         assert_eq!(record.duration_us, 1234);
         assert_eq!(record.arguments, json!({ "text": "x", "token": REDACTED }));
-        assert_eq!(record.gate, "allow");
         let line = serde_json::to_value(&record).expect("json");
+        for (field, value) in [
+            ("call_id", json!("7")),
+            ("tool", json!("echo")),
+            ("via", json!("call_tool")),
+            ("agent", json!("agent-a")),
+            ("workspace", json!("/srv/a")),
+            ("gate", json!("allow")),
+        ] {
+            assert_eq!(line[field], value, "{field}");
+        }
         assert!(
             line.get("granted").is_none(),
             "nothing granted, nothing said"
@@ -227,7 +251,8 @@ mod tests {
             resource: "notes/today.md".to_owned(),
             by: crate::GrantedBy::PersonOnce,
         });
-        let record = AuditRecord::of("8", "write_file", "{}", &report, took);
+        report.tool = "write_file".to_owned();
+        let record = AuditRecord::of("{}", &report, took);
         assert_eq!(
             serde_json::to_value(&record).expect("json")["granted"],
             json!([{

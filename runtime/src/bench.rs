@@ -5,7 +5,7 @@
 //! The whole-project benchmark, with the native and process-per-call baselines beside it, is
 //! `just bench` (BENCHMARKS.md); this is the question a tool author asks of their own tool.
 
-use crate::{CallOptions, Runtime, ToolPort, ToolResponse};
+use crate::{CallOptions, Runtime, ToolResponse};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -103,8 +103,8 @@ fn micros(us: f64) -> String {
 /// Call `name` with `arguments` through `runtime`: once to check that it answers with a
 /// result (if not, that answer is the error), then `options.warmup` times, then
 /// `options.calls` times measured, on `options.threads` threads.
-pub fn run<P: ToolPort>(
-    runtime: &Runtime<P>,
+pub fn run(
+    runtime: &Runtime,
     name: &str,
     arguments: &str,
     options: BenchOptions,
@@ -179,7 +179,34 @@ fn percentile(times: &[Duration], q: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FakeTools, Registry};
+    use crate::{FnTool, ToolInfo};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A runtime holding one native `count` tool, and how many times it ran.
+    fn counting_runtime() -> (Runtime, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&calls);
+        let count = FnTool::new(
+            ToolInfo::new(
+                "count",
+                "Counts its calls.",
+                serde_json::json!({"type": "object"}),
+            ),
+            move |_, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Ok("counted".to_owned()) }
+            },
+        );
+        let runtime = Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(None)
+            .pool_slots(1)
+            .native(count)
+            .build()
+            .expect("runtime");
+        (runtime, calls)
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -193,35 +220,34 @@ mod tests {
 
     #[test]
     fn a_bench_counts_every_call_on_every_thread() {
-        let fake = FakeTools::new();
-        let runtime = Runtime::new(Registry::m2b(), &fake);
+        let (runtime, calls) = counting_runtime();
         let options = BenchOptions {
             calls: 101,
             warmup: 5,
             threads: 4,
         };
-        let report = run(&runtime, "echo", r#"{"text":"x"}"#, options).expect("echo answers");
+        let report = run(&runtime, "count", "{}", options).expect("count answers");
         assert_eq!(report.calls, 101);
         assert_eq!(report.threads, 4);
         assert_eq!(report.errors, 0);
         assert!(report.min_us <= report.p50_us && report.p50_us <= report.p99_us);
         assert!(report.p99_us <= report.max_us);
-        // The check, the warm-up and the measured calls all reached the port.
-        assert_eq!(fake.calls().len(), 1 + 5 + 101);
+        // The check, the warm-up and the measured calls all ran the tool.
+        assert_eq!(calls.load(Ordering::SeqCst), 1 + 5 + 101);
     }
 
     #[test]
     fn a_call_that_does_not_answer_with_a_result_is_not_benched() {
-        let fake = FakeTools::new();
-        let runtime = Runtime::new(Registry::m2b(), &fake);
-        let refused = run(&runtime, "nope", "{}", BenchOptions::default());
+        let (runtime, calls) = counting_runtime();
+        let refused = run(&runtime, "count", "[]", BenchOptions::default());
         assert!(
-            matches!(refused, Err(ref response) if response.is_error()),
+            matches!(refused, Err(ToolResponse::Failed { .. })),
             "{refused:?}"
         );
-        assert!(
-            fake.calls().len() <= 1,
-            "nothing is repeated after the first answer"
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "arguments that break the schema never run the tool, and nothing is repeated"
         );
     }
 }

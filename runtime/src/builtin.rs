@@ -4,7 +4,7 @@
 include!(concat!(env!("OUT_DIR"), "/builtin_tools.rs"));
 
 /// The tools that ship inside toolcell, as (name, component bytes), sorted by name: what
-/// [`WasmToolPort::builder`](crate::WasmToolPort::builder) loads by default.
+/// [`Runtime::builder`](crate::Runtime::builder) loads by default.
 pub fn builtin_components() -> &'static [(&'static str, &'static [u8])] {
     BUILTIN_TOOLS
 }

@@ -14,7 +14,7 @@
 //! | 6 | the call ran, but its audit record could not be written |
 
 use crate::limits::DEFAULT_RESULT_CAP;
-use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, ToolResponse, WasmToolPort};
+use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, ToolResponse};
 use clap::{Parser, Subcommand};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -133,6 +133,9 @@ enum Command {
         file: PathBuf,
     },
 }
+
+/// The agent the command line's calls are made for, as the audit record names it.
+pub const CLI_AGENT: &str = "cli";
 
 /// Exit statuses, one per kind of response.
 const EXIT_FAILED: u8 = 1;
@@ -268,7 +271,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode) -> ExitCode {
+fn with_runtime(cli: &Cli, run: impl FnOnce(Runtime) -> ExitCode) -> ExitCode {
     with_runtime_for(cli, Needs::default(), run)
 }
 
@@ -297,11 +300,7 @@ impl Default for Needs {
 }
 
 /// Build the runtime the command line asks for.
-fn with_runtime_for(
-    cli: &Cli,
-    needs: Needs,
-    run: impl FnOnce(Runtime<WasmToolPort>) -> ExitCode,
-) -> ExitCode {
+fn with_runtime_for(cli: &Cli, needs: Needs, run: impl FnOnce(Runtime) -> ExitCode) -> ExitCode {
     let policy = match &cli.policy {
         Some(path) => match crate::Policy::from_file(path) {
             Ok(policy) => policy,
@@ -313,11 +312,12 @@ fn with_runtime_for(
         None => crate::Policy::embedded_default(),
     };
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    let mut builder = WasmToolPort::builder()
+    let mut builder = Runtime::builder()
         .progress(true)
         .pool_slots(needs.pool_slots)
         .policy(policy)
-        .workspace(workspace);
+        .workspace(workspace)
+        .agent(CLI_AGENT);
     if needs.fuel_metering {
         builder = builder.fuel_metering(true);
     }
@@ -333,17 +333,16 @@ fn with_runtime_for(
     if cli.no_cache {
         builder = builder.cache_dir(None);
     }
-    let port = match builder.build() {
-        Ok(port) => port,
+    let mut runtime = match builder.build() {
+        Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("toolcell: {error:#}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    for error in port.load_errors() {
+    for error in runtime.load_errors() {
         eprintln!("toolcell: skipped {error}");
     }
-    let mut runtime = Runtime::wasm(port);
     if let Some(path) = &cli.audit {
         match crate::Audit::open(path) {
             Ok(audit) => runtime = runtime.with_audit(audit),
@@ -359,7 +358,7 @@ fn with_runtime_for(
     run(runtime)
 }
 
-fn list(runtime: Runtime<WasmToolPort>, json: bool) -> ExitCode {
+fn list(runtime: Runtime, json: bool) -> ExitCode {
     let mut out = std::io::stdout().lock();
     for entry in runtime.registry().entries() {
         let name = &entry.schema.name;
@@ -369,8 +368,8 @@ fn list(runtime: Runtime<WasmToolPort>, json: bool) -> ExitCode {
                 "description": entry.schema.description,
                 "parameters": entry.schema.parameters,
                 "core": entry.core,
-                "source": runtime.port().source(name),
-                "info": runtime.port().info(name),
+                "source": runtime.source(name),
+                "info": runtime.info(name),
             })
             .to_string()
         } else {
@@ -392,26 +391,26 @@ fn describe(file: &PathBuf) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let built = WasmToolPort::builder()
+    let built = Runtime::builder()
         .builtin_tools(false)
         .component(file.display().to_string(), bytes)
         .build();
-    let port = match built {
-        Ok(port) => port,
+    let runtime = match built {
+        Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("toolcell: {error:#}");
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    if let Some(error) = port.load_errors().first() {
+    if let Some(error) = runtime.load_errors().first() {
         eprintln!("toolcell: refused {error}");
         return ExitCode::from(EXIT_FAILED);
     }
-    let Some(info) = port
+    let Some(info) = runtime
         .registry()
         .entries()
         .first()
-        .and_then(|entry| port.info(&entry.schema.name))
+        .and_then(|entry| runtime.info(&entry.schema.name))
     else {
         eprintln!("toolcell: {} holds no tool", file.display());
         return ExitCode::from(EXIT_FAILED);

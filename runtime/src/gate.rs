@@ -4,15 +4,19 @@
 //! arguments (the capability's JSON pointer), asks the policy, and returns either the grants
 //! that call holds or a typed denial:
 //!
-//! - a path is contained by the host: `..` is refused, an absolute path must lie in the
-//!   workspace, and the path is canonicalized through `cap-std` relative to the workspace
+//! - a path is contained by the host: a relative path starts from the call's working
+//!   directory, `..` is refused, an absolute path must lie in the call's workspace, and the
+//!   path is canonicalized through `cap-std` relative to the workspace
 //!   directory, so a symlink that leads out is refused, never followed. The argument the tool
 //!   receives is rewritten to that canonical path, so the tool opens exactly what was checked;
-//! - `Allow` grants; `Deny`, or no rule at all, denies; `Gated` grants if a saved "always" rule
-//!   covers the resource or a person approves, and otherwise (headless) denies with
+//! - `Allow` grants; `Deny`, or no rule at all, denies; `Gated` grants if an "always" rule
+//!   saved in the call's workspace covers the resource or a person approves, and otherwise (headless) denies with
 //!   [`DenyReason::ApprovalRequired`];
 //! - the grant is the narrowest preopen that serves the call: the directory a path names (or
 //!   the directory holding the file it names), read-only for reads, read-write for writes.
+//!
+//! The gate decides for every tool alike, wasm or native: executors receive its grants and
+//! never decide anything themselves.
 //!
 //! The clock is the one capability that degrades instead of denying: a tool not granted it
 //! runs with the fixed wall clock. A `network` capability names a URL; the policy's hosts must
@@ -23,16 +27,13 @@ use crate::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::net::HostPattern;
 use crate::policy::{Access, Rule, ToolPolicy};
 use crate::sandbox::{Grants, Preopen};
-use cap_std::ambient_authority;
+use crate::workspace::Workspace;
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-/// Where "always" rules are saved, relative to the workspace.
-pub const PERMISSIONS_FILE: &str = ".toolcell/permissions.toml";
 
 /// A person's answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +72,27 @@ pub struct Granted {
     pub by: GrantedBy,
 }
 
+/// What the gate decided for one call, as its report and audit record tell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateDecision {
+    /// The call never reached the gate: the loop answered it (`find_tool`), or its arguments
+    /// were refused first.
+    #[default]
+    NotReached,
+    /// The gate let the call run, with the grants the report lists.
+    Allow,
+    /// The gate refused the call: nothing ran.
+    Deny,
+}
+
 /// What a gated call asks a person: exactly what they need to decide, and no secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
+    /// The agent whose call asks.
+    pub agent: String,
+    /// The workspace the call works in, if it has one.
+    pub workspace: Option<PathBuf>,
     /// The tool.
     pub tool: String,
     /// The capability, as the policy names it (`filesystem.write`).
@@ -88,34 +107,13 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
     fn approve(&self, request: &ApprovalRequest) -> Approval;
 }
 
-/// The directory calls work in: every path a tool names is resolved inside it.
-#[derive(Debug)]
-pub struct Workspace {
-    root: PathBuf,
-    dir: Dir,
-}
-
-impl Workspace {
-    /// Open the workspace at `path` (it must be a directory).
-    pub fn open(path: &Path) -> io::Result<Workspace> {
-        let root = path.canonicalize()?;
-        let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
-        Ok(Workspace { root, dir })
-    }
-
-    /// The workspace's canonical path.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-}
-
 /// A path the gate resolved inside the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Resolved {
+pub(crate) struct Resolved {
     /// Canonical, relative to the workspace ("" for the workspace itself).
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The directory to preopen: the path if it is a directory, else its parent.
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 /// The name a capability has in policies and prompts.
@@ -129,31 +127,36 @@ pub fn capability_name(kind: CapabilityKind) -> &'static str {
     }
 }
 
-/// The gate of one port: its workspace, its saved rules and, if a person can be asked, its
-/// approver.
+/// Where one call's paths resolve: its workspace (none: no file system at all) and its working
+/// directory inside it.
+pub(crate) struct Scope<'a> {
+    /// The agent whose call it is (what an approval request names).
+    pub(crate) agent: &'a str,
+    pub(crate) workspace: Option<&'a Workspace>,
+    /// Relative to the workspace, already checked to lie inside it ("" for its root).
+    pub(crate) cwd: &'a Path,
+}
+
+/// The access gate of one runtime: the same for every workspace, and, if a person can be
+/// asked, its approver. Saved rules live with each workspace.
 pub(crate) struct Gate {
-    workspace: Option<Workspace>,
     approver: Option<Arc<dyn Approver>>,
-    saved: Mutex<SavedRules>,
 }
 
 impl Gate {
-    pub(crate) fn new(workspace: Option<Workspace>, approver: Option<Arc<dyn Approver>>) -> Gate {
-        let saved = workspace.as_ref().map(SavedRules::load).unwrap_or_default();
-        Gate {
-            workspace,
-            approver,
-            saved: Mutex::new(saved),
-        }
+    pub(crate) fn new(approver: Option<Arc<dyn Approver>>) -> Gate {
+        Gate { approver }
     }
 
-    /// Decide one call: the grants it holds and why each was given, or why it may not run.
-    /// May rewrite path arguments in `arguments` to the canonical paths that were checked.
+    /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
+    /// not run. May rewrite path arguments in `arguments` to the canonical paths (relative to
+    /// the workspace) that were checked.
     pub(crate) fn decide(
         &self,
         tool: &str,
         info: &ToolInfo,
         policy: &ToolPolicy,
+        scope: &Scope<'_>,
         arguments: &mut Value,
     ) -> Result<(Grants, Vec<Granted>), DenyReason> {
         let mut grants = Grants::default();
@@ -177,14 +180,14 @@ impl Gate {
                 }
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
                     let (preopen, shown, by) =
-                        self.filesystem(tool, kind, &capability.target, rule, arguments)?;
+                        self.filesystem(tool, kind, &capability.target, rule, scope, arguments)?;
                     grants.preopens.push(preopen);
                     record(kind, &shown, by);
                 }
                 CapabilityKind::Env => {
                     let name = resource_text(&capability.target, arguments)
                         .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
-                    let by = self.allowed(tool, kind, &name, rule, |rule| {
+                    let by = self.allowed(tool, kind, &name, rule, scope, |rule| {
                         rule.vars.iter().any(|var| var == &name)
                     })?;
                     record(kind, &name, by);
@@ -206,7 +209,7 @@ impl Gate {
                         })
                         .unwrap_or_default();
                     let destination = format!("{scheme}://{host}:{port}");
-                    let by = self.allowed(tool, kind, &destination, rule, |_| {
+                    let by = self.allowed(tool, kind, &destination, rule, scope, |_| {
                         patterns.iter().any(|p| p.matches(&scheme, &host, port))
                     })?;
                     record(kind, &destination, by);
@@ -223,24 +226,27 @@ impl Gate {
         kind: CapabilityKind,
         target: &ResourceRef,
         rule: Option<&Rule>,
+        scope: &Scope<'_>,
         arguments: &mut Value,
     ) -> Result<(Preopen, String, GrantedBy), DenyReason> {
-        let Some(workspace) = &self.workspace else {
+        let Some(workspace) = scope.workspace else {
             return Err(refuse(kind, "", "no workspace is open"));
         };
-        let requested = match target {
+        // A path the arguments name is relative to the call's working directory, like a
+        // shell's; a fixed one, and the whole workspace, to the workspace itself.
+        let (requested, base) = match target {
             ResourceRef::Argument(pointer) => match arguments.pointer(pointer) {
-                None | Some(Value::Null) => ".".to_owned(),
-                Some(Value::String(path)) => path.clone(),
+                None | Some(Value::Null) => (".".to_owned(), scope.cwd),
+                Some(Value::String(path)) => (path.clone(), scope.cwd),
                 Some(_) => return Err(refuse(kind, pointer, "the path argument is not a string")),
             },
-            ResourceRef::Fixed(path) => path.clone(),
-            ResourceRef::Whole => ".".to_owned(),
+            ResourceRef::Fixed(path) => (path.clone(), Path::new("")),
+            ResourceRef::Whole => (".".to_owned(), Path::new("")),
         };
-        let resolved =
-            resolve(workspace, &requested).map_err(|why| refuse(kind, &requested, &why))?;
+        let resolved = resolve_from(workspace, base, &requested)
+            .map_err(|why| refuse(kind, &requested, &why))?;
         let shown = display(&resolved.path);
-        let by = self.allowed(tool, kind, &shown, rule, |rule| {
+        let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
             rule.roots
                 .iter()
                 .any(|root| within_root(workspace, root, &resolved.path))
@@ -269,6 +275,7 @@ impl Gate {
         kind: CapabilityKind,
         resource: &str,
         rule: Option<&Rule>,
+        scope: &Scope<'_>,
         covers: impl Fn(&Rule) -> bool,
     ) -> Result<GrantedBy, DenyReason> {
         let capability = capability_name(kind);
@@ -291,12 +298,15 @@ impl Gate {
             Access::Deny => Err(refuse(kind, resource, "the policy denies it")),
             Access::Gated => {
                 let request = ApprovalRequest {
+                    agent: scope.agent.to_owned(),
+                    workspace: scope.workspace.map(|workspace| workspace.root().to_owned()),
                     tool: tool.to_owned(),
                     capability: capability.to_owned(),
                     resource: resource.to_owned(),
                 };
-                let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
-                if saved.covers(&request) {
+                if scope.workspace.is_some_and(|workspace| {
+                    workspace.saved_rule_covers(tool, capability, resource)
+                }) {
                     return Ok(GrantedBy::SavedRule);
                 }
                 let Some(approver) = &self.approver else {
@@ -308,14 +318,16 @@ impl Gate {
                 match approver.approve(&request) {
                     Approval::Once => Ok(GrantedBy::PersonOnce),
                     Approval::Always => {
-                        if let Some(workspace) = &self.workspace {
-                            saved.add(workspace, &request).map_err(|error| {
-                                refuse(
-                                    kind,
-                                    resource,
-                                    &format!("the rule could not be saved: {error}"),
-                                )
-                            })?;
+                        if let Some(workspace) = scope.workspace {
+                            workspace
+                                .save_rule(tool, capability, resource)
+                                .map_err(|error| {
+                                    refuse(
+                                        kind,
+                                        resource,
+                                        &format!("the rule could not be saved: {error}"),
+                                    )
+                                })?;
                         }
                         Ok(GrantedBy::PersonAlways)
                     }
@@ -367,11 +379,21 @@ fn refuse(kind: CapabilityKind, resource: &str, why: &str) -> DenyReason {
     }
 }
 
+/// Resolve `requested` inside the workspace, a relative path from `base` (a directory
+/// relative to the workspace, already contained), or say why it may not be used.
+fn resolve_from(workspace: &Workspace, base: &Path, requested: &str) -> Result<Resolved, String> {
+    let path = Path::new(requested);
+    if path.is_absolute() || base.as_os_str().is_empty() {
+        return resolve(workspace, requested);
+    }
+    resolve(workspace, &base.join(path).to_string_lossy())
+}
+
 /// Resolve `requested` inside the workspace, or say why it may not be used.
-fn resolve(workspace: &Workspace, requested: &str) -> Result<Resolved, String> {
+pub(crate) fn resolve(workspace: &Workspace, requested: &str) -> Result<Resolved, String> {
     let path = Path::new(requested);
     let relative = if path.is_absolute() {
-        path.strip_prefix(&workspace.root)
+        path.strip_prefix(workspace.root())
             .map_err(|_| "an absolute path outside the workspace".to_owned())?
     } else {
         path
@@ -495,93 +517,6 @@ fn open_contained_dir(workspace: &Workspace, relative: &Path) -> io::Result<Dir>
     } else {
         workspace.dir.open_dir(relative)
     }
-}
-
-/// The "always" rules saved in the workspace.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SavedRules {
-    #[serde(default)]
-    allow: Vec<SavedRule>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SavedRule {
-    tool: String,
-    capability: String,
-    resource: String,
-}
-
-impl SavedRules {
-    /// The saved rules, or none if the file is missing, unreadable, a symlink or malformed.
-    fn load(workspace: &Workspace) -> SavedRules {
-        let read = || -> Option<SavedRules> {
-            let dir = open_private_dir(&workspace.dir)?;
-            if dir.symlink_metadata("permissions.toml").ok()?.is_symlink() {
-                return None;
-            }
-            toml::from_str(&dir.read_to_string("permissions.toml").ok()?).ok()
-        };
-        read().unwrap_or_default()
-    }
-
-    /// True when a saved rule covers this request: the same tool and capability, and the same
-    /// resource or a directory above it.
-    fn covers(&self, request: &ApprovalRequest) -> bool {
-        self.allow.iter().any(|rule| {
-            rule.tool == request.tool
-                && rule.capability == request.capability
-                && (rule.resource == request.resource
-                    || rule.resource == "."
-                    || Path::new(&request.resource).starts_with(&rule.resource))
-        })
-    }
-
-    /// Save a rule for `request`: written to a new file (mode 0600) and renamed over the old
-    /// one, inside `.toolcell/`, never through a symlink.
-    fn add(&mut self, workspace: &Workspace, request: &ApprovalRequest) -> io::Result<()> {
-        self.allow.push(SavedRule {
-            tool: request.tool.clone(),
-            capability: request.capability.clone(),
-            resource: request.resource.clone(),
-        });
-        let text = toml::to_string(self).map_err(io::Error::other)?;
-        let root = &workspace.dir;
-        match root.symlink_metadata(".toolcell") {
-            Ok(meta) if meta.is_symlink() || !meta.is_dir() => {
-                return Err(io::Error::other(".toolcell is not a plain directory"));
-            }
-            Ok(_) => {}
-            Err(_) => root.create_dir(".toolcell")?,
-        }
-        let dir =
-            open_private_dir(root).ok_or_else(|| io::Error::other("cannot open .toolcell"))?;
-        let temp = format!(".permissions.{}.tmp", std::process::id());
-        let mut options = cap_std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let written = (|| {
-            let mut file = dir.open_with(&temp, &options)?;
-            io::Write::write_all(&mut file, text.as_bytes())?;
-            file.sync_all()?;
-            dir.rename(&temp, &dir, "permissions.toml")
-        })();
-        if written.is_err() {
-            let _ = dir.remove_file(&temp);
-        }
-        written
-    }
-}
-
-/// `.toolcell/` in the workspace, if it is a plain directory (never a symlink).
-fn open_private_dir(root: &Dir) -> Option<Dir> {
-    let meta = root.symlink_metadata(".toolcell").ok()?;
-    if meta.is_symlink() || !meta.is_dir() {
-        return None;
-    }
-    root.open_dir(".toolcell").ok()
 }
 
 /// An approver for tests and embedders: answers every request the same way, and remembers

@@ -1,8 +1,9 @@
 //! What a tool says about itself, checked before the host believes it.
 //!
-//! A component's `describe()` is guest output like any other: [`ToolInfo::from_guest`] refuses
-//! a name a model provider would reject, a schema that is not a JSON object, or a capability
-//! whose argument pointer is not a JSON pointer, so a lying tool never reaches the registry.
+//! A component's `describe()` is guest output like any other: the host refuses a name a model
+//! provider would reject, a schema that is not a JSON object, or a capability whose argument
+//! pointer is not a JSON pointer, so a lying tool never reaches the registry. A native tool's
+//! [`ToolInfo`] is checked the same way.
 
 use crate::ToolSchema;
 use serde::Serialize;
@@ -66,20 +67,47 @@ pub struct ToolInfo {
 }
 
 impl ToolInfo {
+    /// A tool named `name` that does what `description` says and takes arguments that fit
+    /// `input_schema`: not read-only, not concurrency-safe, needing no capability. For native
+    /// tools; a component says this in its `describe()`.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> ToolInfo {
+        ToolInfo {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            read_only: false,
+            concurrency_safe: false,
+            capabilities: Vec::new(),
+        }
+    }
+
+    /// This description, saying whether calls change nothing outside the tool.
+    pub fn read_only(mut self, read_only: bool) -> ToolInfo {
+        self.read_only = read_only;
+        self
+    }
+
+    /// This description, saying whether calls may run at the same time.
+    pub fn concurrency_safe(mut self, safe: bool) -> ToolInfo {
+        self.concurrency_safe = safe;
+        self
+    }
+
+    /// This description, with one more capability a call may need: `kind` on the resource
+    /// `target` names.
+    pub fn capability(mut self, kind: CapabilityKind, target: ResourceRef) -> ToolInfo {
+        self.capabilities.push(Capability { kind, target });
+        self
+    }
+
     /// Check what a guest's `describe()` returned. The error says what is wrong with it.
     pub(crate) fn from_guest(info: crate::bindings::Info) -> Result<ToolInfo, String> {
-        check_tool_name(&info.name)?;
-        if info.description.trim().is_empty() {
-            return Err(format!("tool {:?} has an empty description", info.name));
-        }
         let input_schema = match serde_json::from_str::<Value>(&info.input_schema) {
-            Ok(schema @ Value::Object(_)) => schema,
-            Ok(_) => {
-                return Err(format!(
-                    "tool {:?}: its input schema is not a JSON object",
-                    info.name
-                ));
-            }
+            Ok(schema) => schema,
             Err(error) => {
                 return Err(format!(
                     "tool {:?}: its input schema is not JSON: {error}",
@@ -87,30 +115,47 @@ impl ToolInfo {
                 ));
             }
         };
-        let capabilities: Vec<Capability> = info
-            .capabilities
-            .into_iter()
-            .map(Capability::from)
-            .collect();
-        for capability in &capabilities {
+        ToolInfo {
+            name: info.name,
+            description: info.description,
+            input_schema,
+            read_only: info.read_only,
+            concurrency_safe: info.concurrency_safe,
+            capabilities: info
+                .capabilities
+                .into_iter()
+                .map(Capability::from)
+                .collect(),
+        }
+        .checked()
+    }
+
+    /// This description, if the host can believe it: a name every model provider accepts, a
+    /// description, a schema that is a JSON object, and capabilities whose argument pointers
+    /// are JSON pointers. Wasm and native tools are checked alike.
+    pub(crate) fn checked(self) -> Result<ToolInfo, String> {
+        check_tool_name(&self.name)?;
+        if self.description.trim().is_empty() {
+            return Err(format!("tool {:?} has an empty description", self.name));
+        }
+        if !self.input_schema.is_object() {
+            return Err(format!(
+                "tool {:?}: its input schema is not a JSON object",
+                self.name
+            ));
+        }
+        for capability in &self.capabilities {
             if let ResourceRef::Argument(pointer) = &capability.target
                 && !pointer.starts_with('/')
             {
                 return Err(format!(
                     "tool {:?}: capability {:?} names argument {pointer:?}, which is not a \
                      JSON pointer (it must start with '/')",
-                    info.name, capability.kind
+                    self.name, capability.kind
                 ));
             }
         }
-        Ok(ToolInfo {
-            name: info.name,
-            description: info.description,
-            input_schema,
-            read_only: info.read_only,
-            concurrency_safe: info.concurrency_safe,
-            capabilities,
-        })
+        Ok(self)
     }
 
     /// The schema a model reads.
@@ -120,6 +165,13 @@ impl ToolInfo {
             description: self.description.clone(),
             parameters: self.input_schema.clone(),
         }
+    }
+
+    /// True when a call may reach the network: its results are then untrusted data.
+    pub fn uses_network(&self) -> bool {
+        self.capabilities
+            .iter()
+            .any(|capability| capability.kind == CapabilityKind::Network)
     }
 }
 

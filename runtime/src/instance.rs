@@ -6,10 +6,10 @@
 //! whole call future stops a guest that waits inside a host call, where epochs do not reach.
 
 use crate::bindings::{GuestPre, Info, ToolError};
-use crate::gate::Granted;
+use crate::gate::{GateDecision, Granted};
 use crate::limits::Limits;
 use crate::sandbox::{CallState, Captured, Grants};
-use crate::{DenyReason, FailureKind, StopToken, ToolResponse};
+use crate::{FailureKind, StopToken, ToolResponse};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -19,9 +19,23 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 /// message and its location, not enough to flood a model's context.
 pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
 
-/// What became of one call, with what the guest wrote on the side.
+/// What became of one call, with what the guest wrote on the side: seed 002's per-call
+/// record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CallReport {
+    /// The caller's id for the call.
+    pub call_id: String,
+    /// The tool that ran (`echo` for a `call_tool` that called `echo`); for a call the loop
+    /// answered itself (`find_tool`, a refused `call_tool`), the name as called.
+    pub tool: String,
+    /// The loop's tool the call came through (`call_tool`), if it did.
+    pub via: Option<String>,
+    /// The agent that made the call.
+    pub agent: String,
+    /// The workspace the call worked in, if it had one.
+    pub workspace: Option<std::path::PathBuf>,
+    /// What the gate decided, if the call reached it.
+    pub gate: GateDecision,
     /// The response the caller acts on.
     pub response: ToolResponse,
     /// The guest's stdout: diagnostics, never the result and never the host's stdout.
@@ -39,6 +53,12 @@ impl CallReport {
     /// A response the host gave without running a guest: nothing captured, no time taken.
     pub fn host_answer(response: ToolResponse) -> CallReport {
         CallReport {
+            call_id: String::new(),
+            tool: String::new(),
+            via: None,
+            agent: String::new(),
+            workspace: None,
+            gate: GateDecision::NotReached,
             response,
             stdout: Captured::default(),
             stderr: Captured::default(),
@@ -203,26 +223,23 @@ pub(crate) async fn call(
 
 fn report(response: ToolResponse, store: &Store<CallState>, started: Instant) -> CallReport {
     CallReport {
-        response,
         stdout: store.data().stdout.captured(),
         stderr: store.data().stderr.captured(),
         elapsed: started.elapsed(),
-        granted: Vec::new(),
+        ..CallReport::host_answer(response)
     }
 }
 
-/// A tool's own error, as the host's typed response.
+/// A guest's own error, as the host's typed response: the same mapping as a native tool's.
 fn from_tool_error(error: ToolError) -> ToolResponse {
+    use crate::native::ToolError as Native;
     match error {
-        ToolError::InvalidInput(message) => {
-            ToolResponse::failed(FailureKind::InvalidInput, message)
-        }
-        ToolError::NotFound(message) => ToolResponse::failed(FailureKind::NotFound, message),
-        ToolError::Denied(message) => ToolResponse::Denied {
-            reason: DenyReason::Tool { message },
-        },
-        ToolError::Failed(message) => ToolResponse::failed(FailureKind::Tool, message),
+        ToolError::InvalidInput(message) => Native::InvalidInput(message),
+        ToolError::NotFound(message) => Native::NotFound(message),
+        ToolError::Denied(message) => Native::Denied(message),
+        ToolError::Failed(message) => Native::Failed(message),
     }
+    .into()
 }
 
 /// What stopped a guest: the deadline, a refused allocation, fuel, or a trap.
@@ -277,6 +294,7 @@ fn stderr_tail(stderr: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DenyReason;
 
     #[test]
     fn the_stderr_tail_is_bounded_and_whole_characters() {

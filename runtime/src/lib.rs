@@ -1,11 +1,40 @@
-//! toolcell runs untrusted agent tools as WebAssembly components, each call in a fresh
-//! instance that holds no authority but what that call was granted.
+//! toolcell runs agent tools (untrusted WebAssembly components, and the host's own Rust tools)
+//! behind one pipeline that decides every call, and gives each wasm call a fresh instance that
+//! holds no authority but what that call was granted.
 //!
 //! The seam an agent loop calls is [`ToolPort`]: one [`ToolRequest`] in, one typed
-//! [`ToolResponse`] out. [`WasmToolPort`] is the real port; [`FakeTools`] an in-process stand-in.
-//! Before the port, [`dispatch`] answers the loop's own `find_tool` and `call_tool` against a
-//! [`Registry`]; after it, [`cap_result`] bounds what reaches the model. [`Runtime`] strings the
-//! three together, and every front end (the CLI, an embedding loop) enters there.
+//! [`ToolResponse`] out; [`FakeTools`] is an in-process stand-in. Before a port, [`dispatch`]
+//! answers the loop's own `find_tool` and `call_tool` against a [`Registry`]; after it,
+//! [`cap_result`] bounds what reaches the model (seed 000, unchanged).
+//!
+//! [`Runtime`] is the real port: the pipeline. Every call, whatever front end it enters by (the
+//! CLI, the MCP server, an embedding loop) and whatever executes it, goes through its stages in
+//! one place: dispatch, argument validation, the access gate, execution with the grants and
+//! limits, the cap, the audit record. Executors only execute: the wasm executor builds a WASI
+//! context from the grants; a [`NativeTool`] gets them as handles in its [`ToolContext`]. Each
+//! [`Call`] carries its [`CallContext`] (agent, workspace, working directory), so one runtime
+//! and one engine serve many agents and workspaces at once.
+//!
+//! ```no_run
+//! use toolcell::{Call, FnTool, Runtime, ToolInfo};
+//! use serde_json::json;
+//!
+//! let runtime = Runtime::builder()
+//!     .native(FnTool::new(
+//!         ToolInfo::new("shout", "Returns its text in capitals.",
+//!             json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+//!         |arguments, _context| async move {
+//!             Ok(arguments["text"].as_str().unwrap_or_default().to_uppercase())
+//!         },
+//!     ))
+//!     .build()?;
+//! let context = runtime.context("agent-1", ".")?;
+//! for name in ["echo", "shout"] {
+//!     let call = Call::new("1", name, r#"{"text":"hi"}"#).in_context(context.clone());
+//!     println!("{:?}", runtime.run_blocking(&call).response);
+//! }
+//! # anyhow::Ok(())
+//! ```
 //!
 //! Where to look:
 //!
@@ -16,9 +45,13 @@
 //! | `find_tool` / `call_tool` dispatch | `dispatch.rs` |
 //! | the result cap | `cap.rs` |
 //! | the `ToolPort` seam and `FakeTools` | `port.rs` |
-//! | the pipeline facade | `pipeline.rs` |
+//! | the pipeline: every stage of a call | `pipeline.rs` |
+//! | building a runtime: which tools, which engine | `builder.rs` |
+//! | a call and its context (agent, workspace, cwd) | `context.rs` |
+//! | a workspace and its saved rules | `workspace.rs` |
 //! | the audit record | `audit.rs` |
-//! | the wasm port | `wasm_port.rs` |
+//! | native tools: trait, context, closure helper | `native.rs` |
+//! | the wasm executor | `wasm.rs` |
 //! | loading a component | `load.rs` |
 //! | the compiled-component cache | `cache.rs` |
 //! | what a tool says about itself | `info.rs` |
@@ -39,10 +72,12 @@
 pub mod audit;
 pub mod bench;
 mod bindings;
+mod builder;
 mod builtin;
 mod cache;
 mod cap;
 pub mod cli;
+mod context;
 mod dispatch;
 mod engine;
 mod epoch;
@@ -52,6 +87,7 @@ mod instance;
 pub mod limits;
 mod load;
 pub mod mcp;
+pub mod native;
 pub mod net;
 mod pipeline;
 mod policy;
@@ -61,22 +97,28 @@ mod registry;
 pub mod sandbox;
 mod stop;
 mod validate;
-mod wasm_port;
+mod wasm;
+mod workspace;
 
 pub use audit::{Audit, AuditRecord};
+pub use builder::RuntimeBuilder;
 pub use builtin::builtin_components;
 pub use cache::{CACHE_DIR_ENV, CacheOutcome, CacheStats, default_cache_dir};
 pub use cap::{TRUNCATION_MARKER, cap_result};
+pub use context::{Call, CallContext, DEFAULT_AGENT};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
 pub use epoch::{EPOCH_LINGER, EPOCH_TICK};
-pub use gate::{Approval, ApprovalRequest, Approver, FixedApprover, Granted, GrantedBy, Workspace};
+pub use gate::{
+    Approval, ApprovalRequest, Approver, FixedApprover, GateDecision, Granted, GrantedBy,
+};
 pub use info::{
     Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };
 pub use instance::{CallReport, STDERR_TAIL_BYTES};
 pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
+pub use native::{FnTool, GrantedPath, NativeTool, ToolContext, ToolError};
 pub use pipeline::Runtime;
 pub use policy::{Access, DEFAULT_POLICY, Policy, Rule, ToolPolicy};
 pub use port::{FakeTools, ToolPort};
@@ -87,4 +129,4 @@ pub use registry::{
 pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants, Preopen};
 pub use stop::StopToken;
 pub use validate::MAX_LISTED_VIOLATIONS;
-pub use wasm_port::{WasmToolPort, WasmToolPortBuilder};
+pub use workspace::{PERMISSIONS_FILE, Workspace};

@@ -6,7 +6,8 @@
 //!
 //! - `tools/list` is the registry's core schemas (core tools, then `find_tool`, then
 //!   `call_tool`), in that fixed order, annotated from each tool's flags;
-//! - `tools/call` enters [`Runtime::handle_report_async`], like every other front end. A tool's
+//! - `tools/call` enters [`Runtime::run`] in the runtime's default context, like every other
+//!   front end; wasm and native tools alike. A tool's
 //!   failure, a denial, a deadline or arguments that break the schema is a result with
 //!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
 //!   own is a JSON-RPC error (-32602, invalid params);
@@ -15,9 +16,7 @@
 //! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
 //!   to stderr.
 
-use crate::{
-    CALL_TOOL, CallOptions, CapabilityKind, FIND_TOOL, Runtime, StopToken, ToolSchema, WasmToolPort,
-};
+use crate::{CALL_TOOL, CallOptions, FIND_TOOL, Runtime, StopToken, ToolSchema};
 use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -36,13 +35,13 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// The MCP face of a [`Runtime`].
 #[derive(Clone)]
 pub struct McpServer {
-    runtime: Arc<Runtime<WasmToolPort>>,
+    runtime: Arc<Runtime>,
     tools: Arc<Vec<Tool>>,
 }
 
 impl McpServer {
     /// A server for `runtime`; the tool list is built once, here.
-    pub fn new(runtime: Arc<Runtime<WasmToolPort>>) -> Self {
+    pub fn new(runtime: Arc<Runtime>) -> Self {
         let tools = runtime
             .registry()
             .core_schemas()
@@ -57,13 +56,10 @@ impl McpServer {
 }
 
 /// A schema as an MCP tool, with hints from what the tool says about itself.
-fn mcp_tool(runtime: &Runtime<WasmToolPort>, schema: ToolSchema) -> Tool {
-    let annotations = match runtime.port().info(&schema.name) {
+fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
+    let annotations = match runtime.info(&schema.name) {
         Some(info) => {
-            let network = info
-                .capabilities
-                .iter()
-                .any(|capability| capability.kind == CapabilityKind::Network);
+            let network = info.uses_network();
             Some(
                 ToolAnnotations::new()
                     .read_only(info.read_only)
@@ -155,7 +151,7 @@ impl ServerHandler for McpServer {
 }
 
 /// Serve `runtime` over stdin and stdout until stdin closes.
-pub fn serve(runtime: Runtime<WasmToolPort>) -> anyhow::Result<()> {
+pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
     let runtime = Arc::new(runtime);
     let executor = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -164,18 +160,27 @@ pub fn serve(runtime: Runtime<WasmToolPort>) -> anyhow::Result<()> {
         .enable_io()
         .build()
         .context("starting the server's async runtime")?;
-    let server = McpServer::new(Arc::clone(&runtime));
-    let served = executor.block_on(async move {
-        let service = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .context("starting the MCP session")?;
-        service.waiting().await.context("serving MCP")?;
-        anyhow::Ok(())
-    });
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let served = executor.block_on(serve_on(Arc::clone(&runtime), stdin, stdout));
     executor.shutdown_timeout(SHUTDOWN_GRACE);
-    // The port owns a tokio runtime of its own, which must be dropped outside async code:
+    // The runtime owns a tokio runtime of its own, which must be dropped outside async code:
     // here, after the server's runtime is gone.
     drop(runtime);
     served
+}
+
+/// Serve `runtime` to one MCP client over `input` and `output` (any byte streams: pipes, a
+/// socket, an in-memory duplex) until `input` closes. For an embedder whose runtime holds its
+/// own native tools, and for tests.
+pub async fn serve_on<R, W>(runtime: Arc<Runtime>, input: R, output: W) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let service = McpServer::new(runtime)
+        .serve((input, output))
+        .await
+        .context("starting the MCP session")?;
+    service.waiting().await.context("serving MCP")?;
+    Ok(())
 }

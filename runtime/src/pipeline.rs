@@ -1,42 +1,119 @@
-//! [`Runtime`]: the one pipeline every front end enters. The CLI, the MCP server and an
-//! embedding host all call [`Runtime::handle`] (or its report-returning forms); none has its
-//! own copy of dispatch, validation, limits, the cap or the audit record.
+//! [`Runtime`]: the one pipeline every call goes through, whatever front end it enters by and
+//! whatever executes the tool.
+//!
+//! For each call, in this order and in this one place:
+//!
+//! 1. **dispatch** (seed 000's table): `find_tool` and a refused `call_tool` are answered here;
+//!    `call_tool` is unwrapped to the tool it names;
+//! 2. **validate**: the arguments' size, then the tool's JSON Schema;
+//! 3. **gate**: each capability the tool declares, resolved from the arguments in the call's
+//!    workspace and working directory, decided by the policy, a saved rule or a person;
+//! 4. **execute** the decided call, with its grants, limits, deadline and stop token: in a fresh
+//!    wasm instance, or as a native tool's future;
+//! 5. **cap** the text the model reads;
+//! 6. **audit**: one record naming the call, the tool that ran, the agent and the workspace.
+//!
+//! Executors receive a call that has been decided and decide nothing themselves. The CLI, the
+//! MCP server and an embedding agent loop all enter here; so does a loop that holds the runtime
+//! as its [`ToolPort`].
 
 use crate::audit::{Audit, AuditRecord};
-use crate::limits::DEFAULT_RESULT_CAP;
+use crate::bindings::GuestPre;
+use crate::cache::CacheStats;
+use crate::context::{Call, CallContext};
+use crate::gate::{Gate, GateDecision, Scope};
+use crate::info::ToolInfo;
+use crate::instance::CallReport;
+use crate::limits::{CallOptions, MAX_ARGUMENT_BYTES};
+use crate::load::LoadError;
+use crate::native::{self, NativeTool, ToolContext};
+use crate::policy::ToolPolicy;
+use crate::registry::Registry;
+use crate::sandbox::{CallState, Grants};
+use crate::validate::ArgumentSchema;
+use crate::wasm::WasmExecutor;
+use crate::workspace::Workspace;
 use crate::{
-    CallOptions, CallReport, Dispatch, Registry, ToolPort, ToolRequest, ToolResponse, WasmToolPort,
-    cap_result, dispatch,
+    DenyReason, Dispatch, FailureKind, ToolPort, ToolRequest, ToolResponse, cap_result, dispatch,
 };
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-/// A registry, a port, a result cap and an optional audit record, strung together: a model's
-/// tool call in, the response it should read out.
-#[derive(Debug)]
-pub struct Runtime<P> {
-    registry: Registry,
-    port: P,
-    cap: usize,
-    audit: Option<Audit>,
-    audit_failures: AtomicU64,
+/// What runs a tool's calls.
+pub(crate) enum Executable {
+    /// A component, instantiated afresh for every call.
+    Wasm(GuestPre<CallState>),
+    /// The host's own Rust tool.
+    Native(Arc<dyn NativeTool>),
 }
 
-impl<P: ToolPort> Runtime<P> {
-    /// A pipeline over `registry` and `port`, capping results at [`DEFAULT_RESULT_CAP`] bytes.
-    pub fn new(registry: Registry, port: P) -> Self {
-        Runtime {
-            registry,
-            port,
-            cap: DEFAULT_RESULT_CAP,
-            audit: None,
-            audit_failures: AtomicU64::new(0),
-        }
-    }
+/// One tool as the pipeline knows it: what it says about itself, its compiled schema, its
+/// policy, where it came from, and what runs it.
+pub(crate) struct Tool {
+    pub(crate) info: ToolInfo,
+    pub(crate) schema: ArgumentSchema,
+    pub(crate) policy: ToolPolicy,
+    pub(crate) source: String,
+    pub(crate) executable: Executable,
+}
 
+/// The pipeline: a registry of wasm and native tools, the gate, the executors, the result cap
+/// and the audit record. Build one with [`Runtime::builder`]; share it between threads (it is
+/// `Send + Sync`) and call it with any number of [`CallContext`]s at once.
+///
+/// ```no_run
+/// use toolcell::{Call, Runtime, ToolResponse};
+///
+/// let runtime = Runtime::builder().build()?;
+/// let context = runtime.context("agent-1", "/srv/work/repo-a")?;
+/// let report = runtime.run_blocking(
+///     &Call::new("1", "read_file", r#"{"path":"README.md"}"#).in_context(context),
+/// );
+/// if let ToolResponse::Result { text, .. } = &report.response {
+///     println!("{text}");
+/// }
+/// # anyhow::Ok(())
+/// ```
+pub struct Runtime {
+    pub(crate) registry: Registry,
+    pub(crate) tools: HashMap<String, Tool>,
+    pub(crate) gate: Gate,
+    pub(crate) wasm: WasmExecutor,
+    /// Drives calls made from synchronous code, and runs native tools' futures.
+    pub(crate) io: tokio::runtime::Runtime,
+    pub(crate) workspaces: Mutex<HashMap<PathBuf, Weak<Workspace>>>,
+    pub(crate) default_context: CallContext,
+    pub(crate) cap: usize,
+    pub(crate) audit: Option<Audit>,
+    pub(crate) audit_failures: AtomicU64,
+    pub(crate) load_errors: Vec<LoadError>,
+    pub(crate) cache_stats: CacheStats,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("load_errors", &self.load_errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
     /// This pipeline, appending a record of every call to `audit`.
     pub fn with_audit(mut self, audit: Audit) -> Self {
         self.audit = Some(audit);
+        self
+    }
+
+    /// This pipeline with results capped at `cap` bytes (default
+    /// [`DEFAULT_RESULT_CAP`](crate::limits::DEFAULT_RESULT_CAP)).
+    pub fn with_cap(mut self, cap: usize) -> Self {
+        self.cap = cap;
         self
     }
 
@@ -45,29 +122,112 @@ impl<P: ToolPort> Runtime<P> {
         self.audit_failures.load(Ordering::Relaxed)
     }
 
-    /// This pipeline with results capped at `cap` bytes.
-    pub fn with_cap(mut self, cap: usize) -> Self {
-        self.cap = cap;
-        self
-    }
-
-    /// The registry the pipeline dispatches against.
+    /// The registry of every tool, wasm and native, in load order, with `core` from the
+    /// policy.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
 
-    /// The port behind the pipeline.
-    pub fn port(&self) -> &P {
-        &self.port
+    /// What the tool named `name` says about itself.
+    pub fn info(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.get(name).map(|tool| &tool.info)
     }
 
-    /// Handle one call the model made: dispatch it, answer it locally or through the port,
-    /// and cap the result.
+    /// Where the tool named `name` came from: a file path, `builtin:<name>` or
+    /// `native:<name>`.
+    pub fn source(&self, name: &str) -> Option<&str> {
+        self.tools.get(name).map(|tool| tool.source.as_str())
+    }
+
+    /// The tools that could not be loaded or registered, and why.
+    pub fn load_errors(&self) -> &[LoadError] {
+        &self.load_errors
+    }
+
+    /// How the components were obtained: from the cache, or compiled.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache_stats
+    }
+
+    /// How many calls hold a wasm instance slot right now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.wasm.calls_in_flight()
+    }
+
+    /// The wasm engine every component of this runtime is compiled for and runs in: one per
+    /// runtime, whatever the number of workspaces and agents it serves.
+    pub fn engine(&self) -> &wasmtime::Engine {
+        self.wasm.engine()
+    }
+
+    /// The context calls get when they name none: the builder's workspace and agent.
+    pub fn default_context(&self) -> &CallContext {
+        &self.default_context
+    }
+
+    /// The workspace at `path`, opened once and shared by every context that names it while
+    /// any is alive, so its saved rules are one set.
+    pub fn workspace(&self, path: impl AsRef<Path>) -> std::io::Result<Arc<Workspace>> {
+        let canonical = path.as_ref().canonicalize()?;
+        let mut open = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(workspace) = open.get(&canonical).and_then(Weak::upgrade) {
+            return Ok(workspace);
+        }
+        let workspace = Arc::new(Workspace::open(&canonical)?);
+        open.retain(|_, workspace| workspace.strong_count() > 0);
+        open.insert(canonical, Arc::downgrade(&workspace));
+        Ok(workspace)
+    }
+
+    /// A context for calls by `agent` in the workspace at `workspace`.
+    pub fn context(
+        &self,
+        agent: impl Into<String>,
+        workspace: impl AsRef<Path>,
+    ) -> std::io::Result<CallContext> {
+        Ok(CallContext::new(agent, Some(self.workspace(workspace)?)))
+    }
+
+    /// Run one call through the whole pipeline (see the module docs) and report what became of
+    /// it. Never panics, always answers.
+    pub async fn run(&self, call: &Call) -> CallReport {
+        let started = Instant::now();
+        let mut report = match dispatch(&self.registry, &call.name, &call.arguments) {
+            Dispatch::Local(text) => CallReport {
+                tool: call.name.clone(),
+                ..CallReport::host_answer(ToolResponse::text(text))
+            },
+            Dispatch::Port { tool, arguments } => {
+                let mut report = self.decide_and_run(&tool, &arguments, call).await;
+                if tool != call.name {
+                    report.via = Some(call.name.clone());
+                }
+                report.tool = tool;
+                report
+            }
+        };
+        report.call_id.clone_from(&call.id);
+        report.agent = call.context.agent().to_owned();
+        report.workspace = call
+            .context
+            .workspace()
+            .map(|workspace| workspace.root().to_owned());
+        report.response = self.cap(report.response);
+        self.audit(&call.arguments, &report, started);
+        report
+    }
+
+    /// [`Runtime::run`] from synchronous code, blocking this thread until the call ends.
+    pub fn run_blocking(&self, call: &Call) -> CallReport {
+        self.block_on(self.run(call))
+    }
+
+    /// Handle one call the model made, in the default context.
     pub fn handle(&self, id: &str, name: &str, arguments: &str) -> ToolResponse {
         self.handle_with(id, name, arguments, &CallOptions::default())
     }
 
-    /// [`Runtime::handle`] with per-call options (limits, a stop token) for the port.
+    /// [`Runtime::handle`] with per-call options (limits, a stop token).
     pub fn handle_with(
         &self,
         id: &str,
@@ -78,9 +238,7 @@ impl<P: ToolPort> Runtime<P> {
         self.handle_report(id, name, arguments, options).response
     }
 
-    /// [`Runtime::handle_with`], reporting also what the port told beside the response (for
-    /// [`WasmToolPort`]: what the guest wrote, what it was granted; nothing more for an answer
-    /// given without the port).
+    /// [`Runtime::handle_with`], with the whole report.
     pub fn handle_report(
         &self,
         id: &str,
@@ -88,49 +246,129 @@ impl<P: ToolPort> Runtime<P> {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        let started = Instant::now();
-        let report = match self.route(id, name, arguments) {
-            Ok(request) => self.port.call_with_report(&request, options),
-            Err(local) => CallReport::host_answer(local),
-        };
-        self.finish(id, name, arguments, report, started)
+        self.run_blocking(&self.default_call(id, name, arguments, options))
     }
 
-    /// Cap the result and append the audit record: the last two steps of every call, which
-    /// started at `started`.
-    fn finish(
+    /// [`Runtime::handle_report`] from async code.
+    pub async fn handle_report_async(
         &self,
         id: &str,
         name: &str,
         arguments: &str,
-        mut report: CallReport,
-        started: Instant,
+        options: &CallOptions,
     ) -> CallReport {
-        report.response = self.cap(report.response);
-        let record = |audit: &Audit| {
-            audit.record(&AuditRecord::of(
-                id,
-                name,
-                arguments,
-                &report,
-                started.elapsed(),
-            ))
-        };
-        if let Some(audit) = &self.audit
-            && let Err(error) = record(audit)
-        {
-            self.audit_failures.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(call = id, tool = name, %error, "the audit record could not be written");
-        }
-        report
+        self.run(&self.default_call(id, name, arguments, options))
+            .await
     }
 
-    /// What the port should run for this call, or the answer given here without it.
-    fn route(&self, id: &str, name: &str, arguments: &str) -> Result<ToolRequest, ToolResponse> {
-        match dispatch(&self.registry, name, arguments) {
-            Dispatch::Local(text) => Err(ToolResponse::text(text)),
-            Dispatch::Port { tool, arguments } => Ok(ToolRequest::new(id, tool, arguments)),
+    fn default_call(&self, id: &str, name: &str, arguments: &str, options: &CallOptions) -> Call {
+        Call {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+            context: self.default_context.clone(),
+            options: options.clone(),
         }
+    }
+
+    /// Stages 2 to 4 for the tool `name`: validate, gate, execute.
+    async fn decide_and_run(&self, name: &str, arguments: &str, call: &Call) -> CallReport {
+        let Some(tool) = self.tools.get(name) else {
+            return CallReport {
+                gate: GateDecision::Deny,
+                ..CallReport::host_answer(ToolResponse::Denied {
+                    reason: DenyReason::NoGrant,
+                })
+            };
+        };
+        let options = &call.options;
+        if arguments.len() > MAX_ARGUMENT_BYTES {
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::InvalidInput,
+                format!(
+                    "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
+                    arguments.len()
+                ),
+            ));
+        }
+        let limits = tool.policy.limits.overridden_by(options);
+        if limits.fuel.is_some() && !self.wasm.meters_fuel() {
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::Internal,
+                "the call asks for a fuel limit, but this runtime does not meter fuel \
+                 (build it with RuntimeBuilder::fuel_metering(true))",
+            ));
+        }
+        let mut checked = match tool.schema.check(name, arguments) {
+            Ok(checked) => checked,
+            Err(why) => {
+                return CallReport::host_answer(ToolResponse::failed(
+                    FailureKind::InvalidInput,
+                    why,
+                ));
+            }
+        };
+        let context = &call.context;
+        let (grants, granted) = if tool.info.capabilities.is_empty() {
+            (Grants::default(), Vec::new())
+        } else {
+            let scope = Scope {
+                agent: context.agent(),
+                workspace: context.workspace().map(Arc::as_ref),
+                cwd: context.cwd(),
+            };
+            match self
+                .gate
+                .decide(name, &tool.info, &tool.policy, &scope, &mut checked)
+            {
+                Ok(decided) => decided,
+                Err(reason) => {
+                    return CallReport {
+                        gate: GateDecision::Deny,
+                        ..CallReport::host_answer(ToolResponse::Denied { reason })
+                    };
+                }
+            }
+        };
+        let mut report = match &tool.executable {
+            Executable::Wasm(pre) => {
+                // The gate may have rewritten paths to the canonical ones it checked.
+                let rewritten;
+                let text = if grants.preopens.is_empty() {
+                    arguments
+                } else {
+                    rewritten = checked.to_string();
+                    rewritten.as_str()
+                };
+                self.wasm
+                    .run(pre, &grants, &limits, options.stop.as_ref(), text)
+                    .await
+            }
+            Executable::Native(native) => {
+                let context = ToolContext {
+                    call_id: call.id.clone(),
+                    agent: context.agent().to_owned(),
+                    workspace: context.workspace().map(|w| w.root().to_owned()),
+                    cwd: context.cwd().to_owned(),
+                    deadline: Instant::now() + limits.timeout,
+                    stop: options.stop.clone().unwrap_or_default(),
+                    grants,
+                };
+                native::run(self.io.handle(), native, checked, context).await
+            }
+        };
+        report.gate = GateDecision::Allow;
+        report.granted = granted;
+        if let ToolResponse::Result {
+            class, untrusted, ..
+        } = &mut report.response
+        {
+            // Set by the policy and by what the tool declares, never by the tool's answer:
+            // text from the network is data, not instructions.
+            *class = tool.policy.class;
+            *untrusted = tool.info.uses_network();
+        }
+        report
     }
 
     fn cap(&self, response: ToolResponse) -> ToolResponse {
@@ -152,70 +390,52 @@ impl<P: ToolPort> Runtime<P> {
             other => other,
         }
     }
-}
 
-impl Runtime<WasmToolPort> {
-    /// A pipeline over a wasm port and the registry of the tools it loaded.
-    pub fn wasm(port: WasmToolPort) -> Self {
-        Runtime::new(port.registry().clone(), port)
-    }
-
-    /// [`Runtime::handle_report`] from async code (what the MCP server runs).
-    pub async fn handle_report_async(
-        &self,
-        id: &str,
-        name: &str,
-        arguments: &str,
-        options: &CallOptions,
-    ) -> CallReport {
-        let started = Instant::now();
-        let report = match self.route(id, name, arguments) {
-            Ok(request) => self.port.call_report(&request, options).await,
-            Err(local) => CallReport::host_answer(local),
+    /// Append the call's audit record, if the runtime keeps one.
+    fn audit(&self, arguments: &str, report: &CallReport, started: Instant) {
+        let Some(audit) = &self.audit else {
+            return;
         };
-        self.finish(id, name, arguments, report, started)
+        let record = AuditRecord::of(arguments, report, started.elapsed());
+        if let Err(error) = audit.record(&record) {
+            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(call = %report.call_id, tool = %report.tool, %error,
+                "the audit record could not be written");
+        }
+    }
+
+    /// Drive `future` to completion on the runtime's own executor from synchronous code. From
+    /// inside another tokio runtime (where blocking that runtime's thread would panic) the
+    /// future runs on a scoped thread instead; async callers should use [`Runtime::run`].
+    pub(crate) fn block_on<F: Future + Send>(&self, future: F) -> F::Output
+    where
+        F::Output: Send,
+    {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.io.block_on(future);
+        }
+        std::thread::scope(|scope| {
+            let handle = self.io.handle();
+            match scope.spawn(move || handle.block_on(future)).join() {
+                Ok(output) => output,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::FakeTools;
+/// The runtime is the real port behind seed 000's seam: a loop that holds it as its
+/// `ToolPort` gets the whole pipeline for every call, in the default context.
+impl ToolPort for Runtime {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        self.call_with(request, &CallOptions::default())
+    }
 
-    #[test]
-    fn the_pipeline_dispatches_then_caps() {
-        let runtime = Runtime::new(Registry::m2b(), FakeTools::new()).with_cap(3);
-        let response = runtime.handle(
-            "1",
-            "call_tool",
-            r#"{"name":"echo","arguments":{"text":"hello"}}"#,
-        );
-        assert_eq!(
-            response,
-            ToolResponse::Result {
-                text: "hel\n[truncated]".to_owned(),
-                class: crate::Class::Public,
-                untrusted: false,
-                truncated: true,
-            }
-        );
-        let requests = runtime.port().calls();
-        assert_eq!(
-            requests,
-            vec![ToolRequest::new("1", "echo", r#"{"text":"hello"}"#)]
-        );
+    fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
+        self.call_with_report(request, options).response
+    }
 
-        // Answered locally: the port never sees it.
-        let response = runtime.handle("2", "find_tool", r#"{"query":"zzz"}"#);
-        assert_eq!(
-            response,
-            ToolResponse::Result {
-                text: "No \n[truncated]".to_owned(),
-                class: crate::Class::Public,
-                untrusted: false,
-                truncated: true,
-            }
-        );
-        assert_eq!(runtime.port().calls().len(), 1);
+    fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+        self.handle_report(&request.id, &request.tool, &request.arguments, options)
     }
 }

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest, WasmToolPort};
+use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest};
 
 /// Calls per in-process case: enough for a stable p99 in a few seconds.
 const CALLS: usize = 20_000;
@@ -116,12 +116,12 @@ fn main() {
     );
     drop(fake);
 
-    let port = WasmToolPort::builder()
+    let port = Runtime::builder()
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
         .expect("port");
     bench.run(
-        "echo through WasmToolPort (fresh instance)",
+        "echo through the runtime as a ToolPort (validation, gate, fresh instance, cap)",
         CALLS,
         WARMUP,
         || {
@@ -130,7 +130,7 @@ fn main() {
     );
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit = toolcell::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
-    let runtime = Runtime::wasm(port).with_audit(audit);
+    let runtime = port.with_audit(audit);
     bench.run(
         "echo through the pipeline (call_tool dispatch, validation, gate, port, cap, audit)",
         CALLS,
@@ -143,6 +143,38 @@ fn main() {
             ));
         },
     );
+    // The pipeline's own share: the same call, answered by a native tool instead of a fresh
+    // instance.
+    let native_echo = toolcell::FnTool::new(
+        toolcell::ToolInfo::new(
+            "echo",
+            "Returns its text argument unchanged.",
+            serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}},
+                               "required": ["text"]}),
+        )
+        .read_only(true),
+        |arguments, _| async move { Ok(arguments["text"].as_str().unwrap_or_default().to_owned()) },
+    );
+    let native_runtime = Runtime::builder()
+        .builtin_tools(false)
+        .native(native_echo)
+        .build()
+        .expect("runtime");
+    let native_request = ToolRequest::new("bench", "echo", r#"{"text":"hello"}"#);
+    assert_eq!(
+        native_runtime.call(&native_request),
+        toolcell::ToolResponse::text("hello")
+    );
+    bench.run(
+        "echo as a native tool through the runtime as a ToolPort (validation, gate, cap)",
+        CALLS,
+        WARMUP,
+        || {
+            black_box(native_runtime.call(&native_request));
+        },
+    );
+    drop(native_runtime);
+
     bench.run(
         "a process per call (spawn /bin/echo, wait)",
         SPAWNS,
@@ -180,7 +212,7 @@ fn main() {
 
     // The compute job, whole and (for the breakdown) its first half alone: generating the
     // corpus. Both sides must agree on the answers, or the comparison means nothing.
-    let wasm_port = runtime.port();
+    let wasm_port = &runtime;
     let compute = |phase: &str| {
         let arguments = format!(
             r#"{{"seed":7,"bytes":{CORPUS_BYTES},"needle":"needle haystack","phase":"{phase}"}}"#
@@ -212,11 +244,11 @@ fn main() {
     let variants = [
         (
             "grep a generated 20 MB corpus, in wasm with fuel metering",
-            WasmToolPort::builder().fuel_metering(true),
+            Runtime::builder().fuel_metering(true),
         ),
         (
             "grep a generated 20 MB corpus, in wasm with 64 MiB kept resident per slot",
-            WasmToolPort::builder().keep_resident_bytes(64 << 20),
+            Runtime::builder().keep_resident_bytes(64 << 20),
         ),
     ];
     for (name, builder) in variants {
@@ -308,7 +340,7 @@ fn print_table(cases: &[Case], throughputs: &[(usize, f64)]) {
     }
     if !throughputs.is_empty() {
         println!();
-        println!("| throughput, echo through WasmToolPort | calls/s |");
+        println!("| throughput, echo through the runtime as a ToolPort | calls/s |");
         println!("|---|---:|");
         for (threads, calls) in throughputs {
             let plural = if *threads == 1 { "" } else { "s" };

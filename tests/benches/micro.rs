@@ -5,7 +5,7 @@
 
 use divan::{Bencher, black_box};
 use std::sync::LazyLock;
-use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest, ToolResponse, WasmToolPort};
+use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest, ToolResponse};
 
 fn main() {
     // Load the tools before anything is timed.
@@ -20,8 +20,8 @@ static ECHO: LazyLock<ToolRequest> =
     LazyLock::new(|| ToolRequest::new("bench", "echo", r#"{"text":"hello"}"#));
 
 /// The built-in tools and the compute guest, loaded once for every case.
-static PORT: LazyLock<WasmToolPort> = LazyLock::new(|| {
-    WasmToolPort::builder()
+static PORT: LazyLock<Runtime> = LazyLock::new(|| {
+    Runtime::builder()
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
         .expect("port")
@@ -31,10 +31,13 @@ static PORT: LazyLock<WasmToolPort> = LazyLock::new(|| {
 static AUDIT_DIR: LazyLock<tempfile::TempDir> =
     LazyLock::new(|| tempfile::tempdir().expect("temp dir"));
 
-/// The whole pipeline over the port, writing an audit line per call.
-static PIPELINE: LazyLock<Runtime<&'static WasmToolPort>> = LazyLock::new(|| {
+/// The same tools, writing an audit line per call.
+static PIPELINE: LazyLock<Runtime> = LazyLock::new(|| {
     let audit = toolcell::Audit::open(&AUDIT_DIR.path().join("audit.jsonl")).expect("audit");
-    Runtime::new(PORT.registry().clone(), &*PORT).with_audit(audit)
+    Runtime::builder()
+        .build()
+        .expect("runtime")
+        .with_audit(audit)
 });
 
 /// The floor: a native in-process call.
@@ -44,7 +47,8 @@ fn native_in_process_call(bencher: Bencher) {
     bencher.bench_local(|| fake.call(black_box(&ECHO)));
 }
 
-/// Echo in a fresh instance, on one thread and on two at once.
+/// Echo in a fresh instance through the runtime as a `ToolPort` (validation, gate, cap; no
+/// audit), on one thread and on two at once.
 #[divan::bench(threads = [1, 2])]
 fn echo_through_the_port() -> ToolResponse {
     PORT.call(black_box(&ECHO))

@@ -4,7 +4,6 @@ use crate::support::{call, port, result_text};
 use std::time::SystemTime;
 use toolcell::{
     Class, DenyReason, FailureKind, Registry, Runtime, ToolPort, ToolRequest, ToolResponse,
-    WasmToolPort,
 };
 
 #[test]
@@ -49,7 +48,7 @@ fn clock_granted_the_clock_reads_the_real_time() {
 
 #[test]
 fn clock_without_the_grant_reads_the_fixed_time() {
-    let port = WasmToolPort::builder()
+    let port = Runtime::builder()
         .policy(toolcell::Policy::empty())
         .build()
         .expect("port");
@@ -82,7 +81,7 @@ fn oversized_arguments_are_refused_before_instantiation() {
 
 #[test]
 fn the_registry_from_describe_is_the_seeds_registry() {
-    let port = WasmToolPort::builder().build().expect("port");
+    let port = Runtime::builder().build().expect("port");
     // The seed's two tools, exactly as the seed's registry has them (more tools ship too).
     let seed: Vec<_> = port
         .registry()
@@ -100,8 +99,8 @@ fn the_registry_from_describe_is_the_seeds_registry() {
 
 #[test]
 fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
-    let port = WasmToolPort::builder().build().expect("port");
-    let runtime = Runtime::wasm(port);
+    let port = Runtime::builder().build().expect("port");
+    let runtime = port;
     let found = result_text(runtime.handle("1", "find_tool", r#"{"query":"ECHO"}"#));
     assert!(
         found.starts_with("1 tool(s) match:\n{\"name\":\"echo\""),
@@ -160,7 +159,7 @@ fn the_shared_port_loaded_every_guest() {
 /// The benchmark's compute guest gets the same answer as the same Rust run natively.
 #[test]
 pub(crate) fn compute() {
-    let port = WasmToolPort::builder()
+    let port = Runtime::builder()
         .builtin_tools(false)
         .component("test:compute", crate::guests::COMPUTE)
         .build()

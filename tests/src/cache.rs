@@ -3,10 +3,10 @@
 
 use crate::support::result_text;
 use std::path::{Path, PathBuf};
-use toolcell::{CacheStats, ToolPort, ToolRequest, WasmToolPort};
+use toolcell::{CacheStats, Runtime, ToolPort, ToolRequest};
 
-fn build(cache: &Path) -> WasmToolPort {
-    let port = WasmToolPort::builder()
+fn build(cache: &Path) -> Runtime {
+    let port = Runtime::builder()
         .cache_dir(Some(cache.to_path_buf()))
         .build()
         .expect("port");
@@ -127,10 +127,7 @@ fn an_entry_from_another_engine_is_refused_and_replaced() {
 
 #[test]
 fn no_cache_compiles_everything_and_writes_nothing() {
-    let port = WasmToolPort::builder()
-        .cache_dir(None)
-        .build()
-        .expect("port");
+    let port = Runtime::builder().cache_dir(None).build().expect("port");
     assert_eq!(
         port.cache_stats(),
         CacheStats {

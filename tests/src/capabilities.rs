@@ -6,8 +6,8 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use toolcell::{
-    Approval, CallOptions, DenyReason, FailureKind, FixedApprover, Policy, StopToken, ToolPort,
-    ToolRequest, ToolResponse, WasmToolPort,
+    Approval, CallOptions, DenyReason, FailureKind, FixedApprover, Policy, Runtime, StopToken,
+    ToolPort, ToolRequest, ToolResponse,
 };
 
 const OUTSIDE: &str = "OUTSIDE-SECRET";
@@ -29,8 +29,8 @@ fn policy(text: &str) -> Policy {
     Policy::from_toml(text).expect("policy parses")
 }
 
-fn open(ws: &Path, policy: Policy, approver: Option<Arc<FixedApprover>>) -> WasmToolPort {
-    let mut builder = WasmToolPort::builder().workspace(ws).policy(policy);
+fn open(ws: &Path, policy: Policy, approver: Option<Arc<FixedApprover>>) -> Runtime {
+    let mut builder = Runtime::builder().workspace(ws).policy(policy);
     if let Some(approver) = approver {
         builder = builder.approver(approver);
     }
@@ -39,7 +39,7 @@ fn open(ws: &Path, policy: Policy, approver: Option<Arc<FixedApprover>>) -> Wasm
     port
 }
 
-fn call(port: &WasmToolPort, tool: &str, arguments: serde_json::Value) -> ToolResponse {
+fn call(port: &Runtime, tool: &str, arguments: serde_json::Value) -> ToolResponse {
     port.call(&ToolRequest::new("t", tool, arguments.to_string()))
 }
 
@@ -339,7 +339,7 @@ fn a_write_without_a_grant_is_denied_and_nothing_changes() {
     );
 }
 
-fn port_with(ws: &Path, access: &str) -> WasmToolPort {
+fn port_with(ws: &Path, access: &str) -> Runtime {
     open(
         ws,
         policy(&format!(
@@ -570,7 +570,7 @@ fn a_component_that_breaks_its_sha256_pin_is_refused() {
         .map(|b| format!("{b:02x}"))
         .collect();
     let pinned = |pin: &str| {
-        WasmToolPort::builder()
+        Runtime::builder()
             .policy(policy(&format!("[tools.echo]\nsha256 = \"{pin}\"\n")))
             .build()
             .expect("port")
@@ -784,7 +784,7 @@ fn edit_file_replaces_one_exact_occurrence_and_refuses_stale_edits() {
     assert_eq!(std::fs::read_to_string(&path).expect("read"), "b");
 }
 
-fn port_with_edit(ws: &Path) -> WasmToolPort {
+fn port_with_edit(ws: &Path) -> Runtime {
     open(
         ws,
         policy("[tools.edit_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n"),
@@ -852,7 +852,7 @@ fn every_file_tool_is_cancelled_by_a_stopped_token() {
 pub(crate) fn envy() {
     let path = std::env::var("PATH").expect("PATH is set for the tests");
     let load = |policy: Policy| {
-        WasmToolPort::builder()
+        Runtime::builder()
             .builtin_tools(false)
             .policy(policy)
             .component("test:envy", crate::guests::ENVY)
@@ -950,8 +950,8 @@ fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
 fn the_record_says_who_granted_each_capability() {
     use toolcell::{GrantedBy, Runtime};
     let (_temp, ws) = workspace();
-    let granted = |port: &WasmToolPort, tool: &str, arguments: serde_json::Value| {
-        let report = port.call_report_blocking(
+    let granted = |port: &Runtime, tool: &str, arguments: serde_json::Value| {
+        let report = port.call_with_report(
             &ToolRequest::new("t", tool, arguments.to_string()),
             &CallOptions::default(),
         );
@@ -1015,8 +1015,7 @@ fn the_record_says_who_granted_each_capability() {
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit_path = audit_dir.path().join("audit.jsonl");
     let port = open(&ws, Policy::embedded_default(), None);
-    let headless = Runtime::new(port.registry().clone(), Arc::new(port))
-        .with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
+    let headless = port.with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
     let response = headless.handle(
         "t",
         "write_file",

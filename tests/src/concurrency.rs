@@ -3,7 +3,7 @@
 
 use crate::support::{attack, call, exclusive, port};
 use std::time::Duration;
-use toolcell::{CallOptions, FailureKind, ToolResponse, WasmToolPort};
+use toolcell::{CallOptions, FailureKind, Runtime, ToolResponse};
 
 const THREADS: usize = 8;
 const CALLS_PER_THREAD: usize = 500;
@@ -11,7 +11,7 @@ const CALLS_PER_THREAD: usize = 500;
 #[test]
 fn the_port_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<WasmToolPort>();
+    assert_send_sync::<Runtime>();
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::support::{assert_echo_still_works, attack, exclusive, port, result_text};
 use std::time::{Duration, Instant};
-use toolcell::{CallOptions, FailureKind, Runtime, StopToken, ToolPort, ToolRequest, ToolResponse};
+use toolcell::{CallOptions, FailureKind, StopToken, ToolPort, ToolRequest, ToolResponse};
 
 const DEADLINE: Duration = Duration::from_millis(100);
 /// How late past its deadline a call may end (the issue's bound).
@@ -228,7 +228,7 @@ fn guest_output_never_reaches_the_host_stdout() {
 #[test]
 fn a_result_as_large_as_memory_allows_is_capped_and_flagged() {
     let _guard = exclusive();
-    let runtime = Runtime::new(port().registry().clone(), port());
+    let runtime = port();
     let response = runtime.handle("t", "hostile", r#"{"do":"huge"}"#);
     match response {
         ToolResponse::Result {
@@ -250,12 +250,12 @@ fn fuel_bounds_a_call_deterministically() {
     // Fuel in the policy turns metering on: the spin's own limit comes from there.
     let policy = toolcell::Policy::from_toml("[tools.hostile]\nlimits = { fuel = 1000000 }\n")
         .expect("policy");
-    let port = toolcell::WasmToolPort::builder()
+    let port = toolcell::Runtime::builder()
         .policy(policy)
         .component("test:hostile", crate::guests::HOSTILE)
         .build()
         .expect("port");
-    let report = port.call_report_blocking(
+    let report = port.call_with_report(
         &ToolRequest::new("t", "hostile", r#"{"do":"spin"}"#),
         &CallOptions::default(),
     );
@@ -360,7 +360,7 @@ fn outcome(response: &ToolResponse) -> String {
 /// With every instance slot taken, a call waits for one instead of failing.
 #[test]
 fn a_full_pool_makes_calls_wait_not_fail() {
-    let port = toolcell::WasmToolPort::builder()
+    let port = toolcell::Runtime::builder()
         .pool_slots(2)
         .component("test:hostile", crate::guests::HOSTILE)
         .build()

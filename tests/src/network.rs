@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use toolcell::{DenyReason, Policy, ToolPort, ToolRequest, ToolResponse, WasmToolPort};
+use toolcell::{DenyReason, Policy, Runtime, ToolPort, ToolRequest, ToolResponse};
 
 /// How many connections a test server accepts before it stops by itself.
 const MAX_CONNECTIONS: usize = 32;
@@ -91,20 +91,17 @@ impl TestServer {
     }
 }
 
-fn port_allowing(hosts: &[String], access: &str) -> WasmToolPort {
+fn port_allowing(hosts: &[String], access: &str) -> Runtime {
     let hosts: Vec<String> = hosts.iter().map(|h| format!("{h:?}")).collect();
     let policy = Policy::from_toml(&format!(
         "[tools.http_fetch]\nnetwork = {{ access = \"{access}\", hosts = [{}] }}\n",
         hosts.join(", ")
     ))
     .expect("policy");
-    WasmToolPort::builder()
-        .policy(policy)
-        .build()
-        .expect("port")
+    Runtime::builder().policy(policy).build().expect("port")
 }
 
-fn fetch(port: &WasmToolPort, url: &str) -> ToolResponse {
+fn fetch(port: &Runtime, url: &str) -> ToolResponse {
     port.call(&ToolRequest::new(
         "t",
         "http_fetch",
@@ -246,7 +243,7 @@ fn a_wildcard_does_not_reach_a_private_address() {
 #[test]
 fn no_rule_no_network_and_gated_is_asked_for() {
     let server = TestServer::start("127.0.0.1", None);
-    let nothing = WasmToolPort::builder().build().expect("port");
+    let nothing = Runtime::builder().build().expect("port");
     assert!(matches!(
         fetch(&nothing, &server.url("/hello")),
         ToolResponse::Denied { .. }

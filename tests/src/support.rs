@@ -2,12 +2,12 @@
 //! guest, because compiling components is the slow part of a test.
 
 use std::sync::{LazyLock, Mutex, MutexGuard};
-use toolcell::{CallOptions, CallReport, ToolPort, ToolRequest, ToolResponse, WasmToolPort};
+use toolcell::{CallOptions, CallReport, Runtime, ToolPort, ToolRequest, ToolResponse};
 
 /// A port with the built-in tools, the test guests and the default policy.
-pub(crate) fn port() -> &'static WasmToolPort {
-    static PORT: LazyLock<WasmToolPort> = LazyLock::new(|| {
-        let port = WasmToolPort::builder()
+pub(crate) fn port() -> &'static Runtime {
+    static PORT: LazyLock<Runtime> = LazyLock::new(|| {
+        let port = Runtime::builder()
             .component("test:counter", crate::guests::COUNTER)
             .component("test:snoop", crate::guests::SNOOP)
             .component("test:hostile", crate::guests::HOSTILE)
@@ -34,7 +34,7 @@ pub(crate) fn result_text(response: ToolResponse) -> String {
 
 /// Call `tool` with `arguments` and `options` on the shared port, with the guest's output.
 pub(crate) fn call_report(tool: &str, arguments: &str, options: &CallOptions) -> CallReport {
-    port().call_report_blocking(&ToolRequest::new("test", tool, arguments), options)
+    port().call_with_report(&ToolRequest::new("test", tool, arguments), options)
 }
 
 /// Run a hostile attack with `options`.

@@ -1,0 +1,399 @@
+//! [`RuntimeBuilder`]: which tools a [`Runtime`] holds (built-in components, tools
+//! directories, component bytes, native tools), its policy, its engine and its defaults.
+
+use crate::builtin::BUILTIN_TOOLS;
+use crate::cache::{CacheStats, CompileCache, default_cache_dir, sha256_hex};
+use crate::context::{CallContext, DEFAULT_AGENT};
+use crate::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
+use crate::gate::{Approver, Gate};
+use crate::limits::DEFAULT_RESULT_CAP;
+use crate::load::LoadError;
+use crate::native::NativeTool;
+use crate::pipeline::{Executable, Runtime, Tool};
+use crate::policy::Policy;
+use crate::registry::{Entry, Registry};
+use crate::validate::ArgumentSchema;
+use crate::wasm::WasmExecutor;
+use anyhow::Context as _;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// Builds a [`Runtime`].
+///
+/// By default it loads the built-in tools (embedded in this crate), no tools directory and no
+/// native tool, with [`Policy::embedded_default`], [`POOL_SLOTS`] instance slots, compiled
+/// components cached in [`default_cache_dir`], [`KEEP_RESIDENT_BYTES`] of memory kept resident
+/// per slot, no progress bar, a default context with agent [`DEFAULT_AGENT`] and no workspace
+/// (so a call that names no context can be granted no file system), no approver (so a gated
+/// capability is denied as `approval_required`), results capped at [`DEFAULT_RESULT_CAP`]
+/// bytes, no audit record, and fuel metered only if the policy sets a fuel limit.
+pub struct RuntimeBuilder {
+    builtin: bool,
+    dirs: Vec<PathBuf>,
+    components: Vec<(String, Vec<u8>)>,
+    natives: Vec<Arc<dyn NativeTool>>,
+    policy: Policy,
+    pool_slots: u32,
+    fuel_metering: Option<bool>,
+    keep_resident_bytes: usize,
+    cache_dir: Option<PathBuf>,
+    progress: bool,
+    workspace: Option<PathBuf>,
+    agent: String,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("builtin", &self.builtin)
+            .field("dirs", &self.dirs)
+            .field("natives", &self.natives.len())
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults listed on [`RuntimeBuilder`].
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            builtin: true,
+            dirs: Vec::new(),
+            components: Vec::new(),
+            natives: Vec::new(),
+            policy: Policy::embedded_default(),
+            pool_slots: POOL_SLOTS,
+            fuel_metering: None,
+            keep_resident_bytes: KEEP_RESIDENT_BYTES,
+            cache_dir: default_cache_dir(),
+            progress: false,
+            workspace: None,
+            agent: DEFAULT_AGENT.to_owned(),
+            approver: None,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// Whether to load the tools that ship inside toolcell (default: yes).
+    pub fn builtin_tools(mut self, load: bool) -> Self {
+        self.builtin = load;
+        self
+    }
+
+    /// Also load every `*.wasm` file in `dir`, in file-name order.
+    pub fn tools_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dirs.push(dir.into());
+        self
+    }
+
+    /// Also load this component; `source` names it in errors.
+    pub fn component(mut self, source: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
+        self.components.push((source.into(), bytes.into()));
+        self
+    }
+
+    /// Also register this native tool, after the components. It goes through the same
+    /// pipeline as they do: see [`NativeTool`].
+    pub fn native(mut self, tool: impl NativeTool) -> Self {
+        self.natives.push(Arc::new(tool));
+        self
+    }
+
+    /// How many calls may hold a wasm instance at once (default [`POOL_SLOTS`]); more wait for
+    /// a slot. At least 1.
+    pub fn pool_slots(mut self, slots: u32) -> Self {
+        self.pool_slots = slots.max(1);
+        self
+    }
+
+    /// Whether the engine meters fuel, so that a call may be given a fuel limit
+    /// ([`CallOptions::fuel`](crate::CallOptions::fuel), a policy's `limits.fuel`, `toolcell
+    /// call --fuel`).
+    ///
+    /// Metering is compiled into the guests' code and costs every call some speed (4 to 6 %
+    /// on compute-heavy work in `just bench`), so it is off unless asked for. By default it is
+    /// on exactly when the policy sets a fuel limit for some tool. A call that asks for fuel
+    /// on a runtime without metering is refused (`failed: internal`), never run unmetered.
+    pub fn fuel_metering(mut self, on: bool) -> Self {
+        self.fuel_metering = Some(on);
+        self
+    }
+
+    /// How much of each instance slot's linear memory stays mapped between calls (default
+    /// [`KEEP_RESIDENT_BYTES`], at most [`POOL_MAX_MEMORY_BYTES`](crate::POOL_MAX_MEMORY_BYTES)).
+    ///
+    /// Memory a call touches beyond this is given back to the system after the call, and the
+    /// next call that needs it faults it in again: on a tool that works through tens of MiB,
+    /// that is a large share of its time (a 20 MB job in `just bench`: about 50 ms, and about
+    /// 42 ms with 64 MiB kept resident). More kept resident is faster for such tools, at the
+    /// price of the host holding up to this much per slot that big calls have used (with
+    /// [`POOL_SLOTS`] slots and 64 MiB, up to 4 GiB). Kept or not, a call's memory is reset
+    /// before the next call sees it.
+    pub fn keep_resident_bytes(mut self, bytes: usize) -> Self {
+        self.keep_resident_bytes = bytes;
+        self
+    }
+
+    /// Cache compiled components in `dir` (default: [`default_cache_dir`]), or not at all
+    /// with `None`.
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// The workspace of the default context: where the paths of a call that names no context
+    /// resolve (default: none, so such calls are granted no file system). Calls in other
+    /// workspaces name theirs in their [`CallContext`].
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// The agent of the default context (default [`DEFAULT_AGENT`]).
+    pub fn agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = agent.into();
+        self
+    }
+
+    /// Ask `approver` about gated capabilities (default: no one, so they are denied with
+    /// `ApprovalRequired`).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Show a progress bar on stderr while compiling components, if stderr is a terminal
+    /// (default: no).
+    pub fn progress(mut self, show: bool) -> Self {
+        self.progress = show;
+        self
+    }
+
+    /// Use this policy instead of [`Policy::embedded_default`].
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Compile and describe every component, check every native tool, then build the
+    /// runtime.
+    ///
+    /// A tool that cannot be loaded does not stop the others: it is left out and listed in
+    /// [`Runtime::load_errors`]. This fails only when the host cannot run at all, or a tools
+    /// directory or the default workspace cannot be opened.
+    pub fn build(self) -> anyhow::Result<Runtime> {
+        let mut sources = Vec::new();
+        if self.builtin {
+            for (name, bytes) in BUILTIN_TOOLS {
+                sources.push((format!("builtin:{name}"), bytes.to_vec()));
+            }
+        }
+        for dir in &self.dirs {
+            sources.extend(read_tools_dir(dir)?);
+        }
+        sources.extend(self.components);
+
+        let fuel_metering = self
+            .fuel_metering
+            .unwrap_or_else(|| self.policy.sets_fuel());
+        let wasm = WasmExecutor::new(self.pool_slots, fuel_metering, self.keep_resident_bytes)?;
+        let workers = std::thread::available_parallelism().map_or(2, usize::from);
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("toolcell-io")
+            .enable_time()
+            .enable_io()
+            .build()
+            .context("starting the host's async runtime")?;
+
+        let mut runtime = Runtime {
+            registry: Registry::default(),
+            tools: HashMap::new(),
+            gate: Gate::new(self.approver),
+            wasm,
+            io,
+            workspaces: Default::default(),
+            default_context: CallContext::default(),
+            cap: DEFAULT_RESULT_CAP,
+            audit: None,
+            audit_failures: AtomicU64::new(0),
+            load_errors: Vec::new(),
+            cache_stats: CacheStats::default(),
+        };
+        if let Some(dir) = &self.workspace {
+            let workspace = runtime
+                .workspace(dir)
+                .with_context(|| format!("opening the workspace {}", dir.display()))?;
+            runtime.default_context = CallContext::new(self.agent, Some(workspace));
+        } else {
+            runtime.default_context = CallContext::new(self.agent, None);
+        }
+
+        let mut order = Vec::new();
+        let cache = CompileCache::new(self.cache_dir);
+        let mut progress = Progress::new(self.progress, sources.len());
+        for (index, (source, bytes)) in sources.into_iter().enumerate() {
+            let entry = runtime.wasm.cache_entry(&cache, &bytes);
+            if !entry.exists() {
+                progress.compiling(index, &source);
+            }
+            let loaded = runtime.block_on(runtime.wasm.load(&entry, &source, &bytes));
+            let (loaded, outcome) = match loaded {
+                Ok(loaded) => loaded,
+                Err(error) => {
+                    runtime.load_errors.push(error);
+                    continue;
+                }
+            };
+            runtime.cache_stats.record(outcome);
+            let policy = self.policy.tool(&loaded.info.name);
+            // Hash the component only when the policy pins it.
+            if let Some(pin) = &policy.sha256 {
+                let digest = sha256_hex(&bytes);
+                if *pin != digest {
+                    runtime.load_errors.push(LoadError {
+                        source: loaded.source,
+                        message: format!(
+                            "its sha256 is {digest}, but the policy pins {} to {pin}",
+                            loaded.info.name
+                        ),
+                    });
+                    continue;
+                }
+            }
+            let tool = Tool {
+                info: loaded.info,
+                schema: loaded.schema,
+                policy,
+                source: loaded.source,
+                executable: Executable::Wasm(loaded.pre),
+            };
+            runtime.add(tool, &mut order);
+        }
+        progress.finish();
+
+        for native in self.natives {
+            let info = native.info();
+            let source = format!("native:{}", info.name);
+            let checked = info.checked().and_then(|info| {
+                let schema = ArgumentSchema::compile(&info.input_schema)
+                    .map_err(|why| format!("tool {:?}: {why}", info.name))?;
+                Ok((info, schema))
+            });
+            match checked {
+                Ok((info, schema)) => {
+                    let tool = Tool {
+                        policy: self.policy.tool(&info.name),
+                        info,
+                        schema,
+                        source,
+                        executable: Executable::Native(native),
+                    };
+                    runtime.add(tool, &mut order);
+                }
+                Err(message) => runtime.load_errors.push(LoadError { source, message }),
+            }
+        }
+
+        runtime.registry = Registry::new(
+            order
+                .iter()
+                .filter_map(|name| runtime.tools.get(name))
+                .map(|tool| Entry {
+                    schema: tool.info.schema(),
+                    core: tool.policy.core,
+                })
+                .collect(),
+        );
+        Ok(runtime)
+    }
+}
+
+impl Runtime {
+    /// Register `tool`, unless one of its name is already there.
+    fn add(&mut self, tool: Tool, order: &mut Vec<String>) {
+        if let Some(first) = self.tools.get(&tool.info.name) {
+            self.load_errors.push(LoadError {
+                message: format!(
+                    "a tool named {:?} is already loaded from {}",
+                    tool.info.name, first.source
+                ),
+                source: tool.source,
+            });
+            return;
+        }
+        order.push(tool.info.name.clone());
+        self.tools.insert(tool.info.name.clone(), tool);
+    }
+}
+
+/// The `*.wasm` files in `dir`, sorted by name, with their bytes.
+fn read_tools_dir(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("reading the tools directory {}", dir.display()))?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("reading the tools directory {}", dir.display()))?
+            .path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok((path.display().to_string(), bytes))
+        })
+        .collect()
+}
+
+/// A progress bar over the components being loaded, shown on a terminal once the first one
+/// needs compiling (a warm cache shows nothing).
+struct Progress {
+    enabled: bool,
+    total: usize,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(requested: bool, total: usize) -> Self {
+        use std::io::IsTerminal as _;
+        Progress {
+            enabled: requested && std::io::stderr().is_terminal(),
+            total,
+            bar: None,
+        }
+    }
+
+    fn compiling(&mut self, index: usize, source: &str) {
+        if !self.enabled {
+            return;
+        }
+        let total = self.total as u64;
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("compiling {pos}/{len} {bar:30} {msg}")
+            {
+                bar.set_style(style);
+            }
+            bar
+        });
+        bar.set_position(index as u64);
+        bar.set_message(source.to_owned());
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! Native tools: the host's own Rust tools, beside the wasm ones, behind the same pipeline.
+//!
+//! An embedder implements [`NativeTool`] (or wraps a closure in [`FnTool`]) and registers it
+//! with [`RuntimeBuilder::native`](crate::RuntimeBuilder::native). From then on it is a tool
+//! like any other: in the same [`Registry`](crate::Registry), core or found through
+//! `find_tool` as the policy says, and every call to it goes through the one pipeline. Its
+//! arguments are checked against its schema, the gate decides its declared capabilities, and
+//! only then is [`NativeTool::call`] run, with the deadline and the stop token enforced around
+//! it, a panic turned into a typed failure, its text capped and its call audited.
+//!
+//! **A native tool is trusted code in the host's process.** The pipeline hands it its grants as
+//! handles (a cap-std [`Dir`] for each granted path, the allowed hosts, the granted variables,
+//! the clock), so a tool that reaches the world only through its [`ToolContext`] has no more
+//! reach than a wasm tool given the same grants. Nothing stops one that ignores its context
+//! and calls `std::fs` directly: the grants bound a native tool only as far as it uses them.
+//! Put code you did not write in a component, where the sandbox bounds it whatever it does.
+
+use crate::info::ToolInfo;
+use crate::instance::CallReport;
+use crate::net::HostPattern;
+use crate::proto::{DenyReason, FailureKind, ToolResponse};
+use crate::sandbox::{FIXED_WALL_CLOCK, Grants};
+use crate::stop::StopToken;
+use cap_std::fs::Dir;
+use serde_json::Value;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// A boxed future, as [`NativeTool::call`] returns it.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A tool written in Rust and run in the host's process.
+///
+/// ```
+/// use toolcell::{NativeTool, ToolContext, ToolError, ToolInfo, native::BoxFuture};
+/// use serde_json::{Value, json};
+///
+/// struct Shout;
+///
+/// impl NativeTool for Shout {
+///     fn info(&self) -> ToolInfo {
+///         ToolInfo::new(
+///             "shout",
+///             "Returns its text in capitals.",
+///             json!({"type": "object", "properties": {"text": {"type": "string"}},
+///                    "required": ["text"]}),
+///         )
+///         .read_only(true)
+///     }
+///
+///     fn call(&self, arguments: Value, _context: ToolContext) -> BoxFuture<'_, Result<String, ToolError>> {
+///         Box::pin(async move {
+///             // The pipeline checked the arguments against the schema before this runs.
+///             let text = arguments["text"].as_str().unwrap_or_default();
+///             Ok(text.to_uppercase())
+///         })
+///     }
+/// }
+/// ```
+pub trait NativeTool: Send + Sync + 'static {
+    /// What the tool says about itself: its name, description, argument schema, flags and the
+    /// capabilities its calls may need. Read once, when the runtime is built, and checked as a
+    /// component's `describe()` is.
+    fn info(&self) -> ToolInfo;
+
+    /// Run one call. `arguments` fit the tool's schema, and any path a capability names in
+    /// them has been rewritten to the canonical path the gate checked (relative to the
+    /// workspace); `context` holds exactly what the gate granted.
+    ///
+    /// The pipeline stops waiting at the deadline or a stop, and drops the future then; a
+    /// tool that blocks its thread cannot be stopped that way, so do blocking work with
+    /// `tokio::task::spawn_blocking` and watch [`ToolContext::stop`].
+    fn call(
+        &self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> BoxFuture<'_, Result<String, ToolError>>;
+}
+
+/// A tool's own failure: the same vocabulary as the WIT's `tool-error`, so a native tool's
+/// failure reads exactly like a wasm tool's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The arguments are not valid for this tool (beyond what the schema says).
+    InvalidInput(String),
+    /// A resource the arguments name does not exist.
+    NotFound(String),
+    /// The tool refuses this call.
+    Denied(String),
+    /// Anything else that went wrong.
+    Failed(String),
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolError::InvalidInput(why) => write!(f, "invalid input: {why}"),
+            ToolError::NotFound(why) => write!(f, "not found: {why}"),
+            ToolError::Denied(why) => write!(f, "denied: {why}"),
+            ToolError::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<ToolError> for ToolResponse {
+    fn from(error: ToolError) -> ToolResponse {
+        match error {
+            ToolError::InvalidInput(message) => {
+                ToolResponse::failed(FailureKind::InvalidInput, message)
+            }
+            ToolError::NotFound(message) => ToolResponse::failed(FailureKind::NotFound, message),
+            ToolError::Denied(message) => ToolResponse::Denied {
+                reason: DenyReason::Tool { message },
+            },
+            ToolError::Failed(message) => ToolResponse::failed(FailureKind::Tool, message),
+        }
+    }
+}
+
+/// What a native call is given: who is calling, where, until when, and the grants as handles.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub(crate) call_id: String,
+    pub(crate) agent: String,
+    pub(crate) workspace: Option<PathBuf>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) deadline: Instant,
+    pub(crate) stop: StopToken,
+    pub(crate) grants: Grants,
+}
+
+/// A granted path as a handle: the directory the gate opened, the path inside it, and whether
+/// the grant allows writing.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantedPath<'a> {
+    /// The granted directory, opened by the gate inside the workspace. cap-std refuses to
+    /// leave it (no `..` out, no absolute paths, no symlinks that lead out).
+    pub dir: &'a Dir,
+    /// The path asked about, relative to `dir` (`.` for `dir` itself).
+    pub path: &'a Path,
+    /// True for a `filesystem.write` grant. A read grant's `Dir` is not made read-only by the
+    /// kernel: a native tool keeps to it by using it only to read.
+    pub writable: bool,
+}
+
+impl ToolContext {
+    /// The caller's id for this call.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The agent making the call.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The canonical path of the call's workspace, for messages and records. Open files
+    /// through [`ToolContext::granted`], never through this path.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref()
+    }
+
+    /// The call's working directory, relative to the workspace (empty for its root).
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// When the pipeline stops waiting for this call.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The call's stop token: stopped when the caller cancels the call.
+    pub fn stop(&self) -> &StopToken {
+        &self.stop
+    }
+
+    /// The grant that covers `path` (a path as it stands in the arguments the tool received,
+    /// which the gate rewrote to be relative to the workspace), or `None` when the call was
+    /// granted no directory holding it.
+    pub fn granted<'a>(&'a self, path: &'a str) -> Option<GrantedPath<'a>> {
+        let path = Path::new(path);
+        self.grants
+            .preopens
+            .iter()
+            .filter_map(|preopen| {
+                let inside = if preopen.guest == "." {
+                    path
+                } else {
+                    path.strip_prefix(&preopen.guest).ok()?
+                };
+                Some((preopen, inside))
+            })
+            // The narrowest grant that holds the path.
+            .max_by_key(|(preopen, _)| preopen.guest.len())
+            .map(|(preopen, inside)| GrantedPath {
+                dir: &preopen.dir,
+                path: if inside.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    inside
+                },
+                writable: preopen.writable,
+            })
+    }
+
+    /// The hosts the call's requests may reach (empty: none).
+    pub fn hosts(&self) -> &[HostPattern] {
+        &self.grants.network
+    }
+
+    /// A granted environment variable's value.
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.grants
+            .env
+            .iter()
+            .find(|(var, _)| var == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The wall clock as the call may read it: the real time if the call was granted the
+    /// clock, [`FIXED_WALL_CLOCK`] after the Unix epoch otherwise (as a wasm tool sees it).
+    pub fn wall_clock(&self) -> SystemTime {
+        if self.grants.clock {
+            SystemTime::now()
+        } else {
+            SystemTime::UNIX_EPOCH + FIXED_WALL_CLOCK
+        }
+    }
+}
+
+/// A native tool made of a closure: for small tools that need no type of their own.
+///
+/// ```
+/// use toolcell::{FnTool, ToolInfo};
+/// use serde_json::json;
+///
+/// let add = FnTool::new(
+///     ToolInfo::new("add", "Adds two integers.", json!({
+///         "type": "object",
+///         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+///         "required": ["a", "b"]
+///     })).read_only(true),
+///     |arguments, _context| async move {
+///         let a = arguments["a"].as_i64().unwrap_or_default();
+///         let b = arguments["b"].as_i64().unwrap_or_default();
+///         Ok(a.saturating_add(b).to_string())
+///     },
+/// );
+/// ```
+pub struct FnTool<F> {
+    info: ToolInfo,
+    function: F,
+}
+
+impl<F, Fut> FnTool<F>
+where
+    F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
+{
+    /// A tool that says `info` about itself and answers each call with `function`.
+    pub fn new(info: ToolInfo, function: F) -> Self {
+        FnTool { info, function }
+    }
+}
+
+impl<F> std::fmt::Debug for FnTool<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool").field("info", &self.info).finish()
+    }
+}
+
+impl<F, Fut> NativeTool for FnTool<F>
+where
+    F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
+{
+    fn info(&self) -> ToolInfo {
+        self.info.clone()
+    }
+
+    fn call(
+        &self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> BoxFuture<'_, Result<String, ToolError>> {
+        Box::pin((self.function)(arguments, context))
+    }
+}
+
+/// Run one decided call of a native tool on `executor`, until it answers, its deadline
+/// passes or its stop token is stopped. A panic in the tool is a [`FailureKind::Trap`]; the
+/// host keeps serving.
+pub(crate) async fn run(
+    executor: &tokio::runtime::Handle,
+    tool: &Arc<dyn NativeTool>,
+    arguments: Value,
+    context: ToolContext,
+) -> CallReport {
+    let started = Instant::now();
+    let answer = |response| CallReport {
+        elapsed: started.elapsed(),
+        ..CallReport::host_answer(response)
+    };
+    let deadline = context.deadline;
+    let limit_ms =
+        u64::try_from(deadline.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX);
+    let stop = context.stop.clone();
+    if stop.is_stopped() {
+        return answer(ToolResponse::Cancelled);
+    }
+    // On a task of its own, so that its panic is caught by the runtime and a deadline or a stop
+    // can drop it whatever it is doing at an await.
+    let tool = Arc::clone(tool);
+    let mut task = executor.spawn(async move { tool.call(arguments, context).await });
+    let outcome = tokio::select! {
+        joined = &mut task => joined,
+        () = tokio::time::sleep_until(deadline.into()) => {
+            task.abort();
+            return answer(ToolResponse::TimedOut { limit_ms });
+        }
+        () = stop.stopped() => {
+            task.abort();
+            return answer(ToolResponse::Cancelled);
+        }
+    };
+    answer(match outcome {
+        Ok(Ok(text)) => ToolResponse::text(text),
+        Ok(Err(error)) => error.into(),
+        Err(error) if error.is_panic() => ToolResponse::failed(
+            FailureKind::Trap,
+            format!("the tool panicked: {}", panic_text(error.into_panic())),
+        ),
+        Err(_cancelled) => ToolResponse::Cancelled,
+    })
+}
+
+/// What a panic said, if it said it in text.
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(text) => *text,
+        Err(payload) => payload
+            .downcast_ref::<&str>()
+            .map_or_else(|| "(no message)".to_owned(), |text| (*text).to_owned()),
+    }
+}
