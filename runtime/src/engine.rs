@@ -7,7 +7,18 @@
 
 use crate::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
 use anyhow::Context as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Engines made so far in this process.
+static ENGINES_CREATED: AtomicU64 = AtomicU64::new(0);
+
+/// How many wasm engines this process has made: one per [`Runtime`](crate::Runtime), however
+/// many agents and workspaces it serves. Each engine brings its own instance pool (address
+/// space reserved for every slot), so an embedder can check here that it shares one.
+pub fn engines_created() -> u64 {
+    ENGINES_CREATED.load(Ordering::Relaxed)
+}
 
 /// How many calls may hold an instance at once. A call that finds every slot taken waits for
 /// one (see `WasmToolPort`), rather than failing. Far above what two cores run at once, it
@@ -56,9 +67,11 @@ pub(crate) fn new_engine(slots: u32, fuel: bool, keep_resident: usize) -> anyhow
         slots,
         keep_resident,
     )));
-    Engine::new(&config)
+    let engine = Engine::new(&config)
         .map_err(anyhow::Error::from)
-        .context("configuring the wasmtime engine")
+        .context("configuring the wasmtime engine")?;
+    ENGINES_CREATED.fetch_add(1, Ordering::Relaxed);
+    Ok(engine)
 }
 
 fn pool(slots: u32, keep_resident: usize) -> PoolingAllocationConfig {

@@ -107,7 +107,7 @@ pub use cache::{CACHE_DIR_ENV, CacheOutcome, CacheStats, default_cache_dir};
 pub use cap::{TRUNCATION_MARKER, cap_result};
 pub use context::{Call, CallContext, DEFAULT_AGENT};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
-pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS, engines_created};
 pub use epoch::{EPOCH_LINGER, EPOCH_TICK};
 pub use gate::{
     Approval, ApprovalRequest, Approver, FixedApprover, GateDecision, Granted, GrantedBy,

@@ -27,7 +27,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A boxed future, as [`NativeTool::call`] returns it.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -293,23 +293,24 @@ where
     }
 }
 
-/// Run one decided call of a native tool on `executor`, until it answers, its deadline
-/// passes or its stop token is stopped. A panic in the tool is a [`FailureKind::Trap`]; the
-/// host keeps serving.
+/// Run one decided call of a native tool on `executor`, until it answers, `timeout` passes
+/// (from now: the context's deadline is set here) or its stop token is stopped. A panic in the
+/// tool is a [`FailureKind::Trap`]; the host keeps serving.
 pub(crate) async fn run(
     executor: &tokio::runtime::Handle,
     tool: &Arc<dyn NativeTool>,
     arguments: Value,
-    context: ToolContext,
+    mut context: ToolContext,
+    timeout: Duration,
 ) -> CallReport {
     let started = Instant::now();
     let answer = |response| CallReport {
         elapsed: started.elapsed(),
         ..CallReport::host_answer(response)
     };
-    let deadline = context.deadline;
-    let limit_ms =
-        u64::try_from(deadline.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX);
+    let deadline = started + timeout;
+    context.deadline = deadline;
+    let limit_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let stop = context.stop.clone();
     if stop.is_stopped() {
         return answer(ToolResponse::Cancelled);

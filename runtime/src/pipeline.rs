@@ -350,11 +350,12 @@ impl Runtime {
                     agent: context.agent().to_owned(),
                     workspace: context.workspace().map(|w| w.root().to_owned()),
                     cwd: context.cwd().to_owned(),
-                    deadline: Instant::now() + limits.timeout,
+                    // Set when the call starts, by `native::run`.
+                    deadline: Instant::now(),
                     stop: options.stop.clone().unwrap_or_default(),
                     grants,
                 };
-                native::run(self.io.handle(), native, checked, context).await
+                native::run(self.io.handle(), native, checked, context, limits.timeout).await
             }
         };
         report.gate = GateDecision::Allow;
@@ -437,5 +438,82 @@ impl ToolPort for Runtime {
 
     fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
         self.handle_report(&request.id, &request.tool, &request.arguments, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Class, FnTool};
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn the_pipeline_dispatches_then_caps_and_records_the_tool_that_ran() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&runs);
+        let echo = FnTool::new(
+            ToolInfo::new(
+                "echo",
+                "Returns its text argument unchanged.",
+                serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            ),
+            move |arguments, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(arguments["text"].as_str().unwrap_or_default().to_owned()) }
+            },
+        );
+        let runtime = Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(None)
+            .pool_slots(1)
+            .native(echo)
+            .build()
+            .expect("runtime")
+            .with_cap(3);
+        let report = runtime.run_blocking(&Call::new(
+            "1",
+            "call_tool",
+            r#"{"name":"echo","arguments":{"text":"hello"}}"#,
+        ));
+        assert_eq!(
+            report.response,
+            ToolResponse::Result {
+                text: "hel\n[truncated]".to_owned(),
+                class: Class::Public,
+                untrusted: false,
+                truncated: true,
+            }
+        );
+        assert_eq!(
+            (report.tool.as_str(), report.via.as_deref(), report.gate),
+            ("echo", Some("call_tool"), GateDecision::Allow)
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // Answered by dispatch: the tool never runs, and the gate is never reached.
+        let report = runtime.run_blocking(&Call::new("2", "find_tool", r#"{"query":"zzz"}"#));
+        assert_eq!(
+            report.response,
+            ToolResponse::Result {
+                text: "No \n[truncated]".to_owned(),
+                class: Class::Public,
+                untrusted: false,
+                truncated: true,
+            }
+        );
+        assert_eq!(report.gate, GateDecision::NotReached);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // An unknown tool is the gate's denial, and nothing runs.
+        let report = runtime.run_blocking(&Call::new("3", "rm", "{}"));
+        assert_eq!(
+            (report.response, report.gate),
+            (
+                ToolResponse::Denied {
+                    reason: DenyReason::NoGrant
+                },
+                GateDecision::Deny
+            )
+        );
     }
 }

@@ -465,3 +465,33 @@ fn bench_measures_a_tool_and_refuses_one_that_fails() {
     assert!(stderr(&invalid).contains("text"), "{}", stderr(&invalid));
     assert_eq!(stdout(&invalid), "", "nothing measured");
 }
+
+/// The embedder's example (`runtime/examples/embed.rs`, built by `cargo test`) runs, and each
+/// of its calls ends as the README says.
+#[test]
+fn the_embedding_example_runs_every_call_through_one_pipeline() {
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_toolcell"))
+        .parent()
+        .map(|dir| dir.join("examples").join("embed"))
+        .expect("target directory");
+    let output = Command::new(&example).output().expect("run the example");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    for (agent, note) in [("alice", "buy milk"), ("bob", "fix the build")] {
+        let expected = [
+            format!("{agent:<5} read_note result: {note}"),
+            format!("{agent:<5} read_file result: {note}"),
+            format!("{agent:<5} read_note Denied: filesystem.read on \"../bob/notes.txt\""),
+            format!("{agent:<5} echo      result: hi"),
+            format!("{agent:<5} slow      Error: the tool ran past its 100 ms deadline"),
+        ];
+        for line in expected {
+            assert!(
+                lines.iter().any(|printed| printed.starts_with(&line)),
+                "{line:?} missing from:\n{text}"
+            );
+        }
+    }
+    assert_eq!(lines.last(), Some(&"engines: 1"), "{text}");
+}

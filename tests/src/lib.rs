@@ -31,6 +31,8 @@ mod loading;
 #[cfg(test)]
 mod mcp;
 #[cfg(test)]
+mod native_tools;
+#[cfg(test)]
 mod network;
 #[cfg(test)]
 mod no_ambient_authority;
