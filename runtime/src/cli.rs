@@ -282,7 +282,7 @@ struct Needs {
     /// A gated capability may be put to the person at the terminal (only `call` does, and
     /// only when stdin is a terminal).
     may_ask: bool,
-    /// Meter fuel (`call --fuel`); otherwise the port meters it only if the policy sets fuel.
+    /// Meter fuel (`call --fuel`); otherwise the runtime meters it only if the policy sets fuel.
     fuel_metering: bool,
     /// Memory kept resident per slot (`--keep-resident-mib`), if not the default.
     keep_resident_mib: Option<usize>,

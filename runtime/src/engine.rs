@@ -21,7 +21,7 @@ pub fn engines_created() -> u64 {
 }
 
 /// How many calls may hold an instance at once. A call that finds every slot taken waits for
-/// one (see `WasmToolPort`), rather than failing. Far above what two cores run at once, it
+/// one (see the wasm executor), rather than failing. Far above what two cores run at once, it
 /// leaves room for calls that wait in host calls; each slot reserves address space, not memory.
 pub const POOL_SLOTS: u32 = 64;
 
@@ -33,7 +33,7 @@ pub const POOL_MAX_MEMORY_BYTES: usize = 1 << 30;
 /// touches about 1 MiB; keeping that resident (and resetting only its dirty pages) is faster
 /// than decommitting and faulting it back in. Larger use is returned to the system after each
 /// call, so a burst of big calls does not leave the host holding their memory.
-/// `WasmToolPortBuilder::keep_resident_bytes` trades memory for speed where tools are big.
+/// `RuntimeBuilder::keep_resident_bytes` trades memory for speed where tools are big.
 pub const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 
 /// How much of each async stack stays mapped between calls, for the same reason.

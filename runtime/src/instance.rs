@@ -98,7 +98,7 @@ fn new_store(
     let mut store = Store::new(engine, CallState::new(grants, limits));
     store.limiter(|state| &mut state.limiter);
     // Fuel and epoch deadlines both start at zero: set them before anything runs.
-    // (`get_fuel` answers only when the engine meters fuel; see `WasmToolPort`, which refuses
+    // (`get_fuel` answers only when the engine meters fuel; see the pipeline, which refuses
     // a fuel limit on an engine that does not.)
     if store.get_fuel().is_ok() {
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
@@ -179,7 +179,7 @@ pub(crate) async fn call(
         permit = tokio::time::timeout_at(deadline.into(), slots.acquire()) => match permit {
             Ok(Ok(permit)) => permit,
             Ok(Err(_closed)) => {
-                return answer(ToolResponse::failed(FailureKind::Internal, "the port is shutting down"));
+                return answer(ToolResponse::failed(FailureKind::Internal, "the runtime is shutting down"));
             }
             Err(_elapsed) => return answer(ToolResponse::TimedOut { limit_ms }),
         },

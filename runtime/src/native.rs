@@ -24,9 +24,11 @@ use crate::stop::StopToken;
 use cap_std::fs::Dir;
 use serde_json::Value;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 /// A boxed future, as [`NativeTool::call`] returns it.
@@ -70,8 +72,9 @@ pub trait NativeTool: Send + Sync + 'static {
     /// them has been rewritten to the canonical path the gate checked (relative to the
     /// workspace); `context` holds exactly what the gate granted.
     ///
-    /// The pipeline stops waiting at the deadline or a stop, and drops the future then; a
-    /// tool that blocks its thread cannot be stopped that way, so do blocking work with
+    /// The future is polled on the caller's task. The pipeline stops waiting at the deadline
+    /// or a stop, and drops the future then; a tool that blocks its thread cannot be stopped
+    /// that way (and holds up its caller's thread meanwhile), so do blocking work with
     /// `tokio::task::spawn_blocking` and watch [`ToolContext::stop`].
     fn call(
         &self,
@@ -293,11 +296,14 @@ where
     }
 }
 
-/// Run one decided call of a native tool on `executor`, until it answers, `timeout` passes
-/// (from now: the context's deadline is set here) or its stop token is stopped. A panic in the
-/// tool is a [`FailureKind::Trap`]; the host keeps serving.
+/// Run one decided call of a native tool, until it answers, `timeout` passes (from now: the
+/// context's deadline is set here) or its stop token is stopped. A panic in the tool is a
+/// [`FailureKind::Trap`]; the host keeps serving.
+///
+/// The tool's future is polled right here, in the caller's task: no hand-off to another thread
+/// (which cost more than a whole wasm call). At the deadline or a stop it is dropped, which
+/// ends it at its next `.await`.
 pub(crate) async fn run(
-    executor: &tokio::runtime::Handle,
     tool: &Arc<dyn NativeTool>,
     arguments: Value,
     mut context: ToolContext,
@@ -315,29 +321,34 @@ pub(crate) async fn run(
     if stop.is_stopped() {
         return answer(ToolResponse::Cancelled);
     }
-    // On a task of its own, so that its panic is caught by the runtime and a deadline or a stop
-    // can drop it whatever it is doing at an await.
-    let tool = Arc::clone(tool);
-    let mut task = executor.spawn(async move { tool.call(arguments, context).await });
-    let outcome = tokio::select! {
-        joined = &mut task => joined,
-        () = tokio::time::sleep_until(deadline.into()) => {
-            task.abort();
-            return answer(ToolResponse::TimedOut { limit_ms });
+    let called = catch_unwind(AssertUnwindSafe(|| tool.call(arguments, context)));
+    let outcome = match called {
+        Ok(mut future) => {
+            // Each poll is guarded: a panic inside the tool ends this call, not the host.
+            let guarded = std::future::poll_fn(|cx| {
+                match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                    Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+                    Ok(Poll::Pending) => Poll::Pending,
+                    Err(panic) => Poll::Ready(Err(panic)),
+                }
+            });
+            tokio::select! {
+                outcome = guarded => outcome,
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return answer(ToolResponse::TimedOut { limit_ms });
+                }
+                () = stop.stopped() => return answer(ToolResponse::Cancelled),
+            }
         }
-        () = stop.stopped() => {
-            task.abort();
-            return answer(ToolResponse::Cancelled);
-        }
+        Err(panic) => Err(panic),
     };
     answer(match outcome {
         Ok(Ok(text)) => ToolResponse::text(text),
         Ok(Err(error)) => error.into(),
-        Err(error) if error.is_panic() => ToolResponse::failed(
+        Err(panic) => ToolResponse::failed(
             FailureKind::Trap,
-            format!("the tool panicked: {}", panic_text(error.into_panic())),
+            format!("the tool panicked: {}", panic_text(panic)),
         ),
-        Err(_cancelled) => ToolResponse::Cancelled,
     })
 }
 

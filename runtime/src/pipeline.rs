@@ -83,7 +83,7 @@ pub struct Runtime {
     pub(crate) tools: HashMap<String, Tool>,
     pub(crate) gate: Gate,
     pub(crate) wasm: WasmExecutor,
-    /// Drives calls made from synchronous code, and runs native tools' futures.
+    /// Drives calls made from synchronous code.
     pub(crate) io: tokio::runtime::Runtime,
     pub(crate) workspaces: Mutex<HashMap<PathBuf, Weak<Workspace>>>,
     pub(crate) default_context: CallContext,
@@ -191,29 +191,52 @@ impl Runtime {
     /// Run one call through the whole pipeline (see the module docs) and report what became of
     /// it. Never panics, always answers.
     pub async fn run(&self, call: &Call) -> CallReport {
+        let Call {
+            id,
+            name,
+            arguments,
+            context,
+            options,
+        } = call;
+        self.run_in(id, name, arguments, context, options).await
+    }
+
+    /// [`Runtime::run`], from the call's parts.
+    async fn run_in(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
         let started = Instant::now();
-        let mut report = match dispatch(&self.registry, &call.name, &call.arguments) {
+        let mut report = match dispatch(&self.registry, name, arguments) {
             Dispatch::Local(text) => CallReport {
-                tool: call.name.clone(),
+                tool: name.to_owned(),
                 ..CallReport::host_answer(ToolResponse::text(text))
             },
-            Dispatch::Port { tool, arguments } => {
-                let mut report = self.decide_and_run(&tool, &arguments, call).await;
-                if tool != call.name {
-                    report.via = Some(call.name.clone());
+            Dispatch::Port {
+                tool,
+                arguments: routed,
+            } => {
+                let mut report = self
+                    .decide_and_run(id, &tool, &routed, context, options)
+                    .await;
+                if tool != name {
+                    report.via = Some(name.to_owned());
                 }
                 report.tool = tool;
                 report
             }
         };
-        report.call_id.clone_from(&call.id);
-        report.agent = call.context.agent().to_owned();
-        report.workspace = call
-            .context
+        id.clone_into(&mut report.call_id);
+        context.agent().clone_into(&mut report.agent);
+        report.workspace = context
             .workspace()
             .map(|workspace| workspace.root().to_owned());
         report.response = self.cap(report.response);
-        self.audit(&call.arguments, &report, started);
+        self.audit(arguments, &report, started);
         report
     }
 
@@ -246,7 +269,7 @@ impl Runtime {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        self.run_blocking(&self.default_call(id, name, arguments, options))
+        self.block_on(self.run_in(id, name, arguments, &self.default_context, options))
     }
 
     /// [`Runtime::handle_report`] from async code.
@@ -257,22 +280,19 @@ impl Runtime {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        self.run(&self.default_call(id, name, arguments, options))
+        self.run_in(id, name, arguments, &self.default_context, options)
             .await
     }
 
-    fn default_call(&self, id: &str, name: &str, arguments: &str, options: &CallOptions) -> Call {
-        Call {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-            context: self.default_context.clone(),
-            options: options.clone(),
-        }
-    }
-
     /// Stages 2 to 4 for the tool `name`: validate, gate, execute.
-    async fn decide_and_run(&self, name: &str, arguments: &str, call: &Call) -> CallReport {
+    async fn decide_and_run(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
         let Some(tool) = self.tools.get(name) else {
             return CallReport {
                 gate: GateDecision::Deny,
@@ -281,7 +301,6 @@ impl Runtime {
                 })
             };
         };
-        let options = &call.options;
         if arguments.len() > MAX_ARGUMENT_BYTES {
             return CallReport::host_answer(ToolResponse::failed(
                 FailureKind::InvalidInput,
@@ -308,7 +327,6 @@ impl Runtime {
                 ));
             }
         };
-        let context = &call.context;
         let (grants, granted) = if tool.info.capabilities.is_empty() {
             (Grants::default(), Vec::new())
         } else {
@@ -346,7 +364,7 @@ impl Runtime {
             }
             Executable::Native(native) => {
                 let context = ToolContext {
-                    call_id: call.id.clone(),
+                    call_id: id.to_owned(),
                     agent: context.agent().to_owned(),
                     workspace: context.workspace().map(|w| w.root().to_owned()),
                     cwd: context.cwd().to_owned(),
@@ -355,7 +373,7 @@ impl Runtime {
                     stop: options.stop.clone().unwrap_or_default(),
                     grants,
                 };
-                native::run(self.io.handle(), native, checked, context, limits.timeout).await
+                native::run(native, checked, context, limits.timeout).await
             }
         };
         report.gate = GateDecision::Allow;

@@ -473,7 +473,6 @@ fn serve_lists_and_calls_a_native_tool() {
         .expect("call");
         assert_eq!(indirect["result"]["content"][0]["text"], "inside");
         // Closing the client's end (both halves) is the end of the server's input.
-        drop(exchange);
         drop((client_write, lines));
         tokio::time::timeout(Duration::from_secs(20), server)
             .await
