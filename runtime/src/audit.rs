@@ -1,9 +1,9 @@
 //! The audit record: one JSON line per call, appended to a file the user names.
 //!
 //! A line holds when the call ended, its id, the tool that ran (and `call_tool` when it came
-//! through it), the agent and the workspace, the arguments with secret-looking values
-//! replaced, the gate's decision and its grants, the outcome, how long it took, and how much
-//! it returned. Each line is written with one `write` on a file opened for appending, so readers
+//! through it), the agent and the workspace, the arguments' shape (never their content: see
+//! [`argument_shape`]), the gate's decision and its grants, the outcome, how long it took, and
+//! how much it returned. Each line is written with one `write` on a file opened for appending, so readers
 //! never see half a line; if the disk fills mid-line, the file is cut back to its last whole
 //! line and the failure is returned, never ignored. The file is created readable by its owner
 //! only.
@@ -49,8 +49,8 @@ pub struct AuditRecord {
     /// The workspace the call worked in; left out when it had none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
-    /// The arguments as the model sent them, secret-looking values replaced by [`REDACTED`];
-    /// arguments that are not JSON are not written at all, only their size.
+    /// The arguments' shape, never their content (see [`argument_shape`]): the arguments of
+    /// the tool that ran (for `call_tool`, the inner arguments).
     pub arguments: Value,
     /// The gate's own decision: `allow` (the call ran with the grants below), `deny` (it was
     /// refused and nothing ran) or `not_reached` (the loop answered it, or its arguments were
@@ -74,14 +74,38 @@ pub struct AuditRecord {
 }
 
 impl Audit {
-    /// Open `path` for appending, creating it (mode 0600) if it does not exist.
+    /// Open `path` for appending, creating it (mode 0600) if it does not exist. The file must
+    /// be a regular file reached without a symlink at its last step: a link planted where the
+    /// audit goes (perhaps by a tool that could write there) is refused, never followed, and a
+    /// FIFO or a device is refused without waiting on it.
     pub fn open(path: &Path) -> std::io::Result<Audit> {
-        let mut options = OpenOptions::new();
-        options.append(true).create(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let not_regular = || std::io::Error::other("it is not a regular file");
+        if let Ok(meta) = std::fs::symlink_metadata(path)
+            && !meta.is_file()
+            && !meta.is_symlink()
+        {
+            return Err(not_regular());
+        }
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(flags.bits() as i32)
+            .open(path)
+            .map_err(|error| {
+                if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                    std::io::Error::other("it is a symlink; the audit file is never followed")
+                } else {
+                    error
+                }
+            })?;
+        if !file.metadata()?.is_file() {
+            return Err(not_regular());
+        }
         Ok(Audit {
-            file: Mutex::new(options.open(path)?),
+            file: Mutex::new(file),
         })
     }
 
@@ -105,10 +129,16 @@ impl Audit {
 }
 
 impl AuditRecord {
-    /// The record of one call, from the arguments the model sent, what came of the call (its
-    /// report, which names the call, the tool, the agent and the workspace), and how long it
-    /// took.
-    pub fn of(arguments: &str, report: &CallReport, took: Duration) -> AuditRecord {
+    /// The record of one call, from the arguments of the tool that ran, the JSON pointers of
+    /// the arguments that name its resources (`/path`, `/url`: kept, URLs without their
+    /// userinfo and query), what came of the call (its report, which names the call, the tool,
+    /// the agent and the workspace), and how long it took.
+    pub fn of(
+        arguments: &str,
+        resources: &[&str],
+        report: &CallReport,
+        took: Duration,
+    ) -> AuditRecord {
         let response = &report.response;
         let (outcome, failure, bytes, truncated) = match response {
             ToolResponse::Result {
@@ -136,7 +166,7 @@ impl AuditRecord {
                 .workspace
                 .as_ref()
                 .map(|path| path.display().to_string()),
-            arguments: redacted_arguments(arguments),
+            arguments: argument_shape(arguments, resources),
             gate: report.gate,
             granted: report.granted.clone(),
             outcome,
@@ -148,16 +178,105 @@ impl AuditRecord {
     }
 }
 
-/// The arguments as JSON with secret-looking values replaced; for text that is not JSON, only
-/// its size (it may hold anything).
-fn redacted_arguments(arguments: &str) -> Value {
+/// What the audit keeps of a call's arguments: their shape, never their content.
+///
+/// - a value under a key that looks like it names a secret (see [`SECRET_KEY_MARKERS`]) is
+///   [`REDACTED`], at any depth;
+/// - a string at one of `resources` (the JSON pointers of the arguments that name a resource:
+///   a path, a URL) is kept, since it is what the gate decided on; a URL loses its userinfo,
+///   query and fragment, which become their length and sha256 beside it;
+/// - every other string (file contents, edit text, request bodies, header values, queries)
+///   becomes `{"bytes": N, "sha256": "…"}`;
+/// - numbers, booleans and null are kept; objects and arrays keep their keys and order;
+/// - arguments that are not JSON become `{"not_json_bytes": N}`.
+pub fn argument_shape(arguments: &str, resources: &[&str]) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(mut value) => {
-            redact(&mut value);
+            shape(&mut value, "", resources);
             value
         }
         Err(_) => serde_json::json!({ "not_json_bytes": arguments.len() }),
     }
+}
+
+fn shape(value: &mut Value, pointer: &str, resources: &[&str]) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                let lower = key.to_lowercase();
+                if SECRET_KEY_MARKERS
+                    .iter()
+                    .any(|marker| lower.contains(marker))
+                {
+                    *value = Value::String(REDACTED.to_owned());
+                } else {
+                    let escaped = key.replace('~', "~0").replace('/', "~1");
+                    shape(value, &format!("{pointer}/{escaped}"), resources);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter_mut().enumerate() {
+                shape(item, &format!("{pointer}/{index}"), resources);
+            }
+        }
+        Value::String(text) => {
+            *value = if resources.contains(&pointer) {
+                resource_shape(text)
+            } else {
+                digest_of(text)
+            };
+        }
+        _ => {}
+    }
+}
+
+/// A resource as the audit keeps it: a path whole; a URL without its userinfo, query and
+/// fragment, which become their digests.
+fn resource_shape(text: &str) -> Value {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return Value::String(text.to_owned());
+    };
+    let (before_fragment, fragment) = match rest.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (rest, None),
+    };
+    let (before_query, query) = match before_fragment.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (before_fragment, None),
+    };
+    let (authority, path) = match before_query.find('/') {
+        Some(at) => before_query.split_at(at),
+        None => (before_query, ""),
+    };
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => (Some(userinfo), host),
+        None => (None, authority),
+    };
+    if userinfo.is_none() && query.is_none() && fragment.is_none() {
+        return Value::String(text.to_owned());
+    }
+    let mut kept = serde_json::Map::new();
+    kept.insert(
+        "url".to_owned(),
+        Value::String(format!("{scheme}://{host}{path}")),
+    );
+    for (part, value) in [
+        ("userinfo", userinfo),
+        ("query", query),
+        ("fragment", fragment),
+    ] {
+        if let Some(value) = value {
+            kept.insert(part.to_owned(), digest_of(value));
+        }
+    }
+    Value::Object(kept)
+}
+
+/// A text as its length and sha256: enough to tell whether two calls carried the same
+/// content, and nothing of what it said.
+fn digest_of(text: &str) -> Value {
+    serde_json::json!({ "bytes": text.len(), "sha256": crate::cache::sha256_hex(text.as_bytes()) })
 }
 
 /// Replace, at any depth, the value of every key that looks like it names a secret.
@@ -208,8 +327,52 @@ mod tests {
     #[test]
     fn arguments_that_are_not_json_are_not_written() {
         assert_eq!(
-            redacted_arguments("token=hunter2"),
+            argument_shape("token=hunter2", &[]),
             json!({ "not_json_bytes": 13 })
+        );
+    }
+
+    #[test]
+    fn the_audit_keeps_shape_and_resources_never_content() {
+        let digest = |text: &str| json!({ "bytes": text.len(), "sha256": crate::cache::sha256_hex(text.as_bytes()) });
+        let shaped = argument_shape(
+            &json!({
+                "path": "notes/today.md",
+                "content": "the diary",
+                "old": "a", "new": "b",
+                "count": 3, "flag": true, "none": null,
+                "headers": { "Cookie": "id=1", "Accept": "text/plain", "X-Api-Key": "k" },
+                "list": ["x", 1],
+                "url": "https://user:pw@example.org:8443/a/b?q=secret#frag"
+            })
+            .to_string(),
+            &["/path", "/url"],
+        );
+        assert_eq!(
+            shaped,
+            json!({
+                "path": "notes/today.md",
+                "content": digest("the diary"),
+                "old": digest("a"), "new": digest("b"),
+                "count": 3, "flag": true, "none": null,
+                "headers": { "Cookie": digest("id=1"), "Accept": digest("text/plain"), "X-Api-Key": REDACTED },
+                "list": [digest("x"), 1],
+                "url": {
+                    "url": "https://example.org:8443/a/b",
+                    "userinfo": digest("user:pw"),
+                    "query": digest("q=secret"),
+                    "fragment": digest("frag")
+                }
+            })
+        );
+        let text = shaped.to_string();
+        for secret in ["the diary", "id=1", "secret", "pw", "frag\"", "text/plain"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert_eq!(
+            argument_shape(r#"{"url":"http://example.org/x"}"#, &["/url"]),
+            json!({ "url": "http://example.org/x" }),
+            "a plain URL is kept whole"
         );
     }
 
@@ -225,11 +388,14 @@ mod tests {
             ..CallReport::host_answer(ToolResponse::failed(crate::FailureKind::Trap, "boom"))
         };
         let took = Duration::from_micros(1234);
-        let record = AuditRecord::of(r#"{"text":"x","token":"t"}"#, &report, took);
+        let record = AuditRecord::of(r#"{"text":"x","token":"t"}"#, &[], &report, took);
         assert_eq!(record.outcome, "failed");
         assert_eq!(record.failure.as_deref(), Some("trap"));
         assert_eq!(record.duration_us, 1234);
-        assert_eq!(record.arguments, json!({ "text": "x", "token": REDACTED }));
+        assert_eq!(
+            record.arguments,
+            json!({ "text": { "bytes": 1, "sha256": crate::cache::sha256_hex(b"x") }, "token": REDACTED })
+        );
         let line = serde_json::to_value(&record).expect("json");
         for (field, value) in [
             ("call_id", json!("7")),
@@ -252,7 +418,7 @@ mod tests {
             by: crate::GrantedBy::PersonOnce,
         });
         report.tool = "write_file".to_owned();
-        let record = AuditRecord::of("{}", &report, took);
+        let record = AuditRecord::of("{}", &[], &report, took);
         assert_eq!(
             serde_json::to_value(&record).expect("json")["granted"],
             json!([{

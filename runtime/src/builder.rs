@@ -2,7 +2,9 @@
 //! directories, component bytes, native tools), its policy, its engine and its defaults.
 
 use crate::builtin::BUILTIN_TOOLS;
-use crate::cache::{CacheStats, CompileCache, default_cache_dir, sha256_hex};
+use crate::cache::{
+    CacheStats, CompileCache, default_cache_dir, default_cache_key_file, sha256_hex,
+};
 use crate::context::{CallContext, DEFAULT_AGENT};
 use crate::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
 use crate::gate::{Approver, Gate};
@@ -24,7 +26,8 @@ use std::sync::atomic::AtomicU64;
 ///
 /// By default it loads the built-in tools (embedded in this crate), no tools directory and no
 /// native tool, with [`Policy::embedded_default`], [`POOL_SLOTS`] instance slots, compiled
-/// components cached in [`default_cache_dir`], [`KEEP_RESIDENT_BYTES`] of memory kept resident
+/// components cached in [`default_cache_dir`] and authenticated with the key in
+/// [`default_cache_key_file`], [`KEEP_RESIDENT_BYTES`] of memory kept resident
 /// per slot, no progress bar, a default context with agent [`DEFAULT_AGENT`] and no workspace
 /// (so a call that names no context can be granted no file system), no approver (so a gated
 /// capability is denied as `approval_required`), results capped at [`DEFAULT_RESULT_CAP`]
@@ -39,10 +42,12 @@ pub struct RuntimeBuilder {
     fuel_metering: Option<bool>,
     keep_resident_bytes: usize,
     cache_dir: Option<PathBuf>,
+    cache_key_file: Option<PathBuf>,
     progress: bool,
     workspace: Option<PathBuf>,
     agent: String,
     approver: Option<Arc<dyn Approver>>,
+    protected: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -69,10 +74,12 @@ impl Runtime {
             fuel_metering: None,
             keep_resident_bytes: KEEP_RESIDENT_BYTES,
             cache_dir: default_cache_dir(),
+            cache_key_file: default_cache_key_file(),
             progress: false,
             workspace: None,
             agent: DEFAULT_AGENT.to_owned(),
             approver: None,
+            protected: Vec::new(),
         }
     }
 }
@@ -166,10 +173,26 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Authenticate cache entries with the key in `file` (default: [`default_cache_key_file`];
+    /// created, 0600, if missing), or cache nothing with `None`. Keep it outside the cache
+    /// directory: whoever can read it can forge entries. See the `cache` module.
+    pub fn cache_key_file(mut self, file: Option<PathBuf>) -> Self {
+        self.cache_key_file = file;
+        self
+    }
+
     /// Show a progress bar on stderr while compiling components, if stderr is a terminal
     /// (default: no).
     pub fn progress(mut self, show: bool) -> Self {
         self.progress = show;
+        self
+    }
+
+    /// Protect the file at `path` from every tool's writes, in whatever workspace it lies (the
+    /// command line protects its policy and audit files this way). `.git` and `.toolcell` are
+    /// always protected, and so is what the policy's `[files] protected` lists.
+    pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protected.push(path.into());
         self
     }
 
@@ -213,10 +236,18 @@ impl RuntimeBuilder {
         let mut runtime = Runtime {
             registry: Registry::default(),
             tools: HashMap::new(),
-            gate: Gate::new(self.approver),
+            gate: Gate::new(
+                self.approver,
+                self.protected
+                    .iter()
+                    .fold(self.policy.files().clone(), |rules, path| {
+                        rules.protecting(path)
+                    }),
+            ),
             wasm,
             io,
             workspaces: Default::default(),
+            write_locks: Default::default(),
             default_context: CallContext::default(),
             cap: DEFAULT_RESULT_CAP,
             audit: None,
@@ -234,7 +265,7 @@ impl RuntimeBuilder {
         }
 
         let mut order = Vec::new();
-        let cache = CompileCache::new(self.cache_dir);
+        let cache = CompileCache::new(self.cache_dir, self.cache_key_file);
         let mut progress = Progress::new(self.progress, sources.len());
         for (index, (source, bytes)) in sources.into_iter().enumerate() {
             let entry = runtime.wasm.cache_entry(&cache, &bytes);

@@ -1,22 +1,40 @@
 //! The on-disk cache of compiled components, so a process starts without recompiling.
 //!
-//! An entry is keyed by the sha256 of the component and the engine's compatibility hash (the
-//! wasmtime version and every setting that changes generated code), and it starts with the
-//! sha256 of its own payload. An entry whose digest does not match (a torn write, a flipped
-//! bit), or that wasmtime refuses (an artifact of another engine put under this name), is
-//! compiled again and replaced: nothing read from the cache is used before it is verified.
-//! Entries are written to a temporary file and renamed into place, in a directory only the
-//! user can read.
+//! A cache entry is native code the host will run, so the cache is trusted only as far as it is
+//! authenticated:
+//!
+//! - an entry is keyed by the sha256 of the component and the engine's compatibility hash (the
+//!   wasmtime version and every setting that changes generated code);
+//! - it carries an HMAC-SHA256, under a key that lives **outside** the cache directory
+//!   ([`default_cache_key_file`], created on first use, 0600), over the component's sha256,
+//!   the engine hash and the compiled payload. Whoever can write the cache directory but not
+//!   read the key can neither patch an entry (the MAC no longer matches) nor move another
+//!   component's entry under this one's name (the MAC covers the component's digest), so what
+//!   runs is what toolcell compiled from the very bytes a policy's `sha256` pin checked;
+//! - a cache directory that is a symlink, owned by another user, or writable by group or
+//!   others is not used (every component is compiled instead, and a warning says why); so is a
+//!   key file that is not a regular file of this user's, readable by no one else;
+//! - entries are written to a new temporary file (created exclusively, never through an
+//!   existing name or link) and renamed into place; an artifact is written only after it has
+//!   been loaded back, so nothing in the cache fails to load.
+//!
+//! An entry that fails any check (a torn write, a flipped bit, a foreign or forged artifact) is
+//! compiled again and replaced: nothing read from the cache reaches wasmtime's unchecked
+//! deserialization before its MAC is verified.
 
+use hmac::{Hmac, Mac as _};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The environment variable that overrides where the cache lives.
 pub const CACHE_DIR_ENV: &str = "TOOLCELL_CACHE_DIR";
+
+/// The environment variable that overrides where the cache's key lives.
+pub const CACHE_KEY_ENV: &str = "TOOLCELL_CACHE_KEY";
 
 /// The cache directory to use: `$TOOLCELL_CACHE_DIR`, else `toolcell` in the user's cache
 /// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux). `None` when neither is known.
@@ -25,6 +43,29 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| dirs::cache_dir().map(|dir| dir.join("toolcell")))
 }
+
+/// The file holding the key that authenticates cache entries: `$TOOLCELL_CACHE_KEY`, else
+/// `toolcell/cache.key` in the user's local data directory (`$XDG_DATA_HOME` or
+/// `~/.local/share` on Linux), which is not the cache directory. `None` when neither is known
+/// (then nothing is cached).
+pub fn default_cache_key_file() -> Option<PathBuf> {
+    std::env::var_os(CACHE_KEY_ENV)
+        .map(PathBuf::from)
+        .or_else(|| dirs::data_local_dir().map(|dir| dir.join("toolcell").join("cache.key")))
+}
+
+/// What starts every entry: the format, so an entry of an older toolcell is recompiled.
+const ENTRY_MAGIC: &[u8; 8] = b"tcache02";
+
+/// The length of an entry's MAC (HMAC-SHA256).
+const MAC_BYTES: usize = 32;
+
+/// The length of the cache key: 256 bits, as HMAC-SHA256 wants.
+const KEY_BYTES: usize = 32;
+
+/// The largest cache entry read back. A compiled Python tool is tens of MiB; a file far
+/// beyond that in the cache directory is not ours, and is not read into memory.
+pub const MAX_CACHE_ENTRY_BYTES: u64 = 1 << 30;
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,39 +105,90 @@ impl CacheStats {
 }
 
 /// Compiles components, through the cache directory when there is one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct CompileCache {
-    dir: Option<PathBuf>,
+    /// The directory and the key, when the cache may be used.
+    store: Option<(PathBuf, [u8; KEY_BYTES])>,
+}
+
+impl std::fmt::Debug for CompileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileCache")
+            .field("dir", &self.store.as_ref().map(|(dir, _)| dir))
+            .finish_non_exhaustive()
+    }
 }
 
 impl CompileCache {
-    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
-        CompileCache { dir }
+    /// A cache in `dir` authenticated with the key in `key_file`; no cache when either is
+    /// `None`, or (with a warning saying why) when the directory or the key cannot be
+    /// trusted.
+    pub(crate) fn new(dir: Option<PathBuf>, key_file: Option<PathBuf>) -> Self {
+        let (Some(dir), Some(key_file)) = (dir, key_file) else {
+            return CompileCache { store: None };
+        };
+        let opened = open_private_dir(&dir)
+            .map_err(|why| format!("the cache directory {}: {why}", dir.display()))
+            .and_then(|()| {
+                load_or_create_key(&key_file)
+                    .map_err(|why| format!("the cache key {}: {why}", key_file.display()))
+            });
+        match opened {
+            Ok(key) => CompileCache {
+                store: Some((dir, key)),
+            },
+            Err(why) => {
+                tracing::warn!("not caching compiled components: {why}");
+                CompileCache { store: None }
+            }
+        }
     }
 
     /// The cache entry for `bytes` (the component is hashed once, here).
     pub(crate) fn entry(&self, engine: &Engine, bytes: &[u8]) -> CacheEntry {
-        let path = self.dir.as_ref().map(|dir| {
-            let component = sha256_hex(bytes);
+        let store = self.store.as_ref().map(|(dir, key)| {
+            let component: [u8; 32] = Sha256::digest(bytes).into();
             let mut hasher = Sha256Hasher::default();
             engine.precompile_compatibility_hash().hash(&mut hasher);
-            let engine = hex(&hasher.0.finalize()[..8]);
-            dir.join(format!("{component}-{engine}.cwasm"))
+            let engine_hash = hasher.0.finalize();
+            let path = dir.join(format!(
+                "{}-{}.cwasm",
+                hex(&component),
+                hex(&engine_hash[..8])
+            ));
+            // What the MAC binds an entry to: this component, for this engine.
+            let mut bound = component.to_vec();
+            bound.extend_from_slice(&engine_hash);
+            EntryStore {
+                path,
+                key: *key,
+                bound,
+            }
         });
-        CacheEntry { path }
+        CacheEntry { store }
     }
 }
 
 /// Where one component's compiled form lives in the cache, if a cache is in use.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct CacheEntry {
-    path: Option<PathBuf>,
+    store: Option<EntryStore>,
+}
+
+#[derive(Clone)]
+struct EntryStore {
+    path: PathBuf,
+    key: [u8; KEY_BYTES],
+    /// The component's sha256 and the engine's hash, which the MAC covers.
+    bound: Vec<u8>,
 }
 
 impl CacheEntry {
     /// True when an entry exists (for progress reporting; it is still verified when read).
     pub(crate) fn exists(&self) -> bool {
-        self.path.as_ref().is_some_and(|path| path.is_file())
+        self.store
+            .as_ref()
+            .is_some_and(|store| store.path.is_file())
     }
 
     /// The component for `bytes`: from a verified entry, or compiled (and stored).
@@ -105,24 +197,74 @@ impl CacheEntry {
         engine: &Engine,
         bytes: &[u8],
     ) -> Result<(Component, CacheOutcome), String> {
-        let Some(path) = &self.path else {
+        let Some(store) = &self.store else {
             return compile(engine, bytes).map(|component| (component, CacheOutcome::Uncached));
         };
-        let outcome = match std::fs::read(path) {
-            Ok(entry) => match read_entry(engine, &entry) {
-                Some(component) => return Ok((component, CacheOutcome::Hit)),
-                None => CacheOutcome::Replaced,
+        let outcome = match read_bounded(&store.path) {
+            Ok(entry) => match store
+                .verified(&entry)
+                .map(|payload| deserialize(engine, payload))
+            {
+                Some(Ok(component)) => return Ok((component, CacheOutcome::Hit)),
+                _ => CacheOutcome::Replaced,
             },
             Err(_) => CacheOutcome::Miss,
         };
         let artifact = engine
             .precompile_component(bytes)
             .map_err(|error| format!("not a valid WebAssembly component: {error:#}"))?;
+        // Loaded back before it is stored: an artifact this engine refuses (a limit of the
+        // instance pool, say) is refused with wasmtime's reason, and never cached.
+        let component = deserialize(engine, &artifact)?;
         // The cache only saves time: a cache that cannot be written is not an error.
-        let _ = write_entry(path, &artifact);
-        deserialize(engine, &artifact)
-            .map(|component| (component, outcome))
-            .ok_or_else(|| "wasmtime refused its own compilation of the component".to_owned())
+        if let Err(error) = store.write(&artifact) {
+            tracing::debug!(%error, path = %store.path.display(), "cache entry not written");
+        }
+        Ok((component, outcome))
+    }
+}
+
+impl EntryStore {
+    /// The MAC of `payload` as this component's entry (`None` only if HMAC refused the key,
+    /// which it does for no length).
+    fn mac(&self, payload: &[u8]) -> Option<Hmac<Sha256>> {
+        let mut mac = <Hmac<Sha256>>::new_from_slice(&self.key).ok()?;
+        mac.update(&self.bound);
+        mac.update(payload);
+        Some(mac)
+    }
+
+    /// The payload of `entry` if its MAC is this component's, under this key.
+    fn verified<'a>(&self, entry: &'a [u8]) -> Option<&'a [u8]> {
+        let rest = entry.strip_prefix(ENTRY_MAGIC.as_slice())?;
+        let (tag, payload) = rest.split_at_checked(MAC_BYTES)?;
+        self.mac(payload)?.verify_slice(tag).ok()?;
+        Some(payload)
+    }
+
+    /// Write `artifact` as this entry, atomically: a new temporary file (created exclusively)
+    /// renamed into place.
+    fn write(&self, artifact: &[u8]) -> std::io::Result<()> {
+        let dir = self
+            .path
+            .parent()
+            .ok_or_else(|| std::io::Error::other("cache entry has no directory"))?;
+        let temp = dir.join(format!(".entry.{}.tmp", hex(&random::<8>()?)));
+        let result = (|| {
+            let mut file = create_new_private(&temp)?;
+            file.write_all(ENTRY_MAGIC)?;
+            let mac = self
+                .mac(artifact)
+                .ok_or_else(|| std::io::Error::other("no MAC"))?;
+            file.write_all(&mac.finalize().into_bytes())?;
+            file.write_all(artifact)?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        result
     }
 }
 
@@ -131,61 +273,135 @@ fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
         .map_err(|error| format!("not a valid WebAssembly component: {error:#}"))
 }
 
-/// The component in a cache entry, if its digest matches its payload and wasmtime accepts it.
-fn read_entry(engine: &Engine, entry: &[u8]) -> Option<Component> {
-    let (digest, payload) = entry.split_at_checked(DIGEST_BYTES)?;
-    if Sha256::digest(payload).as_slice() != digest {
-        return None;
-    }
-    deserialize(engine, payload)
-}
-
-const DIGEST_BYTES: usize = 32;
-
-/// Deserialize an artifact this process compiled, or read from a cache entry whose digest
-/// matched.
+/// Deserialize an artifact this process compiled, or a cache entry whose MAC matched.
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, artifact: &[u8]) -> Option<Component> {
+fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, String> {
     // SAFETY: `Component::deserialize` trusts its input to be wasmtime's own output. The
-    // artifact is either what `precompile_component` just returned, or a cache entry written by
-    // `write_entry` whose sha256 matched on read, in a directory only this user can write.
+    // artifact is either what `precompile_component` just returned, or a cache entry whose
+    // HMAC, under a key only this user can read and that the cache directory does not hold,
+    // matched this component and this engine: bytes this host compiled and stored.
     // wasmtime itself checks the artifact's version and engine settings and refuses a mismatch.
-    unsafe { Component::deserialize(engine, artifact) }.ok()
+    unsafe { Component::deserialize(engine, artifact) }
+        .map_err(|error| format!("wasmtime refused the compiled component: {error:#}"))
 }
 
-/// Write `artifact` under `path`, prefixed by its digest, atomically (temp file and rename).
-fn write_entry(path: &Path, artifact: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("cache entry has no directory"))?;
-    create_private_dir(dir)?;
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(&Sha256::digest(artifact))?;
-        file.write_all(artifact)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+/// A file's bytes, if it is a regular file (not followed through a link) of at most
+/// [`MAX_CACHE_ENTRY_BYTES`].
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_CACHE_ENTRY_BYTES {
+        return Err(std::io::Error::other("not a cache entry"));
     }
-    result
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::by_ref(&mut file)
+        .take(MAX_CACHE_ENTRY_BYTES)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Create `dir` (and its parents) if missing, mode 0700, and check that it is a directory
+/// of this user's that no one else can write, reached without a symlink.
+fn open_private_dir(dir: &Path) -> Result<(), String> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
-    #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    builder.create(dir).map_err(|error| error.to_string())?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|error| error.to_string())?;
+    check_private(&meta, "directory", 0o022)?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".to_owned());
+    }
+    Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Refuse what is a symlink, belongs to another user, or has any of `forbidden` mode bits.
+fn check_private(meta: &std::fs::Metadata, what: &str, forbidden: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if meta.file_type().is_symlink() {
+        return Err(format!("the {what} is a symlink"));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "the {what} belongs to user {}, not to this user ({me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & forbidden != 0 {
+        return Err(format!(
+            "the {what} has mode {:o}: others may change it",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The key in `path`, or a new one written there (0600, in a 0700 directory) if there is
+/// none. A key file must be a regular file of this user's that no one else can read or write.
+fn load_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            check_private(&meta, "key file", 0o077)?;
+            if !meta.is_file() || meta.len() != KEY_BYTES as u64 {
+                return Err(format!("it is not a {KEY_BYTES}-byte file"));
+            }
+            let bytes = read_bounded(path).map_err(|error| error.to_string())?;
+            bytes
+                .try_into()
+                .map_err(|_| format!("it is not a {KEY_BYTES}-byte file"))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                open_private_dir(parent)?;
+            }
+            let key = random::<KEY_BYTES>().map_err(|error| error.to_string())?;
+            let temp = path.with_extension(format!(
+                "{}.tmp",
+                hex(&random::<8>().map_err(|e| e.to_string())?)
+            ));
+            let written = (|| {
+                let mut file = create_new_private(&temp)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                // Another process may have made one meanwhile: theirs stands, and is read.
+                std::fs::hard_link(&temp, path)
+            })();
+            let _ = std::fs::remove_file(&temp);
+            match written {
+                Ok(()) => Ok(key),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    load_or_create_key(path)
+                }
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A new file at `path`, mode 0600: never an existing file, and never through a symlink.
+fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// `N` bytes from the operating system's random source.
+pub(crate) fn random<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;
+    Ok(bytes)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -19,9 +19,60 @@ pub fn cap_result(text: &str, cap: usize) -> (String, bool) {
     (capped, true)
 }
 
+/// Cuts `text` so that it is at most `cap` bytes **with** the marker: the pipeline's hard
+/// bound on every text a model reads (seed 000's [`cap_result`] bounds the tool's text and adds
+/// the marker beyond it). A text of at most `cap` bytes is untouched; a longer one keeps what
+/// fits before [`TRUNCATION_MARKER`], cut on a character boundary; a cap shorter than the
+/// marker keeps as much of the marker as fits. Returns the text and whether it cut.
+pub fn cap_text(text: &str, cap: usize) -> (String, bool) {
+    if text.len() <= cap {
+        return (text.to_owned(), false);
+    }
+    let Some(room) = cap.checked_sub(TRUNCATION_MARKER.len()) else {
+        return (TRUNCATION_MARKER[..cap].to_owned(), true);
+    };
+    let cut = text.floor_char_boundary(room);
+    let mut capped = String::with_capacity(cut + TRUNCATION_MARKER.len());
+    capped.push_str(&text[..cut]);
+    capped.push_str(TRUNCATION_MARKER);
+    (capped, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hard_cap_counts_the_marker() {
+        let marker = TRUNCATION_MARKER.len();
+        // (text, cap, expected text, cut?)
+        let rows: &[(&str, usize, &str, bool)] = &[
+            ("", 0, "", false),
+            ("abc", 3, "abc", false),
+            ("abc", 0, "", true),
+            ("abc", 2, "\n[", true),
+            ("abcdefghijklmnop", marker + 2, "ab\n[truncated]", true),
+            ("abcdefghijklmnop", marker, "\n[truncated]", true),
+            // "é" is 2 bytes: a cut inside it falls back to before it.
+            ("héééééééééééééé", marker + 2, "h\n[truncated]", true),
+        ];
+        for &(text, cap, expected, cut) in rows {
+            let (capped, did_cut) = cap_text(text, cap);
+            assert_eq!(
+                (capped.as_str(), did_cut),
+                (expected, cut),
+                "{text:?} at {cap}"
+            );
+            assert!(
+                capped.len() <= cap.max(text.len().min(cap)),
+                "{text:?} at {cap}"
+            );
+        }
+        for cap in 0..40 {
+            let (capped, _) = cap_text("a longer text than most caps here, héé", cap);
+            assert!(capped.len() <= cap, "{cap}: {capped:?}");
+        }
+    }
 
     #[test]
     fn every_edge_of_the_cap() {

@@ -224,13 +224,17 @@ pub fn run(cli: Cli) -> ExitCode {
                         ExitCode::SUCCESS
                     }
                     // The first call did not answer with a result: say why, as `call` would.
-                    Err(response) => respond(&response, false),
+                    Err(response) => respond(&runtime, &response, false),
                 }
             },
         ),
         Command::Find { ref query } => with_runtime(&cli, |runtime| {
             let arguments = serde_json::json!({ "query": query }).to_string();
-            respond(&runtime.handle("cli", FIND_TOOL, &arguments), false)
+            respond(
+                &runtime,
+                &runtime.handle("cli", FIND_TOOL, &arguments),
+                false,
+            )
         }),
         Command::Call {
             ref name,
@@ -260,7 +264,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 if diagnostics {
                     print_diagnostics(&report);
                 }
-                let status = respond(&report.response, json);
+                let status = respond(&runtime, &report.response, json);
                 if runtime.audit_failures() > 0 {
                     eprintln!("toolcell: the call ran, but its audit record could not be written");
                     return ExitCode::from(EXIT_AUDIT_FAILED);
@@ -329,6 +333,10 @@ fn with_runtime_for(cli: &Cli, needs: Needs, run: impl FnOnce(Runtime) -> ExitCo
     }
     if let Some(dir) = &cli.tools {
         builder = builder.tools_dir(dir);
+    }
+    // No tool may write the files that decide and record what tools may do.
+    for file in cli.policy.iter().chain(&cli.audit) {
+        builder = builder.protect(file);
     }
     if cli.no_cache {
         builder = builder.cache_dir(None);
@@ -483,9 +491,10 @@ fn exit_status(response: &ToolResponse) -> u8 {
     }
 }
 
-/// Print a response: the result on stdout, anything else on stderr; or the whole response as
-/// JSON on stdout. Returns the exit status for it.
-fn respond(response: &ToolResponse, json: bool) -> ExitCode {
+/// Print a response: the result on stdout, anything else on stderr (as the model would read
+/// it, within the runtime's cap); or the whole response as JSON on stdout. Returns the exit
+/// status for it.
+fn respond(runtime: &Runtime, response: &ToolResponse, json: bool) -> ExitCode {
     let status = exit_status(response);
     let printed = if json {
         serde_json::to_string(response)
@@ -497,7 +506,7 @@ fn respond(response: &ToolResponse, json: bool) -> ExitCode {
         writeln!(
             std::io::stderr().lock(),
             "toolcell: {}",
-            response.model_text()
+            runtime.model_text(response)
         )
     };
     if printed.is_err() {

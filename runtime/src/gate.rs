@@ -12,8 +12,12 @@
 //! - `Allow` grants; `Deny`, or no rule at all, denies; `Gated` grants if an "always" rule
 //!   saved in the call's workspace covers the resource or a person approves, and otherwise (headless) denies with
 //!   [`DenyReason::ApprovalRequired`];
-//! - the grant is the narrowest preopen that serves the call: the directory a path names (or
-//!   the directory holding the file it names), read-only for reads, read-write for writes.
+//! - the grant is exactly the resource decided: a directory that a path names is preopened
+//!   itself; a file is handed over alone, in a private staging directory (`staging.rs`), never
+//!   with its siblings; read-only for reads, read-write for writes;
+//! - paths no tool may write (`.git`, `.toolcell`, the policy and audit files, the policy's
+//!   own list) and files no tool may read (`.env*`, private keys, the policy's list; larger
+//!   than the policy's maximum) are refused whatever the rules say (`files.rs`).
 //!
 //! The gate decides for every tool alike, wasm or native: executors receive its grants and
 //! never decide anything themselves.
@@ -23,10 +27,12 @@
 //! cover it, and the call's `wasi:http` requests may then reach those hosts only (`net.rs`).
 
 use crate::DenyReason;
+use crate::files::FileRules;
 use crate::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::net::HostPattern;
 use crate::policy::{Access, Rule, ToolPolicy};
 use crate::sandbox::{Grants, Preopen};
+use crate::staging::Staging;
 use crate::workspace::Workspace;
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
@@ -141,11 +147,51 @@ pub(crate) struct Scope<'a> {
 /// asked, its approver. Saved rules live with each workspace.
 pub(crate) struct Gate {
     approver: Option<Arc<dyn Approver>>,
+    files: FileRules,
+}
+
+/// Put the files of `grants`' pending staging directories in place and hand the directories
+/// over as preopens. The pipeline calls this once it holds the call's write locks, so what is
+/// staged is what the call will see.
+pub(crate) fn finish_staging(grants: &mut Grants) -> Result<(), DenyReason> {
+    for (guest, mut staging) in std::mem::take(&mut grants.pending) {
+        staging.finish().map_err(|error| {
+            refuse(
+                CapabilityKind::FilesystemRead,
+                &guest,
+                &format!("cannot stage its files: {error}"),
+            )
+        })?;
+        if grants.preopens.iter().any(|preopen| preopen.guest == guest) {
+            // A directory grant of the same directory already holds these files.
+            continue;
+        }
+        grants.preopens.push(Preopen {
+            dir: Arc::clone(&staging.dir),
+            guest,
+            writable: staging.writable(),
+        });
+        grants.staged.push(Arc::new(staging));
+    }
+    Ok(())
+}
+
+/// What one filesystem capability grants: a directory, or one file (staged).
+enum FsGrant {
+    Dir(Preopen),
+    File {
+        /// The directory holding it, as the guest knows it.
+        guest: String,
+        /// That directory, opened (contained) in the workspace.
+        dir: Dir,
+        name: std::ffi::OsString,
+        writable: bool,
+    },
 }
 
 impl Gate {
-    pub(crate) fn new(approver: Option<Arc<dyn Approver>>) -> Gate {
-        Gate { approver }
+    pub(crate) fn new(approver: Option<Arc<dyn Approver>>, files: FileRules) -> Gate {
+        Gate { approver, files }
     }
 
     /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
@@ -161,6 +207,8 @@ impl Gate {
     ) -> Result<(Grants, Vec<Granted>), DenyReason> {
         let mut grants = Grants::default();
         let mut granted = Vec::new();
+        // Staging directories for granted files, by the directory path the guest knows.
+        let mut staged: Vec<(String, Staging)> = Vec::new();
         let mut record = |kind, resource: &str, by| {
             granted.push(Granted {
                 capability: capability_name(kind).to_owned(),
@@ -179,9 +227,39 @@ impl Gate {
                     }
                 }
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
-                    let (preopen, shown, by) =
+                    let (grant, shown, by) =
                         self.filesystem(tool, kind, &capability.target, rule, scope, arguments)?;
-                    grants.preopens.push(preopen);
+                    match grant {
+                        FsGrant::Dir(preopen) => grants.preopens.push(preopen),
+                        FsGrant::File {
+                            guest,
+                            dir,
+                            name,
+                            writable,
+                        } => {
+                            let staging = match staged.iter_mut().find(|(at, _)| *at == guest) {
+                                Some((_, staging)) => staging,
+                                None => {
+                                    let grants_dir = scope
+                                        .workspace
+                                        .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
+                                        .grants_dir()
+                                        .and_then(|grants| Staging::new(grants, dir))
+                                        .map_err(|error| {
+                                            refuse(
+                                                kind,
+                                                &shown,
+                                                &format!("cannot stage it: {error}"),
+                                            )
+                                        })?;
+                                    staged.push((guest, grants_dir));
+                                    let last = staged.len() - 1;
+                                    &mut staged[last].1
+                                }
+                            };
+                            staging.add(&name, writable);
+                        }
+                    }
                     record(kind, &shown, by);
                 }
                 CapabilityKind::Env => {
@@ -200,11 +278,13 @@ impl Gate {
                         .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
                     let (scheme, host, port) = url_destination(&url)
                         .ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
+                    let allow_private = rule.is_some_and(|rule| rule.allow_private);
                     let patterns: Vec<HostPattern> = rule
                         .map(|rule| {
                             rule.hosts
                                 .iter()
                                 .filter_map(|h| HostPattern::parse(h).ok())
+                                .map(|pattern| pattern.allowing_private(allow_private))
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -213,10 +293,25 @@ impl Gate {
                         patterns.iter().any(|p| p.matches(&scheme, &host, port))
                     })?;
                     record(kind, &destination, by);
-                    grants.network = Arc::new(patterns);
+                    // The policy's own allowance covers its hosts (redirects among them
+                    // included); a person's approval, or a rule saved from one, covers the
+                    // destination they saw and nothing else.
+                    grants.network = Arc::new(if by == GrantedBy::Policy {
+                        patterns
+                    } else {
+                        let bracketed = if host.contains(':') {
+                            format!("[{host}]")
+                        } else {
+                            host.clone()
+                        };
+                        HostPattern::parse(&format!("{scheme}://{bracketed}:{port}"))
+                            .map(|exact| vec![exact.allowing_private(allow_private)])
+                            .unwrap_or_default()
+                    });
                 }
             }
         }
+        grants.pending = staged;
         Ok((grants, granted))
     }
 
@@ -228,7 +323,7 @@ impl Gate {
         rule: Option<&Rule>,
         scope: &Scope<'_>,
         arguments: &mut Value,
-    ) -> Result<(Preopen, String, GrantedBy), DenyReason> {
+    ) -> Result<(FsGrant, String, GrantedBy), DenyReason> {
         let Some(workspace) = scope.workspace else {
             return Err(refuse(kind, "", "no workspace is open"));
         };
@@ -246,6 +341,10 @@ impl Gate {
         let resolved = resolve_from(workspace, base, &requested)
             .map_err(|why| refuse(kind, &requested, &why))?;
         let shown = display(&resolved.path);
+        let is_dir = resolved.path == resolved.dir;
+        self.files
+            .check(workspace, kind, &resolved.path, is_dir)
+            .map_err(|why| refuse(kind, &shown, &why))?;
         let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
             rule.roots
                 .iter()
@@ -259,12 +358,24 @@ impl Gate {
         let dir = open_contained_dir(workspace, &resolved.dir).map_err(|error| {
             refuse(kind, &shown, &format!("cannot open its directory: {error}"))
         })?;
-        let preopen = Preopen {
-            dir: Arc::new(dir),
-            guest: display(&resolved.dir),
-            writable: kind == CapabilityKind::FilesystemWrite,
+        let writable = kind == CapabilityKind::FilesystemWrite;
+        let guest = display(&resolved.dir);
+        let grant = match resolved.path.file_name() {
+            // A file (or a new one): just that file, in a staging directory (`staging.rs`).
+            Some(name) if !is_dir => FsGrant::File {
+                guest,
+                dir,
+                name: name.to_owned(),
+                writable,
+            },
+            // A directory: that directory.
+            _ => FsGrant::Dir(Preopen {
+                dir: Arc::new(dir),
+                guest,
+                writable,
+            }),
         };
-        Ok((preopen, shown, by))
+        Ok((grant, shown, by))
     }
 
     /// Apply `rule` to one resource (`covers` says whether the rule's scope includes it): who

@@ -60,6 +60,8 @@
 //! | limits and their defaults | `limits.rs` |
 //! | per-tool policy (the TOML file) | `policy.rs` |
 //! | the access gate, path containment | `gate.rs` |
+//! | protected paths, the read deny-list | `files.rs` |
+//! | exact file grants (staging directories) | `staging.rs` |
 //! | the deadline ticker | `epoch.rs` |
 //! | stopping a running call | `stop.rs` |
 //! | argument validation | `validate.rs` |
@@ -81,6 +83,7 @@ mod context;
 mod dispatch;
 mod engine;
 mod epoch;
+pub mod files;
 pub mod gate;
 mod info;
 mod instance;
@@ -95,6 +98,7 @@ mod port;
 mod proto;
 mod registry;
 pub mod sandbox;
+mod staging;
 mod stop;
 mod validate;
 mod wasm;
@@ -103,8 +107,11 @@ mod workspace;
 pub use audit::{Audit, AuditRecord};
 pub use builder::RuntimeBuilder;
 pub use builtin::builtin_components;
-pub use cache::{CACHE_DIR_ENV, CacheOutcome, CacheStats, default_cache_dir};
-pub use cap::{TRUNCATION_MARKER, cap_result};
+pub use cache::{
+    CACHE_DIR_ENV, CACHE_KEY_ENV, CacheOutcome, CacheStats, MAX_CACHE_ENTRY_BYTES,
+    default_cache_dir, default_cache_key_file,
+};
+pub use cap::{TRUNCATION_MARKER, cap_result, cap_text};
 pub use context::{Call, CallContext, DEFAULT_AGENT};
 pub use dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
 pub use engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS, engines_created};

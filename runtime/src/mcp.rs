@@ -140,7 +140,7 @@ impl ServerHandler for McpServer {
             }
         };
         let response = report.response;
-        let content = vec![ContentBlock::text(response.model_text())];
+        let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
         let result = if response.is_error() {
             CallToolResult::error(content)
         } else {

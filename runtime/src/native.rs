@@ -126,7 +126,7 @@ impl From<ToolError> for ToolResponse {
 }
 
 /// What a native call is given: who is calling, where, until when, and the grants as handles.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ToolContext {
     pub(crate) call_id: String,
     pub(crate) agent: String,

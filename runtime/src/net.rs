@@ -5,9 +5,12 @@
 //! guest follows a redirect by making a new request, which is checked again):
 //!
 //! - the scheme, host and port must match one of the rule's [`HostPattern`]s;
-//! - the host resolves the name itself, and refuses loopback, private, link-local and other
-//!   non-public addresses unless the matching pattern names that exact host (an IP literal or
-//!   `localhost`);
+//! - the host resolves the name itself, and refuses every non-public address
+//!   ([`is_non_public`]: loopback, private, link-local, CGNAT, benchmarking, documentation,
+//!   multicast, reserved, NAT64 and 6to4 forms of those, ...) unless the matching pattern names
+//!   that very IP address, or names `localhost` and every address is loopback, or the policy
+//!   rule says `allow_private = true`. An exact DNS name is no exemption: a name can resolve
+//!   to a cloud metadata address or a private network;
 //! - the request is then sent by toolcell's own sender (`send_pinned`) to the addresses that
 //!   were checked, never to a name: no second lookup can rebind the name to another address
 //!   (a "DNS rebinding" attack), for HTTP and HTTPS alike. For HTTPS the TLS session verifies
@@ -45,6 +48,8 @@ pub struct HostPattern {
     scheme: String,
     host: String,
     port: Option<u16>,
+    /// The rule says `allow_private`: this pattern may reach non-public addresses.
+    allow_private: bool,
 }
 
 impl HostPattern {
@@ -73,7 +78,31 @@ impl HostPattern {
         if host.is_empty() || host.contains('/') {
             return Err(format!("host {text:?} is not [scheme://]host[:port]"));
         }
-        Ok(HostPattern { scheme, host, port })
+        Ok(HostPattern {
+            scheme,
+            host,
+            port,
+            allow_private: false,
+        })
+    }
+
+    /// This pattern, allowed to reach non-public addresses (a policy rule's `allow_private`).
+    pub fn allowing_private(mut self, allow: bool) -> HostPattern {
+        self.allow_private = allow;
+        self
+    }
+
+    /// True when a request matched by this pattern may reach `addresses`: all public, or the
+    /// pattern is the one IP address they are, or it is `localhost` and they are all loopback,
+    /// or the rule allows private addresses.
+    pub fn may_reach(&self, addresses: &[IpAddr]) -> bool {
+        if self.allow_private || !addresses.iter().any(|ip| is_non_public(*ip)) {
+            return true;
+        }
+        if let Ok(named) = self.host.parse::<IpAddr>() {
+            return addresses.iter().all(|ip| *ip == named);
+        }
+        self.host == "localhost" && addresses.iter().all(IpAddr::is_loopback)
     }
 
     /// True when a request to `scheme://host:port` is covered.
@@ -88,36 +117,68 @@ impl HostPattern {
         };
         self.scheme == scheme && self.port.unwrap_or(default_port) == port && host_matches
     }
-
-    /// True when the pattern names `host` exactly (no wildcard): only then may it reach a
-    /// non-public address.
-    pub fn names_exactly(&self, host: &str) -> bool {
-        !self.host.starts_with('*') && self.host == host
-    }
 }
 
-/// True for addresses a tool must not reach unless a policy names them: loopback, private,
-/// link-local, unspecified, broadcast, shared (CGNAT) and unique-local addresses.
+/// True for addresses a tool must not reach unless a policy names them: every range the IANA
+/// special-purpose registries mark as not globally reachable, and the IPv6 forms that carry an
+/// IPv4 address (mapped, compatible, NAT64, 6to4) judged by that address. Teredo
+/// (2001::/32) hides its address and is refused whole.
 pub fn is_non_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || (a == 100 && (64..128).contains(&b))
+            let [a, b, c, _] = v4.octets();
+            a == 0                                        // 0.0.0.0/8 "this network"
+                || a == 10                                // 10.0.0.0/8 private
+                || a == 127                               // loopback
+                || (a == 100 && (64..128).contains(&b))   // 100.64.0.0/10 shared (CGNAT)
+                || (a == 169 && b == 254)                 // link-local (cloud metadata)
+                || (a == 172 && (16..32).contains(&b))    // 172.16.0.0/12 private
+                || (a == 192 && b == 0 && c == 0)         // 192.0.0.0/24 protocol assignments
+                || (a == 192 && b == 0 && c == 2)         // 192.0.2.0/24 documentation
+                || (a == 192 && b == 88 && c == 99)       // 6to4 relay anycast
+                || (a == 192 && b == 168)                 // 192.168.0.0/16 private
+                || (a == 198 && (18..20).contains(&b))    // 198.18.0.0/15 benchmarking
+                || (a == 198 && b == 51 && c == 100)      // 198.51.100.0/24 documentation
+                || (a == 203 && b == 0 && c == 113)       // 203.0.113.0/24 documentation
+                || a >= 224 // multicast 224/4, reserved 240/4, broadcast
         }
         IpAddr::V6(v6) => {
+            let segments = v6.segments();
+            let [.., a, b, c, d] = v6.octets();
+            let last_32_bits = IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d));
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_non_public(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
+            // ::/96, IPv4-compatible (deprecated), including :: and ::1.
+            if segments[..6].iter().all(|&s| s == 0) {
+                return true;
+            }
+            // 64:ff9b::/96 NAT64: judged by the IPv4 address it carries.
+            if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                return is_non_public(last_32_bits);
+            }
+            // 2002::/16 6to4: the IPv4 address is in the second and third segments.
+            if segments[0] == 0x2002 {
+                let [hi, lo] = [segments[1], segments[2]];
+                let v4 = std::net::Ipv4Addr::new(
+                    (hi >> 8) as u8,
+                    (hi & 0xff) as u8,
+                    (lo >> 8) as u8,
+                    (lo & 0xff) as u8,
+                );
+                return is_non_public(IpAddr::V4(v4));
+            }
+            let first = segments[0];
+            (first & 0xfe00) == 0xfc00                           // fc00::/7 unique local
+                || (first & 0xffc0) == 0xfe80                    // fe80::/10 link-local
+                || (first & 0xffc0) == 0xfec0                    // fec0::/10 site-local
+                || (first & 0xff00) == 0xff00                    // ff00::/8 multicast
+                || (segments[0] == 0x64 && segments[1] == 0xff9b) // 64:ff9b:1::/48 local NAT64
+                || (segments[0] == 0x100 && segments[1..4] == [0, 0, 0]) // 100::/64 discard
+                || (segments[0] == 0x2001 && segments[1] == 0)   // 2001::/32 Teredo
+                || (segments[0] == 0x2001 && segments[1] == 0xdb8) // documentation
+                || (segments[0] == 0x2001 && segments[1] < 0x200) // 2001::/23 IETF protocols
+                || segments[0] == 0x3fff && segments[1] < 0x1000 // 3fff::/20 documentation
         }
     }
 }
@@ -198,7 +259,8 @@ async fn checked(uri: &http::Uri, allowed: &[HostPattern]) -> Result<Destination
     if addresses.is_empty() {
         return Err(Error::DestinationNotFound);
     }
-    if addresses.iter().any(|a| is_non_public(a.ip())) && !pattern.names_exactly(&host) {
+    let ips: Vec<IpAddr> = addresses.iter().map(SocketAddr::ip).collect();
+    if !pattern.may_reach(&ips) {
         return Err(Error::DestinationIpProhibited);
     }
     let tls = if scheme == "https" {
@@ -426,11 +488,45 @@ mod tests {
         }
         assert!(HostPattern::parse("ftp://x").is_err());
         assert!(HostPattern::parse("http://x:notaport").is_err());
-        assert!(
-            !HostPattern::parse("*.x.org")
-                .expect("p")
-                .names_exactly("a.x.org")
-        );
+    }
+
+    /// Which patterns may reach which addresses: only the address itself, `localhost` on
+    /// loopback, or a rule that allows private addresses, ever reaches a non-public one. These
+    /// are classified, never connected to.
+    #[test]
+    fn only_the_address_itself_or_allow_private_reaches_a_private_address() {
+        let ips = |list: &[&str]| -> Vec<IpAddr> {
+            list.iter().map(|ip| ip.parse().expect(ip)).collect()
+        };
+        let pattern = |text: &str| HostPattern::parse(text).expect(text);
+        let rows: &[(&str, bool, &[&str], bool)] = &[
+            ("metadata.internal", false, &["169.254.169.254"], false),
+            ("db.corp.example", false, &["10.0.0.5"], false),
+            ("db.corp.example", true, &["10.0.0.5"], true),
+            ("api.example.org", false, &["93.184.216.34"], true),
+            (
+                "api.example.org",
+                false,
+                &["93.184.216.34", "127.0.0.1"],
+                false,
+            ),
+            ("http://127.0.0.1:8080", false, &["127.0.0.1"], true),
+            ("http://127.0.0.1:8080", false, &["127.0.0.2"], false),
+            ("http://[::1]:8080", false, &["::1"], true),
+            ("http://localhost:8080", false, &["127.0.0.1", "::1"], true),
+            ("http://localhost:8080", false, &["10.0.0.1"], false),
+            ("*.example.org", false, &["10.0.0.1"], false),
+            ("*", false, &["192.168.0.1"], false),
+        ];
+        for &(text, allow, addresses, expected) in rows {
+            assert_eq!(
+                pattern(text)
+                    .allowing_private(allow)
+                    .may_reach(&ips(addresses)),
+                expected,
+                "{text} (allow_private {allow}) to {addresses:?}"
+            );
+        }
     }
 
     #[test]
@@ -447,10 +543,42 @@ mod tests {
             "fe80::1",
             "fd00::1",
             "::ffff:127.0.0.1",
+            "0.1.2.3",
+            "100.127.255.255",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "198.51.100.7",
+            "203.0.113.9",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::1",
+            "2002:a9fe:a9fe::1",
+            "2002:7f00:1::1",
+            "2001:0:4136:e378::1",
+            "2001:db8::1",
+            "ff02::1",
+            "fec0::1",
+            "100::1",
         ] {
             assert!(is_non_public(ip.parse().expect(ip)), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:4700::1111", "8.8.8.8"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:4700::1111",
+            "8.8.8.8",
+            "100.128.0.1",
+            "198.20.0.1",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+            "2a00:1450::1",
+        ] {
             assert!(!is_non_public(ip.parse().expect(ip)), "{ip}");
         }
     }

@@ -20,9 +20,10 @@
 use crate::audit::{Audit, AuditRecord};
 use crate::bindings::GuestPre;
 use crate::cache::CacheStats;
+use crate::cap::cap_text;
 use crate::context::{Call, CallContext};
 use crate::gate::{Gate, GateDecision, Scope};
-use crate::info::ToolInfo;
+use crate::info::{ResourceRef, ToolInfo};
 use crate::instance::CallReport;
 use crate::limits::{CallOptions, MAX_ARGUMENT_BYTES};
 use crate::load::LoadError;
@@ -33,15 +34,16 @@ use crate::sandbox::{CallState, Grants};
 use crate::validate::ArgumentSchema;
 use crate::wasm::WasmExecutor;
 use crate::workspace::Workspace;
-use crate::{
-    DenyReason, Dispatch, FailureKind, ToolPort, ToolRequest, ToolResponse, cap_result, dispatch,
-};
+use crate::{DenyReason, Dispatch, FailureKind, ToolPort, ToolRequest, ToolResponse, dispatch};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
+
+/// A path a call writes: its workspace's root, and the path in it.
+pub(crate) type WriteKey = (PathBuf, String);
 
 /// What runs a tool's calls.
 pub(crate) enum Executable {
@@ -86,6 +88,9 @@ pub struct Runtime {
     /// Drives calls made from synchronous code.
     pub(crate) io: tokio::runtime::Runtime,
     pub(crate) workspaces: Mutex<HashMap<PathBuf, Weak<Workspace>>>,
+    /// One lock per (workspace, path) a call of a tool that is not concurrency-safe holds a
+    /// write grant on, while it runs.
+    pub(crate) write_locks: Mutex<HashMap<WriteKey, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) default_context: CallContext,
     pub(crate) cap: usize,
     pub(crate) audit: Option<Audit>,
@@ -211,6 +216,8 @@ impl Runtime {
         options: &CallOptions,
     ) -> CallReport {
         let started = Instant::now();
+        // The arguments of what ran, as the audit record keeps them.
+        let mut audited = None;
         let mut report = match dispatch(&self.registry, name, arguments) {
             Dispatch::Local(text) => CallReport {
                 tool: name.to_owned(),
@@ -227,6 +234,7 @@ impl Runtime {
                     report.via = Some(name.to_owned());
                 }
                 report.tool = tool;
+                audited = Some(routed);
                 report
             }
         };
@@ -236,7 +244,7 @@ impl Runtime {
             .workspace()
             .map(|workspace| workspace.root().to_owned());
         report.response = self.cap(report.response);
-        self.audit(arguments, &report, started);
+        self.audit(audited.as_deref().unwrap_or(arguments), &report, started);
         report
     }
 
@@ -327,7 +335,7 @@ impl Runtime {
                 ));
             }
         };
-        let (grants, granted) = if tool.info.capabilities.is_empty() {
+        let (mut grants, granted) = if tool.info.capabilities.is_empty() {
             (Grants::default(), Vec::new())
         } else {
             let scope = Scope {
@@ -348,6 +356,29 @@ impl Runtime {
                 }
             }
         };
+        // A tool that is not concurrency-safe writes each path it was granted alone: two such
+        // calls on one file (a read-compare-write edit, say) run one after the other.
+        let _exclusive = if tool.info.concurrency_safe {
+            Vec::new()
+        } else {
+            match self.exclusive(context, &granted, &limits, options).await {
+                Ok(guards) => guards,
+                Err(response) => {
+                    return CallReport {
+                        gate: GateDecision::Allow,
+                        granted,
+                        ..CallReport::host_answer(response)
+                    };
+                }
+            }
+        };
+        if let Err(reason) = crate::gate::finish_staging(&mut grants) {
+            return CallReport {
+                gate: GateDecision::Deny,
+                ..CallReport::host_answer(ToolResponse::Denied { reason })
+            };
+        }
+        let staged = grants.staged.clone();
         let mut report = match &tool.executable {
             Executable::Wasm(pre) => {
                 // The gate may have rewritten paths to the canonical ones it checked.
@@ -376,6 +407,17 @@ impl Runtime {
                 native::run(native, checked, context, limits.timeout).await
             }
         };
+        // What the tool wrote to granted files in their staging directories lands now, and
+        // only if the call answered with a result.
+        if matches!(report.response, ToolResponse::Result { .. })
+            && let Some(error) = staged.iter().find_map(|staging| staging.commit().err())
+        {
+            report.response = ToolResponse::failed(
+                FailureKind::Tool,
+                format!("the tool's changes to its granted files could not be kept: {error}"),
+            );
+        }
+        drop(staged);
         report.gate = GateDecision::Allow;
         report.granted = granted;
         if let ToolResponse::Result {
@@ -390,7 +432,65 @@ impl Runtime {
         report
     }
 
+    /// The write locks of the paths in `granted` (in one order, so two calls never wait on
+    /// each other), waited for no longer than the call's deadline and until its stop.
+    async fn exclusive(
+        &self,
+        context: &CallContext,
+        granted: &[crate::gate::Granted],
+        limits: &crate::limits::Limits,
+        options: &CallOptions,
+    ) -> Result<Vec<tokio::sync::OwnedMutexGuard<()>>, ToolResponse> {
+        let root = context
+            .workspace()
+            .map(|workspace| workspace.root().to_owned())
+            .unwrap_or_default();
+        let mut keys: Vec<WriteKey> = granted
+            .iter()
+            .filter(|grant| grant.capability == "filesystem.write")
+            .map(|grant| (root.clone(), grant.resource.clone()))
+            .collect();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        keys.sort();
+        keys.dedup();
+        let locks: Vec<_> = {
+            let mut table = self.write_locks.lock().unwrap_or_else(|p| p.into_inner());
+            // Forget the locks no call holds or waits for.
+            table.retain(|_, lock| Arc::strong_count(lock) > 1);
+            keys.into_iter()
+                .map(|key| Arc::clone(table.entry(key).or_default()))
+                .collect()
+        };
+        let stop = options.stop.clone().unwrap_or_default();
+        let all = async {
+            let mut guards = Vec::with_capacity(locks.len());
+            for lock in locks {
+                guards.push(lock.lock_owned().await);
+            }
+            guards
+        };
+        let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+        tokio::select! {
+            guards = tokio::time::timeout(limits.timeout, all) => {
+                guards.map_err(|_| ToolResponse::TimedOut { limit_ms })
+            }
+            () = stop.stopped() => Err(ToolResponse::Cancelled),
+        }
+    }
+
+    /// Stage 5: every text in the response cut to the cap, marker included: the result, a
+    /// failure's message, every free text of a denial (a tool's own refusal, a resource named
+    /// by the arguments, the reason).
     fn cap(&self, response: ToolResponse) -> ToolResponse {
+        let fit = |text: String| {
+            if text.len() <= self.cap {
+                text
+            } else {
+                cap_text(&text, self.cap).0
+            }
+        };
         match response {
             ToolResponse::Result {
                 text,
@@ -398,7 +498,11 @@ impl Runtime {
                 untrusted,
                 truncated,
             } => {
-                let (text, cut) = cap_result(&text, self.cap);
+                let (text, cut) = if text.len() <= self.cap {
+                    (text, false)
+                } else {
+                    cap_text(&text, self.cap)
+                };
                 ToolResponse::Result {
                     text,
                     class,
@@ -406,8 +510,60 @@ impl Runtime {
                     truncated: truncated || cut,
                 }
             }
+            ToolResponse::Failed { kind, message } => ToolResponse::Failed {
+                kind,
+                message: fit(message),
+            },
+            ToolResponse::Denied { reason } => ToolResponse::Denied {
+                reason: match reason {
+                    DenyReason::Tool { message } => DenyReason::Tool {
+                        message: fit(message),
+                    },
+                    DenyReason::ApprovalRequired {
+                        capability,
+                        resource,
+                    } => DenyReason::ApprovalRequired {
+                        capability,
+                        resource: fit(resource),
+                    },
+                    DenyReason::ByPerson {
+                        capability,
+                        resource,
+                    } => DenyReason::ByPerson {
+                        capability,
+                        resource: fit(resource),
+                    },
+                    DenyReason::Capability {
+                        capability,
+                        resource,
+                        why,
+                    } => DenyReason::Capability {
+                        capability,
+                        resource: fit(resource),
+                        why: fit(why),
+                    },
+                    DenyReason::NoGrant => DenyReason::NoGrant,
+                },
+            },
             other => other,
         }
+    }
+
+    /// The text a model reads for `response` (its result, or one line saying what went
+    /// wrong), at most the cap, marker included, whatever the outcome. Every front end shows
+    /// this.
+    pub fn model_text(&self, response: &ToolResponse) -> String {
+        let text = response.model_text();
+        if text.len() <= self.cap {
+            text
+        } else {
+            cap_text(&text, self.cap).0
+        }
+    }
+
+    /// The cap on what a model reads from one call, in bytes.
+    pub fn cap_bytes(&self) -> usize {
+        self.cap
     }
 
     /// Append the call's audit record, if the runtime keeps one.
@@ -415,7 +571,21 @@ impl Runtime {
         let Some(audit) = &self.audit else {
             return;
         };
-        let record = AuditRecord::of(arguments, report, started.elapsed());
+        let resources: Vec<&str> = self
+            .tools
+            .get(&report.tool)
+            .map(|tool| {
+                tool.info
+                    .capabilities
+                    .iter()
+                    .filter_map(|capability| match &capability.target {
+                        ResourceRef::Argument(pointer) => Some(pointer.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let record = AuditRecord::of(arguments, &resources, report, started.elapsed());
         if let Err(error) = audit.record(&record) {
             self.audit_failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(call = %report.call_id, tool = %report.tool, %error,
@@ -487,11 +657,11 @@ mod tests {
             .native(echo)
             .build()
             .expect("runtime")
-            .with_cap(3);
+            .with_cap(crate::TRUNCATION_MARKER.len() + 3);
         let report = runtime.run_blocking(&Call::new(
             "1",
             "call_tool",
-            r#"{"name":"echo","arguments":{"text":"hello"}}"#,
+            r#"{"name":"echo","arguments":{"text":"hello, world!!!!"}}"#,
         ));
         assert_eq!(
             report.response,

@@ -14,16 +14,24 @@
 //! filesystem.read = { access = "allow", roots = ["."] }       # relative to the workspace
 //! filesystem.write = { access = "gated", roots = ["notes"] }  # ask a person first
 //! network = { access = "allow", hosts = ["https://*.example.org", "http://127.0.0.1:8080"] }
+//! # allow_private = true in a network rule lets its names resolve to private addresses
 //! env = { access = "allow", vars = ["LANG"] }
 //! clock = { access = "allow" }
 //! limits = { timeout_ms = 10000, memory_mib = 128, fuel = 1000000000 }
+//!
+//! [files]                           # for every tool, whatever its rules say
+//! protected = ["deploy/", "Makefile"]   # never written (besides .git, .toolcell, policy, audit)
+//! deny_read = [".env", ".env.*", "*.pem"] # never read (replaces the default list)
+//! max_read_bytes = 10485760         # the largest file a tool may be handed to read
 //! ```
 //!
 //! Unknown keys are errors that name their line.
 
+use crate::files::FileRules;
 use crate::{CapabilityKind, Class, Limits};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What a policy says about one capability for one resource.
@@ -52,6 +60,11 @@ pub struct Rule {
     /// For the network: the hosts the rule covers.
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// For the network: whether these hosts may resolve to non-public addresses (private,
+    /// loopback, link-local such as a cloud's metadata service, ...). Off by default: only a
+    /// host written as that very IP address (or `localhost`, on loopback) reaches one.
+    #[serde(default)]
+    pub allow_private: bool,
     /// For the environment: the variables the rule covers, by name.
     #[serde(default)]
     pub vars: Vec<String>,
@@ -80,10 +93,11 @@ impl ToolPolicy {
     }
 }
 
-/// The policy of every tool, by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The policy of every tool, by name, and the rules on files that hold for every tool.
+#[derive(Debug, Clone, Default)]
 pub struct Policy {
     tools: HashMap<String, ToolPolicy>,
+    files: FileRules,
 }
 
 /// The embedded default policy's text.
@@ -107,6 +121,20 @@ impl Policy {
     pub fn from_toml(text: &str) -> Result<Policy, String> {
         let file: PolicyFile = toml::from_str(text).map_err(|error| error.to_string())?;
         let mut policy = Policy::empty();
+        if let Some(files) = file.files {
+            for path in &files.protected {
+                if Path::new(path).is_absolute() || path.split('/').any(|part| part == "..") {
+                    return Err(format!(
+                        "files.protected: {path:?} must be a path inside the workspace"
+                    ));
+                }
+                policy.files.protected.push(PathBuf::from(path));
+            }
+            if let Some(deny_read) = files.deny_read {
+                policy.files.deny_read = deny_read;
+            }
+            policy.files.max_read_bytes = files.max_read_bytes;
+        }
         for (name, entry) in file.tools {
             for host in entry.network.iter().flat_map(|rule| &rule.hosts) {
                 crate::net::HostPattern::parse(host)
@@ -135,6 +163,12 @@ impl Policy {
         self.tools.values().any(|tool| tool.limits.fuel.is_some())
     }
 
+    /// The rules on files every tool is held to (`[files]`: protected paths, the read
+    /// deny-list, the largest read).
+    pub fn files(&self) -> &FileRules {
+        &self.files
+    }
+
     /// The policy of `tool`: its entry, or the default (nothing) if it has none.
     pub fn tool(&self, tool: &str) -> ToolPolicy {
         self.tools.get(tool).cloned().unwrap_or_default()
@@ -146,6 +180,16 @@ impl Policy {
 struct PolicyFile {
     #[serde(default)]
     tools: std::collections::BTreeMap<String, ToolEntry>,
+    files: Option<FilesEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesEntry {
+    #[serde(default)]
+    protected: Vec<String>,
+    deny_read: Option<Vec<String>>,
+    max_read_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]

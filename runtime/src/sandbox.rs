@@ -34,7 +34,7 @@ pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
 pub const STDIO_CAPTURE_BYTES: usize = 64 * 1024;
 
 /// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Grants {
     /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
     pub clock: bool,
@@ -44,6 +44,12 @@ pub struct Grants {
     pub preopens: Vec<Preopen>,
     /// The hosts its `wasi:http` requests may reach (none: every request is denied).
     pub network: Arc<Vec<crate::net::HostPattern>>,
+    /// The staging directories of granted files (`staging.rs`): what the call writes there is
+    /// carried over after it, and they are removed when the last clone of these grants goes.
+    pub(crate) staged: Vec<Arc<crate::staging::Staging>>,
+    /// Staging directories decided but not yet filled (`gate::finish_staging`), by the
+    /// directory path the guest knows.
+    pub(crate) pending: Vec<(String, crate::staging::Staging)>,
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path

@@ -49,6 +49,7 @@ impl WasmExecutor {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
             .context("linking wasi:http into the host")?;
+        refuse_symlink_creation(&mut linker).context("withholding symlink creation")?;
         let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
         Ok(WasmExecutor {
             engine,
@@ -114,4 +115,32 @@ impl WasmExecutor {
         )
         .await
     }
+}
+
+/// The `wasi:filesystem` version wasmtime-wasi links (guests importing any 0.2.x reach it).
+const WASI_FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+
+/// Replace `descriptor.symlink-at` with a refusal (`not-permitted`), for every guest.
+///
+/// cap-std already refuses an absolute target, and never follows a link out of a preopen,
+/// but it lets a guest create a relative link such as `../../../etc/passwd`, which the
+/// user's editor, git or shell would follow later. No tool needs to create links, so none
+/// may.
+fn refuse_symlink_creation(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::filesystem::Descriptor;
+    use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+    linker.allow_shadowing(true);
+    let defined = linker
+        .instance(WASI_FILESYSTEM_TYPES)
+        .and_then(|mut types| {
+            types.func_wrap_async(
+                "[method]descriptor.symlink-at",
+                |_store, (_descriptor, _target, _link): (Resource<Descriptor>, String, String)| {
+                    Box::new(async { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) })
+                },
+            )
+        });
+    linker.allow_shadowing(false);
+    defined.map_err(anyhow::Error::from)
 }

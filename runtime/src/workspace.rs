@@ -21,6 +21,8 @@ pub struct Workspace {
     root: PathBuf,
     pub(crate) dir: Dir,
     saved: Mutex<SavedRules>,
+    /// `.toolcell/grants`, where file grants are staged (`staging.rs`), opened on first use.
+    grants: std::sync::OnceLock<Dir>,
 }
 
 impl Workspace {
@@ -29,7 +31,21 @@ impl Workspace {
         let root = path.canonicalize()?;
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
         let saved = Mutex::new(SavedRules::load(&dir));
-        Ok(Workspace { root, dir, saved })
+        Ok(Workspace {
+            root,
+            dir,
+            saved,
+            grants: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// `.toolcell/grants` in this workspace, made on first use.
+    pub(crate) fn grants_dir(&self) -> io::Result<&Dir> {
+        if let Some(dir) = self.grants.get() {
+            return Ok(dir);
+        }
+        let dir = crate::staging::open_grants_dir(&self.dir)?;
+        Ok(self.grants.get_or_init(|| dir))
     }
 
     /// The workspace's canonical path.

@@ -6,10 +6,22 @@ use std::process::{Command, Output};
 use std::time::SystemTime;
 
 fn toolcell(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcell"))
-        .args(args)
-        .output()
-        .expect("run toolcell")
+    command().args(args).output().expect("run toolcell")
+}
+
+/// The `toolcell` binary with the tests' own compile cache (never the user's).
+fn command() -> Command {
+    command_named(env!("CARGO_BIN_EXE_toolcell"))
+}
+
+/// `program`, with the tests' own compile cache in its environment.
+fn command_named(program: &str) -> Command {
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
+    let mut command = Command::new(program);
+    command
+        .env(toolcell::CACHE_DIR_ENV, base.join("entries"))
+        .env(toolcell::CACHE_KEY_ENV, base.join("cache.key"));
+    command
 }
 
 fn stdout(output: &Output) -> String {
@@ -71,10 +83,10 @@ fn json_prints_the_whole_response() {
     let output = toolcell(&[
         "call",
         "echo",
-        r#"{"text":"abcdef"}"#,
+        r#"{"text":"abcdefghijklmnop"}"#,
         "--json",
         "--cap",
-        "3",
+        "15",
     ]);
     assert_eq!(output.status.code(), Some(0));
     let response: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
@@ -273,6 +285,10 @@ fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
         .collect();
     assert_eq!(outcomes, ["result", "failed", "result", "denied"]);
     assert_eq!(lines[0]["arguments"]["token"], "[redacted]");
+    assert_eq!(
+        lines[0]["arguments"]["text"]["bytes"], 1,
+        "content is kept as its shape"
+    );
     assert_eq!(lines[0]["bytes"], 1);
     assert_eq!(lines[1]["failure"], "invalid_input");
     assert_eq!(lines[3]["gate"], "deny");
@@ -292,12 +308,66 @@ fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
     }
 }
 
+/// A write that fails mid-line (here: the file-size limit, as a full disk would) leaves the
+/// audit file at its last whole line, and the call says so (exit 6) but still prints its
+/// result. The limit stops wasmtime too (its memory images are files), so the call is one the
+/// loop answers itself (`find_tool`), which needs no tool loaded.
 #[test]
-fn a_full_disk_under_the_audit_file_is_reported() {
-    let output = toolcell(&["call", "echo", r#"{"text":"x"}"#, "--audit", "/dev/full"]);
+fn a_failed_audit_write_is_cut_back_to_whole_lines_and_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let audit = dir.path().join("audit.jsonl");
+    // 900 bytes of whole lines, under a 1024-byte file-size limit the next line will cross.
+    let before = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(889));
+    assert_eq!(before.len(), 900);
+    std::fs::write(&audit, &before).expect("write");
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 1; exec '{}' --no-cache call find_tool '{{\"query\":\"zzz\"}}' \
+         --audit '{}'",
+        env!("CARGO_BIN_EXE_toolcell"),
+        audit.display()
+    );
+    let output = command_named("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash");
     assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
-    assert_eq!(stdout(&output), "x\n", "the result is still printed");
+    assert_eq!(
+        stdout(&output),
+        "No tool matches.\n",
+        "the result is still printed"
+    );
     assert!(stderr(&output).contains("audit record could not be written"));
+    assert_eq!(
+        std::fs::read_to_string(&audit).expect("audit"),
+        before,
+        "the half-written line was cut off"
+    );
+}
+
+/// The audit file is never reached through a symlink, and a FIFO or device is refused at
+/// once rather than waited on.
+#[test]
+fn the_audit_file_must_be_a_regular_file_reached_without_a_link() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let target = dir.path().join("elsewhere.txt");
+    std::fs::write(&target, "untouched").expect("write");
+    let link = dir.path().join("audit.jsonl");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let fifo = dir.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    for (path, why) in [(&link, "symlink"), (&fifo, "regular file")] {
+        let path = path.to_str().expect("utf-8");
+        let output = toolcell(&["call", "echo", r#"{"text":"x"}"#, "--audit", path]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(why), "{}", stderr(&output));
+    }
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "untouched");
 }
 
 /// Run toolcell with its stdin, stdout and stderr on a pseudo-terminal (util-linux `script`),
@@ -314,7 +384,8 @@ fn on_a_terminal(args: &[&str], cache: &std::path::Path, input: &str) -> (Option
     let mut child = Command::new("script")
         // Quiet, flush as it goes, the child's exit status, no typescript file.
         .args(["-qefc", &command, "/dev/null"])
-        .env("TOOLCELL_CACHE_DIR", cache)
+        .env(toolcell::CACHE_DIR_ENV, cache)
+        .env(toolcell::CACHE_KEY_ENV, cache.with_extension("key"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -401,9 +472,9 @@ fn compiling_shows_progress_on_a_terminal_only() {
         "the listing follows: {shown}"
     );
 
-    let piped = Command::new(env!("CARGO_BIN_EXE_toolcell"))
+    let piped = command()
         .arg("list")
-        .env("TOOLCELL_CACHE_DIR", cache.path().join("b"))
+        .env(toolcell::CACHE_DIR_ENV, cache.path().join("b"))
         .output()
         .expect("run toolcell");
     assert_eq!(piped.status.code(), Some(0));

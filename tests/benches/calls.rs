@@ -193,7 +193,8 @@ fn main() {
     let start = |cache_dir: &std::path::Path| {
         let output = Command::new(&binary)
             .args(["call", "echo", r#"{"text":"hello"}"#])
-            .env("TOOLCELL_CACHE_DIR", cache_dir)
+            .env(toolcell::CACHE_DIR_ENV, cache_dir)
+            .env(toolcell::CACHE_KEY_ENV, cache.path().join("cache.key"))
             .output()
             .expect("run toolcell");
         assert_eq!(output.stdout, b"hello\n");

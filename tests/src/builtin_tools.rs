@@ -2,9 +2,7 @@
 
 use crate::support::{call, port, result_text};
 use std::time::SystemTime;
-use toolcell::{
-    Class, DenyReason, FailureKind, Registry, Runtime, ToolPort, ToolRequest, ToolResponse,
-};
+use toolcell::{Class, DenyReason, FailureKind, Registry, ToolPort, ToolRequest, ToolResponse};
 
 #[test]
 fn echo_returns_its_text_unchanged() {
@@ -48,7 +46,7 @@ fn clock_granted_the_clock_reads_the_real_time() {
 
 #[test]
 fn clock_without_the_grant_reads_the_fixed_time() {
-    let port = Runtime::builder()
+    let port = crate::support::builder()
         .policy(toolcell::Policy::empty())
         .build()
         .expect("port");
@@ -81,7 +79,7 @@ fn oversized_arguments_are_refused_before_instantiation() {
 
 #[test]
 fn the_registry_from_describe_is_the_seeds_registry() {
-    let port = Runtime::builder().build().expect("port");
+    let port = crate::support::builder().build().expect("port");
     // The seed's two tools, exactly as the seed's registry has them (more tools ship too).
     let seed: Vec<_> = port
         .registry()
@@ -99,7 +97,7 @@ fn the_registry_from_describe_is_the_seeds_registry() {
 
 #[test]
 fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
-    let port = Runtime::builder().build().expect("port");
+    let port = crate::support::builder().build().expect("port");
     let runtime = port;
     let found = result_text(runtime.handle("1", "find_tool", r#"{"query":"ECHO"}"#));
     assert!(
@@ -111,17 +109,18 @@ fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
         "direct"
     );
 
-    // "héllo" is 6 bytes; a cap of 4 cuts after "hél" (the cut may not split "é").
-    let runtime = runtime.with_cap(4);
+    // The cap counts the marker: a cap leaving 4 bytes before the marker
+    // cuts after "hé" and before the second "é" (the cut may not split it).
+    let runtime = runtime.with_cap(4 + toolcell::TRUNCATION_MARKER.len());
     let response = runtime.handle(
         "3",
         "call_tool",
-        r#"{"name":"echo","arguments":{"text":"héllo"}}"#,
+        r#"{"name":"echo","arguments":{"text":"hééxxxxxxxxxxxxxxxxxxxx"}}"#,
     );
     assert_eq!(
         response,
         ToolResponse::Result {
-            text: "hél\n[truncated]".to_owned(),
+            text: "hé\n[truncated]".to_owned(),
             class: Class::Public,
             untrusted: false,
             truncated: true,
@@ -159,7 +158,7 @@ fn the_shared_port_loaded_every_guest() {
 /// The benchmark's compute guest gets the same answer as the same Rust run natively.
 #[test]
 pub(crate) fn compute() {
-    let port = Runtime::builder()
+    let port = crate::support::builder()
         .builtin_tools(false)
         .component("test:compute", crate::guests::COMPUTE)
         .build()

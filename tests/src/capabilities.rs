@@ -30,7 +30,7 @@ fn policy(text: &str) -> Policy {
 }
 
 fn open(ws: &Path, policy: Policy, approver: Option<Arc<FixedApprover>>) -> Runtime {
-    let mut builder = Runtime::builder().workspace(ws).policy(policy);
+    let mut builder = crate::support::builder().workspace(ws).policy(policy);
     if let Some(approver) = approver {
         builder = builder.approver(approver);
     }
@@ -91,13 +91,25 @@ fn read_file_metadata_and_schema() {
     );
 }
 
+/// `read_file`'s last line: the sha256 of the whole file at `path`, as `edit_file` takes it.
+fn digest_line(path: &Path) -> String {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(path).expect("read");
+    let hex: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("[sha256: {hex}]")
+}
+
 #[test]
 fn read_file_reads_lines_and_says_when_it_cut() {
     let (_temp, ws) = workspace();
     let port = open(&ws, Policy::embedded_default(), None);
+    let digest = digest_line(&ws.join("src/a.txt"));
     assert_eq!(
         result_text(call(&port, "read_file", json!({ "path": "src/a.txt" }))),
-        "one\ntwo\nthree\n"
+        format!("one\ntwo\nthree\n{digest}")
     );
     assert_eq!(
         result_text(call(
@@ -105,7 +117,7 @@ fn read_file_reads_lines_and_says_when_it_cut() {
             "read_file",
             json!({ "path": "./src//a.txt", "offset": 1, "limit": 1 })
         )),
-        "two\n[truncated: showing lines 2-2 of 3]"
+        format!("two\n[truncated: showing lines 2-2 of 3]\n{digest}")
     );
     assert_eq!(
         result_text(call(
@@ -113,7 +125,7 @@ fn read_file_reads_lines_and_says_when_it_cut() {
             "read_file",
             json!({ "path": "src/a.txt", "max_bytes": 8 })
         )),
-        "one\ntwo\n[truncated: showing lines 1-2 of 3]"
+        format!("one\ntwo\n[truncated: showing lines 1-2 of 3]\n{digest}")
     );
     let absolute = ws.join("src/a.txt").canonicalize().expect("canonical");
     assert_eq!(
@@ -122,7 +134,7 @@ fn read_file_reads_lines_and_says_when_it_cut() {
             "read_file",
             json!({ "path": absolute.to_str() })
         )),
-        "one\ntwo\nthree\n"
+        format!("one\ntwo\nthree\n{digest}")
     );
 }
 
@@ -191,7 +203,7 @@ fn read_file_requirements_come_from_the_arguments() {
     );
     assert_eq!(
         result_text(call(&port, "read_file", json!({ "path": "src/a.txt" }))),
-        "one\ntwo\nthree\n"
+        format!("one\ntwo\nthree\n{}", digest_line(&ws.join("src/a.txt")))
     );
     std::fs::write(ws.join("top.txt"), "top").expect("write");
     let reason = denied_why(call(&port, "read_file", json!({ "path": "top.txt" })));
@@ -226,15 +238,13 @@ fn read_file_concurrent_calls_each_get_their_own_file() {
     let port = open(&ws, Policy::embedded_default(), None);
     std::thread::scope(|scope| {
         for i in 0..8 {
-            let port = &port;
+            let (port, ws) = (&port, &ws);
             scope.spawn(move || {
+                let path = format!("src/f{i}.txt");
+                let expected = format!("file {i}\n{}", digest_line(&ws.join(&path)));
                 for _ in 0..20 {
-                    let text = result_text(call(
-                        port,
-                        "read_file",
-                        json!({ "path": format!("src/f{i}.txt") }),
-                    ));
-                    assert_eq!(text, format!("file {i}\n"));
+                    let text = result_text(call(port, "read_file", json!({ "path": path })));
+                    assert_eq!(text, expected);
                 }
             });
         }
@@ -432,7 +442,10 @@ fn a_person_approves_once_or_denies() {
         .is_error()
     );
     assert_eq!(once.asked().len(), 2);
-    assert!(!ws.join(".toolcell").exists(), "nothing saved");
+    assert!(
+        !ws.join(toolcell::PERMISSIONS_FILE).exists(),
+        "nothing saved"
+    );
 
     let no = Arc::new(FixedApprover::new(Approval::Deny));
     let port = open(&ws, Policy::embedded_default(), Some(no));
@@ -570,7 +583,7 @@ fn a_component_that_breaks_its_sha256_pin_is_refused() {
         .map(|b| format!("{b:02x}"))
         .collect();
     let pinned = |pin: &str| {
-        Runtime::builder()
+        crate::support::builder()
             .policy(policy(&format!("[tools.echo]\nsha256 = \"{pin}\"\n")))
             .build()
             .expect("port")
@@ -852,7 +865,7 @@ fn every_file_tool_is_cancelled_by_a_stopped_token() {
 pub(crate) fn envy() {
     let path = std::env::var("PATH").expect("PATH is set for the tests");
     let load = |policy: Policy| {
-        Runtime::builder()
+        crate::support::builder()
             .builtin_tools(false)
             .policy(policy)
             .component("test:envy", crate::guests::ENVY)
@@ -1028,4 +1041,65 @@ fn the_record_says_who_granted_each_capability() {
         record["granted"],
         json!([{ "capability": "filesystem.write", "resource": "src/c.txt", "by": "saved_rule" }])
     );
+}
+
+/// `read_file` gives the whole file's sha256, `edit_file` takes it: of several edits made at
+/// once with the digest of one read, exactly one lands, and the file is never seen half
+/// written.
+#[test]
+fn concurrent_edits_with_one_digest_land_exactly_once() {
+    let (_temp, ws) = workspace();
+    std::fs::write(ws.join("src/conf.txt"), "x = 0\n").expect("write");
+    let policy = policy(
+        "[tools.edit_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n\n\
+         [tools.read_file]\nfilesystem.read = { access = \"allow\", roots = [\".\"] }\n",
+    );
+    let port = open(&ws, policy, None);
+    let read = result_text(call(&port, "read_file", json!({ "path": "src/conf.txt" })));
+    let digest = read
+        .lines()
+        .last()
+        .and_then(|line| line.strip_prefix("[sha256: "))
+        .and_then(|line| line.strip_suffix(']'))
+        .expect("read_file ends with the digest")
+        .to_owned();
+    assert_eq!(read, format!("x = 0\n[sha256: {digest}]"));
+    let outcomes: Vec<ToolResponse> = std::thread::scope(|scope| {
+        let edits: Vec<_> = (1..=8)
+            .map(|i| {
+                let (port, digest) = (&port, &digest);
+                scope.spawn(move || {
+                    call(
+                        port,
+                        "edit_file",
+                        json!({ "path": "src/conf.txt", "old": "x = 0", "new": format!("x = {i}"),
+                                "expected_sha256": digest }),
+                    )
+                })
+            })
+            .collect();
+        edits
+            .into_iter()
+            .map(|edit| edit.join().expect("edit"))
+            .collect()
+    });
+    let landed = outcomes
+        .iter()
+        .filter(|outcome| !outcome.is_error())
+        .count();
+    assert_eq!(landed, 1, "{outcomes:?}");
+    for outcome in outcomes.iter().filter(|outcome| outcome.is_error()) {
+        assert!(
+            matches!(outcome, ToolResponse::Failed { message, .. } if message.contains("changed since it was read")),
+            "{outcome:?}"
+        );
+    }
+    let now = std::fs::read_to_string(ws.join("src/conf.txt")).expect("read");
+    assert!(now.starts_with("x = ") && now != "x = 0\n", "{now:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(ws.join("src"))
+        .expect("dir")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "no temporary file is left behind");
 }

@@ -235,14 +235,44 @@ fn a_result_as_large_as_memory_allows_is_capped_and_flagged() {
             text, truncated, ..
         } => {
             assert!(truncated);
-            assert_eq!(
-                text.len(),
-                toolcell::limits::DEFAULT_RESULT_CAP + toolcell::TRUNCATION_MARKER.len()
-            );
+            assert_eq!(text.len(), toolcell::limits::DEFAULT_RESULT_CAP);
         }
         other => panic!("expected a capped result, got {other:?}"),
     }
     assert_echo_still_works();
+}
+
+/// The command line shows a tool's failure within the cap too, marker included, as text and
+/// as JSON: `--cap` is a hard bound on what the model reads, whatever the outcome.
+#[test]
+fn the_command_line_caps_a_failure_s_text() {
+    let tools = crate::support::tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let long = "q".repeat(100_000);
+    let arguments = format!(r#"{{"do":"{long}"}}"#);
+    for (cap, json) in [("100", false), ("100", true), ("0", false)] {
+        let mut command = crate::support::toolcell_command();
+        command.arg("--tools").arg(tools.path());
+        command.args(["call", "hostile", &arguments, "--cap", cap]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().expect("run toolcell");
+        assert_eq!(output.status.code(), Some(1), "a failure");
+        let cap: usize = cap.parse().expect("cap");
+        if json {
+            let response: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+            let message = response["message"].as_str().expect("message");
+            assert!(message.len() <= cap, "{} bytes", message.len());
+            assert!(message.ends_with(toolcell::TRUNCATION_MARKER));
+        } else {
+            let shown = String::from_utf8_lossy(&output.stderr);
+            let shown = shown
+                .strip_prefix("toolcell: ")
+                .and_then(|line| line.strip_suffix('\n'))
+                .expect("one line");
+            assert!(shown.len() <= cap, "{} bytes: {shown:.40}", shown.len());
+        }
+    }
 }
 
 #[test]
@@ -250,7 +280,7 @@ fn fuel_bounds_a_call_deterministically() {
     // Fuel in the policy turns metering on: the spin's own limit comes from there.
     let policy = toolcell::Policy::from_toml("[tools.hostile]\nlimits = { fuel = 1000000 }\n")
         .expect("policy");
-    let port = toolcell::Runtime::builder()
+    let port = crate::support::builder()
         .policy(policy)
         .component("test:hostile", crate::guests::HOSTILE)
         .build()
@@ -360,7 +390,7 @@ fn outcome(response: &ToolResponse) -> String {
 /// With every instance slot taken, a call waits for one instead of failing.
 #[test]
 fn a_full_pool_makes_calls_wait_not_fail() {
-    let port = toolcell::Runtime::builder()
+    let port = crate::support::builder()
         .pool_slots(2)
         .component("test:hostile", crate::guests::HOSTILE)
         .build()

@@ -34,9 +34,9 @@ pub(crate) fn counter() {
 /// in fresh), and not when a slot keeps more. One slot, so the second call surely reuses it.
 #[test]
 fn linear_memory_carries_nothing_from_one_call_to_the_next() {
-    use toolcell::{CallOptions, Runtime, ToolPort as _, ToolRequest};
+    use toolcell::{CallOptions, ToolPort as _, ToolRequest};
     for keep_resident in [toolcell::KEEP_RESIDENT_BYTES, 64 << 20] {
-        let port = Runtime::builder()
+        let port = crate::support::builder()
             .builtin_tools(false)
             .component("test:hostile", crate::guests::HOSTILE)
             .pool_slots(1)

@@ -25,6 +25,8 @@ mod containment;
 #[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
+mod grants;
+#[cfg(test)]
 mod guest_logic;
 #[cfg(test)]
 mod loading;
@@ -57,6 +59,7 @@ mod guest_tests {
     pub(crate) use crate::capabilities::envy;
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
+    pub(crate) use crate::grants::prowler;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::no_ambient_authority::snoop;
 }

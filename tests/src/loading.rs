@@ -1,7 +1,7 @@
 //! Loading components: a bad one is refused by name, and the others keep serving.
 
 use crate::support::result_text;
-use toolcell::{Runtime, ToolPort, ToolRequest};
+use toolcell::{ToolPort, ToolRequest};
 
 #[test]
 fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
@@ -25,7 +25,10 @@ fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
         std::fs::write(dir.join(name), bytes).expect("write");
     }
 
-    let port = Runtime::builder().tools_dir(dir).build().expect("port");
+    let port = crate::support::builder()
+        .tools_dir(dir)
+        .build()
+        .expect("port");
 
     let mut refused: Vec<String> = port
         .load_errors()
@@ -73,7 +76,7 @@ fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
 
 #[test]
 fn a_missing_tools_directory_is_an_error_that_names_it() {
-    let error = Runtime::builder()
+    let error = crate::support::builder()
         .tools_dir("/no/such/toolcell/dir")
         .build()
         .expect_err("a missing directory is an error");
@@ -82,7 +85,7 @@ fn a_missing_tools_directory_is_an_error_that_names_it() {
 
 /// Load one component alone and return the reason it was refused.
 fn refusal(source: &str, bytes: &[u8]) -> String {
-    let port = Runtime::builder()
+    let port = crate::support::builder()
         .builtin_tools(false)
         .component(source, bytes)
         .build()
@@ -129,7 +132,7 @@ pub(crate) fn wrong_world() {
 /// registry entry and its calls stay the same.
 #[test]
 pub(crate) fn shifty() {
-    let port = Runtime::builder()
+    let port = crate::support::builder()
         .builtin_tools(false)
         .component("shifty.wasm", crate::guests::SHIFTY)
         .build()

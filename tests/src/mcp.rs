@@ -22,7 +22,7 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(toolcell_binary())
+        let mut child = crate::support::toolcell_command()
             .arg("serve")
             .args(args)
             .stdin(Stdio::piped())
@@ -284,7 +284,10 @@ fn the_python_mcp_client_passes_in_both_eras() {
     let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
     for mode in ["auto", "legacy"] {
         let audit = tools.path().join(format!("audit-{mode}.jsonl"));
+        let (cache, key) = crate::support::test_cache();
         let output = Command::new(&python)
+            .env(toolcell::CACHE_DIR_ENV, cache)
+            .env(toolcell::CACHE_KEY_ENV, key)
             .arg(&script)
             .arg(toolcell_binary())
             .arg(tools.path())

@@ -146,7 +146,7 @@ fn with_misbehaving(builder: toolcell::RuntimeBuilder) -> toolcell::RuntimeBuild
 }
 
 fn runtime(ws: &Path, natives: &Natives) -> Runtime {
-    let builder = Runtime::builder()
+    let builder = crate::support::builder()
         .policy(Policy::from_toml(POLICY).expect("policy"))
         .workspace(ws)
         .native(natives.read())
@@ -337,7 +337,7 @@ fn a_native_tool_s_huge_result_is_capped_like_a_wasm_tool_s() {
             text, truncated, ..
         } => {
             assert!(truncated);
-            assert_eq!(text.len(), 1000 + toolcell::TRUNCATION_MARKER.len());
+            assert_eq!(text.len(), 1000, "the cap is a hard bound, marker included");
             assert!(text.ends_with(toolcell::TRUNCATION_MARKER));
         }
         other => panic!("expected a capped result, got {other:?}"),
@@ -384,7 +384,7 @@ fn serve_lists_and_calls_a_native_tool() {
     let (_temp, ws) = workspace();
     let natives = Natives::new();
     let policy = format!("{POLICY}\n[tools.ok]\ncore = true\n");
-    let runtime = Runtime::builder()
+    let runtime = crate::support::builder()
         .policy(Policy::from_toml(&policy).expect("policy"))
         .workspace(&ws)
         .native(natives.read())
@@ -484,4 +484,140 @@ fn serve_lists_and_calls_a_native_tool() {
     // The runtime owns a tokio runtime, which must be dropped outside async code.
     drop(executor);
     drop(runtime);
+}
+
+/// Every text a model reads is capped, marker included, in every outcome: a result, a tool's
+/// failure, a tool's refusal, and a denial that quotes a resource the arguments named.
+#[test]
+fn every_text_a_model_reads_is_capped_in_every_outcome() {
+    let (_temp, ws) = workspace();
+    let natives = Natives::new();
+    let big = || "y".repeat(5 << 20);
+    let object = || json!({ "type": "object" });
+    let cap = 100;
+    let runtime = crate::support::builder()
+        .policy(Policy::from_toml(POLICY).expect("policy"))
+        .workspace(&ws)
+        .native(natives.read())
+        .native(FnTool::new(
+            ToolInfo::new("fails_big", "Fails at length.", object()),
+            move |_, _| async move { Err(ToolError::Failed(big())) },
+        ))
+        .native(FnTool::new(
+            ToolInfo::new("refuses_big", "Refuses at length.", object()),
+            move |_, _| async move { Err(ToolError::Denied(big())) },
+        ))
+        .native(FnTool::new(
+            ToolInfo::new("returns_big", "Answers at length.", object()),
+            move |_, _| async move { Ok(big()) },
+        ))
+        .build()
+        .expect("runtime")
+        .with_cap(cap);
+    let escaping = format!("../{}", "z".repeat(500_000));
+    for (tool, arguments) in [
+        ("fails_big", json!({})),
+        ("refuses_big", json!({})),
+        ("returns_big", json!({})),
+        ("native_read", json!({ "path": escaping })),
+        ("native_read", json!({ "path": 7 })),
+    ] {
+        let response = call(&runtime, tool, arguments);
+        let shown = runtime.model_text(&response);
+        assert!(shown.len() <= cap, "{tool}: {} bytes shown", shown.len());
+        let longest_field = serde_json::to_value(&response)
+            .expect("json")
+            .as_object()
+            .into_iter()
+            .flat_map(|object| object.values())
+            .flat_map(|value| match value {
+                Value::Object(reason) => reason.values().cloned().collect(),
+                other => vec![other.clone()],
+            })
+            .filter_map(|value| value.as_str().map(str::len))
+            .max()
+            .unwrap_or(0);
+        assert!(
+            longest_field <= cap,
+            "{tool}: a field of {longest_field} bytes"
+        );
+    }
+}
+
+/// The audit keeps each call's shape, never its content (file bodies, edit text, request
+/// bodies, header values, URL userinfo and query), names the tool that ran, and says what the
+/// gate itself decided: a tool that ran and refused was allowed by the gate.
+#[test]
+fn the_audit_keeps_shape_not_content_and_the_gate_s_own_decision() {
+    let (temp, ws) = workspace();
+    let audit_path = temp.path().join("audit.jsonl");
+    let policy = format!("{}{}", toolcell::DEFAULT_POLICY, "\n[tools.refuses]\n");
+    let runtime = crate::support::builder()
+        .policy(Policy::from_toml(&policy).expect("policy"))
+        .workspace(&ws)
+        .native(FnTool::new(
+            ToolInfo::new("refuses", "Refuses.", json!({ "type": "object" })),
+            |_, _| async { Err(ToolError::Denied("not today".to_owned())) },
+        ))
+        .build()
+        .expect("runtime")
+        .with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
+    let calls = [
+        (
+            "write_file",
+            json!({ "path": "new.txt", "content": "SECRET-BODY" }),
+        ),
+        (
+            "edit_file",
+            json!({ "path": "a.txt", "old": "SECRET-OLD", "new": "SECRET-NEW" }),
+        ),
+        (
+            "http_fetch",
+            json!({
+                "url": "https://user:SECRET-PW@example.invalid/x?q=SECRET-QUERY#SECRET-FRAGMENT",
+                "headers": { "Cookie": "SECRET-COOKIE", "Authorization": "SECRET-AUTH" },
+                "body": "SECRET-REQUEST"
+            }),
+        ),
+        ("call_tool", json!({ "name": "refuses", "arguments": {} })),
+    ];
+    for (tool, arguments) in &calls {
+        assert!(call(&runtime, tool, arguments.clone()).is_error(), "{tool}");
+    }
+    let text = std::fs::read_to_string(&audit_path).expect("audit");
+    assert!(
+        !text.contains("SECRET"),
+        "content reached the audit:\n{text}"
+    );
+    let records: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert_eq!(records.len(), calls.len());
+    assert_eq!(
+        records[0]["arguments"]["path"], "new.txt",
+        "resources are kept"
+    );
+    assert_eq!(records[0]["arguments"]["content"]["bytes"], 11);
+    assert_eq!(records[0]["gate"], "deny");
+    assert_eq!(
+        records[2]["arguments"]["url"]["url"], "https://example.invalid/x",
+        "a URL without its userinfo, query and fragment"
+    );
+    let refusal = &records[3];
+    assert_eq!(
+        (
+            &refusal["tool"],
+            &refusal["via"],
+            &refusal["gate"],
+            &refusal["outcome"]
+        ),
+        (
+            &json!("refuses"),
+            &json!("call_tool"),
+            &json!("allow"),
+            &json!("denied")
+        ),
+        "{refusal}"
+    );
 }

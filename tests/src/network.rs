@@ -98,7 +98,10 @@ fn port_allowing(hosts: &[String], access: &str) -> Runtime {
         hosts.join(", ")
     ))
     .expect("policy");
-    Runtime::builder().policy(policy).build().expect("port")
+    crate::support::builder()
+        .policy(policy)
+        .build()
+        .expect("port")
 }
 
 fn fetch(port: &Runtime, url: &str) -> ToolResponse {
@@ -243,7 +246,7 @@ fn a_wildcard_does_not_reach_a_private_address() {
 #[test]
 fn no_rule_no_network_and_gated_is_asked_for() {
     let server = TestServer::start("127.0.0.1", None);
-    let nothing = Runtime::builder().build().expect("port");
+    let nothing = crate::support::builder().build().expect("port");
     assert!(matches!(
         fetch(&nothing, &server.url("/hello")),
         ToolResponse::Denied { .. }
@@ -261,4 +264,40 @@ fn no_rule_no_network_and_gated_is_asked_for() {
         ToolResponse::Denied { .. }
     ));
     assert_eq!(server.connections(), 0);
+}
+
+/// A person who approves one destination of a gated rule approves that destination only: a
+/// redirect to another host of the same rule is refused, and never connected to.
+#[test]
+fn an_approval_covers_the_approved_destination_only() {
+    let other = TestServer::start("127.0.0.2", None);
+    let approved = TestServer::start("127.0.0.1", Some(other.url("/hello")));
+    let hosts = [
+        format!("\"http://{}\"", approved.addr),
+        format!("\"http://{}\"", other.addr),
+    ];
+    let policy = Policy::from_toml(&format!(
+        "[tools.http_fetch]\nnetwork = {{ access = \"gated\", hosts = [{}] }}\n",
+        hosts.join(", ")
+    ))
+    .expect("policy");
+    let approver = Arc::new(toolcell::FixedApprover::new(toolcell::Approval::Once));
+    let port = crate::support::builder()
+        .policy(policy)
+        .approver(approver.clone())
+        .build()
+        .expect("port");
+    let response = fetch(&port, &approved.url("/redirect-out"));
+    assert!(
+        matches!(&response, ToolResponse::Denied { reason: DenyReason::Tool { message } }
+            if message.contains("not one this call may reach")),
+        "{response:?}"
+    );
+    assert_eq!(approved.connections(), 1, "the approved request was made");
+    assert_eq!(other.connections(), 0, "the redirect was not followed");
+    assert_eq!(
+        approver.asked().len(),
+        1,
+        "one approval, for one destination"
+    );
 }

@@ -4,10 +4,25 @@
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use toolcell::{CallOptions, CallReport, Runtime, ToolPort, ToolRequest, ToolResponse};
 
+/// The compile cache the tests share, under the target directory, with its key beside it:
+/// never the user's own (`~/.cache/toolcell`).
+pub(crate) fn test_cache() -> (std::path::PathBuf, std::path::PathBuf) {
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-cache");
+    (base.join("entries"), base.join("cache.key"))
+}
+
+/// A runtime builder with the defaults, but the tests' own compile cache.
+pub(crate) fn builder() -> toolcell::RuntimeBuilder {
+    let (dir, key) = test_cache();
+    Runtime::builder()
+        .cache_dir(Some(dir))
+        .cache_key_file(Some(key))
+}
+
 /// A port with the built-in tools, the test guests and the default policy.
 pub(crate) fn port() -> &'static Runtime {
     static PORT: LazyLock<Runtime> = LazyLock::new(|| {
-        let port = Runtime::builder()
+        let port = builder()
             .component("test:counter", crate::guests::COUNTER)
             .component("test:snoop", crate::guests::SNOOP)
             .component("test:hostile", crate::guests::HOSTILE)
@@ -72,6 +87,16 @@ pub(crate) fn toolcell_binary() -> std::path::PathBuf {
         binary.display()
     );
     binary
+}
+
+/// A command that runs the `toolcell` binary with the tests' compile cache.
+pub(crate) fn toolcell_command() -> std::process::Command {
+    let (cache, key) = test_cache();
+    let mut command = std::process::Command::new(toolcell_binary());
+    command
+        .env(toolcell::CACHE_DIR_ENV, cache)
+        .env(toolcell::CACHE_KEY_ENV, key);
+    command
 }
 
 /// A temporary tools directory holding the named test guests.

@@ -1,5 +1,10 @@
 //! `edit_file`: replace one exact, unique piece of a file's text, optionally only if the file
 //! is still what the caller last read.
+//!
+//! The new text is written to a temporary file beside the old one and renamed over it, so no
+//! reader ever sees half an edit. The host runs calls of this tool (it is not
+//! concurrency-safe) on the same file one at a time, so the check of `expected_sha256` and
+//! the write that follows it are one step for every other toolcell call.
 
 mod logic;
 
@@ -64,7 +69,7 @@ impl Tool for EditFile {
                 args.path
             )),
         })?;
-        std::fs::write(&args.path, edited.as_bytes())
+        replace_atomically(&args.path, edited.as_bytes())
             .map_err(|e| toolcell_guest::io_error(&args.path, e))?;
         Ok(format!(
             "edited {}; its sha256 is now {}",
@@ -72,6 +77,21 @@ impl Tool for EditFile {
             hex(&sha2::Sha256::digest(edited.as_bytes()))
         ))
     }
+}
+
+/// Write `bytes` to a temporary file beside `path`, then rename it over `path`.
+fn replace_atomically(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let path = std::path::Path::new(path);
+    let name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let temp = path.with_file_name(format!(".{name}.edit.tmp"));
+    let written = std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,10 +1,11 @@
 //! `read_file`: a text file's lines, from an offset, up to a limit and a byte budget, saying
-//! when it cut.
+//! when it cut, and the whole file's sha256 (which `edit_file` takes as `expected_sha256`).
 
 mod logic;
 
 use logic::select;
 use serde::Deserialize;
+use sha2::Digest as _;
 use toolcell_guest::{Info, Tool, ToolError};
 
 /// How many lines a call returns when it does not say.
@@ -31,7 +32,9 @@ impl Tool for ReadFile {
         let info = toolcell_guest::info(
             "read_file",
             "Read a text file in the workspace. Returns its lines from `offset` (0-based), at \
-             most `limit` lines and `max_bytes` bytes, and says when it cut.",
+             most `limit` lines and `max_bytes` bytes, says when it cut, and ends with a line \
+             `[sha256: ...]`: the whole file's digest, to pass to edit_file as \
+             `expected_sha256`.",
             serde_json::json!({
                 "type": "object",
                 "properties": {
@@ -50,14 +53,23 @@ impl Tool for ReadFile {
     fn call(args: Args) -> Result<String, ToolError> {
         let bytes =
             std::fs::read(&args.path).map_err(|e| toolcell_guest::io_error(&args.path, e))?;
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolError::InvalidInput(format!("{} is not UTF-8 text", args.path)))?;
-        Ok(select(
+        let mut selected = select(
             &text,
             args.offset,
             args.limit.unwrap_or(DEFAULT_LIMIT),
             args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
-        ))
+        );
+        if !selected.is_empty() && !selected.ends_with('\n') {
+            selected.push('\n');
+        }
+        selected.push_str(&format!("[sha256: {digest}]"));
+        Ok(selected)
     }
 }
 

@@ -1,0 +1,196 @@
+//! What no tool may touch whatever a policy's rules say: paths no tool may write, files no tool
+//! may read, and the largest file a tool may be handed to read.
+//!
+//! - **Protected from writing**: `.git` (its config and hooks are code the user's git runs),
+//!   `.toolcell` (saved rules grant authority; a planted rule would approve later calls), the
+//!   policy file and the audit file when they lie in the workspace, and the policy's own
+//!   `[files] protected` list. A directory that holds any of them is not granted for writing
+//!   either (grant its files instead).
+//! - **Denied reading**: any path with a part that matches [`DEFAULT_DENY_READ`] (or the
+//!   policy's `[files] deny_read`, which replaces it): `.env` files, private keys, credential
+//!   files, `.ssh`. A tool granted a *directory* to read (`list_dir`, `glob`, `grep`) is handed
+//!   the directory as it is: this list stops reads of those files by name, not their listing
+//!   or a search through a directory that holds them.
+//! - **Largest read**: the policy's `[files] max_read_bytes`, checked on the file a read grant
+//!   names.
+
+use crate::info::CapabilityKind;
+use crate::workspace::Workspace;
+use std::path::{Component, Path, PathBuf};
+
+/// Paths, relative to the workspace, that no tool may write.
+pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".toolcell"];
+
+/// File name patterns (`*` matches any run of characters) that no tool may read by default.
+pub const DEFAULT_DENY_READ: &[&str] = &[
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".ssh",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+];
+
+/// The rules on files of one runtime (from the policy's `[files]` section, and the files the
+/// host itself keeps).
+#[derive(Debug, Clone)]
+pub struct FileRules {
+    /// Relative to the workspace, never written.
+    pub(crate) protected: Vec<PathBuf>,
+    /// Absolute paths never written (the policy file, the audit file).
+    pub(crate) protected_files: Vec<PathBuf>,
+    /// Name patterns never read.
+    pub(crate) deny_read: Vec<String>,
+    /// The largest file a read grant may name.
+    pub(crate) max_read_bytes: Option<u64>,
+}
+
+impl Default for FileRules {
+    fn default() -> Self {
+        FileRules {
+            protected: ALWAYS_PROTECTED.iter().map(PathBuf::from).collect(),
+            protected_files: Vec::new(),
+            deny_read: DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect(),
+            max_read_bytes: None,
+        }
+    }
+}
+
+impl FileRules {
+    /// These rules, also protecting the file at `path` (absolute, or relative to the current
+    /// directory) from every tool's writes.
+    pub fn protecting(mut self, path: &Path) -> FileRules {
+        // A file that does not exist yet (an audit file about to be made) is named through its
+        // directory's canonical path.
+        let absolute = std::fs::canonicalize(path)
+            .ok()
+            .or_else(|| {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty())?;
+                Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
+            })
+            .or_else(|| std::path::absolute(path).ok())
+            .unwrap_or_else(|| path.to_owned());
+        self.protected_files.push(absolute);
+        self
+    }
+
+    /// Whether `kind` may be granted on `path` (canonical, relative to the workspace; a
+    /// directory when `is_dir`), or why not.
+    pub(crate) fn check(
+        &self,
+        workspace: &Workspace,
+        kind: CapabilityKind,
+        path: &Path,
+        is_dir: bool,
+    ) -> Result<(), String> {
+        match kind {
+            CapabilityKind::FilesystemWrite => {
+                let absolute = workspace.root().join(path);
+                let under = |protected: &Path| path.starts_with(protected);
+                let holds = |protected: &Path| is_dir && protected.starts_with(path);
+                if let Some(hit) = self.protected.iter().find(|p| under(p) || holds(p)) {
+                    return Err(format!(
+                        "{} is protected: no tool may write it{}",
+                        hit.display(),
+                        if under(hit) {
+                            ""
+                        } else {
+                            " (nor a directory that holds it)"
+                        }
+                    ));
+                }
+                let hit = self
+                    .protected_files
+                    .iter()
+                    .find(|file| absolute == **file || (is_dir && file.starts_with(&absolute)));
+                if hit.is_some() {
+                    return Err(
+                        "it is (or holds) the policy or the audit file: no tool may write it"
+                            .to_owned(),
+                    );
+                }
+                Ok(())
+            }
+            CapabilityKind::FilesystemRead => {
+                for part in path.components() {
+                    let Component::Normal(part) = part else {
+                        continue;
+                    };
+                    let part = part.to_string_lossy();
+                    if let Some(pattern) = self.deny_read.iter().find(|p| glob(p, &part)) {
+                        return Err(format!(
+                            "{part} matches {pattern:?}, which no tool may read (the policy's \
+                             [files] deny_read)"
+                        ));
+                    }
+                }
+                if let Some(max) = self.max_read_bytes
+                    && !is_dir
+                    && let Ok(meta) = workspace.dir.metadata(path)
+                    && meta.len() > max
+                {
+                    return Err(format!(
+                        "it is {} bytes; the policy lets a tool read at most {max}",
+                        meta.len()
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// True when `name` matches `pattern`, where `*` matches any run of characters.
+fn glob(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((prefix, rest)) => {
+            let Some(mut remaining) = name.strip_prefix(prefix) else {
+                return false;
+            };
+            let parts: Vec<&str> = rest.split('*').collect();
+            let (last, middle) = parts.split_last().unwrap_or((&"", &[]));
+            for part in middle {
+                match remaining.find(part) {
+                    Some(at) => remaining = &remaining[at + part.len()..],
+                    None => return false,
+                }
+            }
+            remaining.len() >= last.len() && remaining.ends_with(last)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_names() {
+        for (pattern, name, expected) in [
+            (".env", ".env", true),
+            (".env", ".envx", false),
+            (".env.*", ".env.local", true),
+            (".env.*", ".env", false),
+            ("*.pem", "server.pem", true),
+            ("*.pem", "server.pem.bak", false),
+            ("id_rsa*", "id_rsa.pub", true),
+            ("*a*b*", "xaybz", true),
+            ("*a*b", "xaybz", false),
+            ("*a*b", "xaybzb", true),
+            ("*", "", true),
+        ] {
+            assert_eq!(glob(pattern, name), expected, "{pattern} vs {name}");
+        }
+    }
+}
