@@ -304,13 +304,18 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Create `dir` (and its parents) if missing, mode 0700, and check that it is a directory
-/// of this user's that no one else can write, reached without a symlink.
-fn open_private_dir(dir: &Path) -> Result<(), String> {
+/// Create `dir` (and its parents) if missing, mode 0700.
+fn create_dir_0700(dir: &Path) -> Result<(), String> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).map_err(|error| error.to_string())?;
+    builder.create(dir).map_err(|error| error.to_string())
+}
+
+/// Create `dir` (and its parents) if missing, mode 0700, and check that it is a directory
+/// of this user's that no one else can write, reached without a symlink.
+fn open_private_dir(dir: &Path) -> Result<(), String> {
+    create_dir_0700(dir)?;
     let meta = std::fs::symlink_metadata(dir).map_err(|error| error.to_string())?;
     check_private(&meta, "directory", 0o022)?;
     if !meta.is_dir() {
@@ -356,8 +361,10 @@ fn load_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], String> {
                 .map_err(|_| format!("it is not a {KEY_BYTES}-byte file"))
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            if let Some(parent) = path.parent() {
-                open_private_dir(parent)?;
+            // The key's directory need not be private: the key file itself must be this
+            // user's, 0600, and is created exclusively, so no one else's file is ever used.
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                create_dir_0700(parent)?;
             }
             let key = random::<KEY_BYTES>().map_err(|error| error.to_string())?;
             let temp = path.with_extension(format!(

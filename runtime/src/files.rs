@@ -1,11 +1,14 @@
 //! What no tool may touch whatever a policy's rules say: paths no tool may write, files no tool
 //! may read, and the largest file a tool may be handed to read.
 //!
-//! - **Protected from writing**: `.git` (its config and hooks are code the user's git runs),
-//!   `.toolcell` (saved rules grant authority; a planted rule would approve later calls), the
-//!   policy file and the audit file when they lie in the workspace, and the policy's own
-//!   `[files] protected` list. A directory that holds any of them is not granted for writing
-//!   either (grant its files instead).
+//! - **Protected from writing**: anything in a `.git` (its config and hooks are code the user's
+//!   git runs) or a `.toolcell` (saved rules grant authority; a planted rule would approve
+//!   later calls) at any depth, the policy file and the audit file when they lie in the
+//!   workspace, and the policy's own `[files] protected` list (a file with other names is
+//!   handed over as a copy, so a hard link to a protected file is not written through it:
+//!   `staging.rs`). Directories are never granted for writing: a tool writes the files it
+//!   names.
+//!   What a write grant hands over can be read, so it must pass the read rules too.
 //! - **Denied reading**: any path with a part that matches [`DEFAULT_DENY_READ`] (or the
 //!   policy's `[files] deny_read`, which replaces it): `.env` files, private keys, credential
 //!   files, `.ssh`. A tool granted a *directory* to read (`list_dir`, `glob`, `grep`) is handed
@@ -85,6 +88,9 @@ impl FileRules {
 
     /// Whether `kind` may be granted on `path` (canonical, relative to the workspace; a
     /// directory when `is_dir`), or why not.
+    ///
+    /// A write grant is checked against the read rules too: the file it hands over can be
+    /// read through it.
     pub(crate) fn check(
         &self,
         workspace: &Workspace,
@@ -94,59 +100,81 @@ impl FileRules {
     ) -> Result<(), String> {
         match kind {
             CapabilityKind::FilesystemWrite => {
-                let absolute = workspace.root().join(path);
-                let under = |protected: &Path| path.starts_with(protected);
-                let holds = |protected: &Path| is_dir && protected.starts_with(path);
-                if let Some(hit) = self.protected.iter().find(|p| under(p) || holds(p)) {
-                    return Err(format!(
-                        "{} is protected: no tool may write it{}",
-                        hit.display(),
-                        if under(hit) {
-                            ""
-                        } else {
-                            " (nor a directory that holds it)"
-                        }
-                    ));
-                }
-                let hit = self
-                    .protected_files
-                    .iter()
-                    .find(|file| absolute == **file || (is_dir && file.starts_with(&absolute)));
-                if hit.is_some() {
-                    return Err(
-                        "it is (or holds) the policy or the audit file: no tool may write it"
-                            .to_owned(),
-                    );
-                }
-                Ok(())
+                self.check_write(workspace, path, is_dir)?;
+                self.check_read(workspace, path, is_dir)
             }
-            CapabilityKind::FilesystemRead => {
-                for part in path.components() {
-                    let Component::Normal(part) = part else {
-                        continue;
-                    };
-                    let part = part.to_string_lossy();
-                    if let Some(pattern) = self.deny_read.iter().find(|p| glob(p, &part)) {
-                        return Err(format!(
-                            "{part} matches {pattern:?}, which no tool may read (the policy's \
-                             [files] deny_read)"
-                        ));
-                    }
-                }
-                if let Some(max) = self.max_read_bytes
-                    && !is_dir
-                    && let Ok(meta) = workspace.dir.metadata(path)
-                    && meta.len() > max
-                {
-                    return Err(format!(
-                        "it is {} bytes; the policy lets a tool read at most {max}",
-                        meta.len()
-                    ));
-                }
-                Ok(())
-            }
+            CapabilityKind::FilesystemRead => self.check_read(workspace, path, is_dir),
             _ => Ok(()),
         }
+    }
+
+    fn check_write(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
+        if is_dir {
+            // A directory may hold a repository, saved rules or the policy anywhere below it,
+            // now or later: directories are granted for reading only. Grant files.
+            return Err(
+                "a directory is never granted for writing (a tool may write the files it names)"
+                    .to_owned(),
+            );
+        }
+        // `.git` and `.toolcell` anywhere: a nested repository's hooks run as surely as the
+        // top one's. Compared ignoring case, for file systems that do.
+        for part in path.components() {
+            if let Component::Normal(part) = part
+                && let Some(name) = ALWAYS_PROTECTED
+                    .iter()
+                    .find(|name| part.to_string_lossy().eq_ignore_ascii_case(name))
+            {
+                return Err(format!("{name} is protected: no tool may write in it"));
+            }
+        }
+        // The policy's own list, resolved in this workspace as the path was (so a link to a
+        // protected directory, or `./deploy` for `deploy`, is the same path).
+        for protected in &self.protected {
+            let canonical = crate::gate::resolve(workspace, &protected.to_string_lossy())
+                .map(|resolved| resolved.path)
+                .unwrap_or_else(|_| protected.clone());
+            if path.starts_with(&canonical) || path.starts_with(protected) {
+                return Err(format!(
+                    "{} is protected (the policy's [files] protected): no tool may write it",
+                    protected.display()
+                ));
+            }
+        }
+        if self
+            .protected_files
+            .iter()
+            .any(|file| workspace.root().join(path) == *file)
+        {
+            return Err("it is the policy or the audit file: no tool may write it".to_owned());
+        }
+        Ok(())
+    }
+
+    fn check_read(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
+        for part in path.components() {
+            let Component::Normal(part) = part else {
+                continue;
+            };
+            let part = part.to_string_lossy();
+            if let Some(pattern) = self.deny_read.iter().find(|p| glob(p, &part)) {
+                return Err(format!(
+                    "{part} matches {pattern:?}, which no tool may read (the policy's [files] \
+                     deny_read)"
+                ));
+            }
+        }
+        if let Some(max) = self.max_read_bytes
+            && !is_dir
+            && let Ok(meta) = workspace.dir.metadata(path)
+            && meta.len() > max
+        {
+            return Err(format!(
+                "it is {} bytes; the policy lets a tool read at most {max}",
+                meta.len()
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -123,12 +123,20 @@ impl Policy {
         let mut policy = Policy::empty();
         if let Some(files) = file.files {
             for path in &files.protected {
-                if Path::new(path).is_absolute() || path.split('/').any(|part| part == "..") {
+                // Lexically normal: `./deploy/` is `deploy`.
+                let normal: PathBuf = Path::new(path)
+                    .components()
+                    .filter(|part| !matches!(part, std::path::Component::CurDir))
+                    .collect();
+                let inside = normal
+                    .components()
+                    .all(|part| matches!(part, std::path::Component::Normal(_)));
+                if !inside || normal.as_os_str().is_empty() {
                     return Err(format!(
                         "files.protected: {path:?} must be a path inside the workspace"
                     ));
                 }
-                policy.files.protected.push(PathBuf::from(path));
+                policy.files.protected.push(normal);
             }
             if let Some(deny_read) = files.deny_read {
                 policy.files.deny_read = deny_read;

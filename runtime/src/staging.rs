@@ -8,7 +8,7 @@
 //! their own names, only the granted files:
 //!
 //! - a file the call may write is a hard link to the real file, so writes in place reach it
-//!   directly; whatever else the tool does in the staging directory (create the file, replace it
+//!   directly (a copy if the file has other names: a write must not reach them); whatever else the tool does in the staging directory (create the file, replace it
 //!   by renaming a temporary file over it, remove it) is carried over to the real directory by
 //!   [`Staging::commit`] after the call, for the granted names only, and only for regular files;
 //! - a file the call may only read is a hard link in a read-only staging directory, or a copy
@@ -37,6 +37,11 @@ struct StagedFile {
     writable: bool,
     /// The real file's identity (device, inode) when it was staged; `None` if it did not exist.
     original: Option<(u64, u64)>,
+    /// The real file's permissions, which a replacement keeps.
+    permissions: Option<cap_std::fs::Permissions>,
+    /// A staged copy's identity, length and modification time when it was made: unchanged
+    /// after the call, it is not carried back.
+    copied: Option<((u64, u64), u64, Option<std::time::SystemTime>)>,
 }
 
 /// The staging directory of one real directory, for one call.
@@ -88,6 +93,8 @@ impl Staging {
                 name: name.to_owned(),
                 writable,
                 original: None,
+                permissions: None,
+                copied: None,
             }),
         }
     }
@@ -115,13 +122,29 @@ impl Staging {
                 )));
             }
             file.original = Some(identity(&meta));
-            let link = (file.writable || !writable)
-                && self
-                    .target
-                    .hard_link(&file.name, &self.dir, &file.name)
-                    .is_ok();
+            file.permissions = Some(meta.permissions());
+            // A hard link, unless it would let a read-only file be written (a writable staging
+            // directory), or let a write reach the file's other names (a file already linked
+            // elsewhere, perhaps to `.git/config`).
+            let link = (if file.writable {
+                meta.nlink() == 1
+            } else {
+                !writable
+            }) && self
+                .target
+                .hard_link(&file.name, &self.dir, &file.name)
+                .is_ok();
             if !link {
                 copy(&self.target, &file.name, &self.dir, &file.name)?;
+                let staged = self.dir.symlink_metadata(&file.name)?;
+                file.copied = Some((
+                    identity(&staged),
+                    staged.len(),
+                    staged
+                        .modified()
+                        .ok()
+                        .map(cap_std::time::SystemTime::into_std),
+                ));
             }
         }
         self.finished = true;
@@ -156,6 +179,30 @@ impl Staging {
             if file.original == Some(identity(&staged)) {
                 // Still the real file itself (a hard link): any write already landed.
                 continue;
+            }
+            let unchanged_copy = (
+                identity(&staged),
+                staged.len(),
+                staged
+                    .modified()
+                    .ok()
+                    .map(cap_std::time::SystemTime::into_std),
+            );
+            if file.copied == Some(unchanged_copy) {
+                continue;
+            }
+            if staged.nlink() > 1 {
+                // A hard link the tool made to another granted file: kept, it would let a later
+                // grant of one name write the other.
+                return Err(io::Error::other(format!(
+                    "the tool left {} as a file with other names; it was not kept",
+                    file.name.to_string_lossy()
+                )));
+            }
+            if let Some(permissions) = &file.permissions {
+                // A replacement keeps the mode of the file it replaces (not 0644 from a new
+                // temporary file: a private file stays private, a script stays executable).
+                self.dir.set_permissions(&file.name, permissions.clone())?;
             }
             match self.dir.rename(&file.name, &self.target, &file.name) {
                 Ok(()) => {}

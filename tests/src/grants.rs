@@ -120,9 +120,10 @@ pub(crate) fn prowler() {
         ("a/ro.txt", "a/rw.txt", "escape_link"),
         ("a/ro.txt", "a/rw.txt", "swap_link"),
         ("top.txt", "new.txt", "hooks"),
+        ("a/ro.txt", "a/rw.txt", "link_read"),
     ] {
         let response = prowl(&runtime, read, write, attack);
-        if attack == "sibling" || attack.ends_with("link") {
+        if attack == "sibling" || attack.contains("link") {
             assert!(response.is_error(), "{attack}: {response:?}");
         }
         assert_eq!(
@@ -260,4 +261,101 @@ fn secrets_and_oversized_files_are_not_granted_for_reading() {
         !call(&runtime, "read_file", json!({ "path": "top.txt" })).is_error(),
         "an ordinary file still reads"
     );
+}
+
+/// What the hostile review found after the first cut, each seen refused: a write grant is a
+/// way to read (so it obeys the read rules), a nested `.git` is a repository too, the policy's
+/// own protected list is resolved as paths are, a replaced file keeps its mode, and a hard
+/// link to a protected file is not written through.
+#[test]
+fn a_write_grant_is_held_to_the_read_rules_and_protection_goes_deep() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_temp, ws) = workspace();
+    for (path, text) in [
+        ("nested/.git/config", "[core]\n"),
+        ("nested/.git/hooks/README", "hooks"),
+        ("realconf/c", "conf"),
+        ("deploy/run.sh", "#!/bin/sh\n"),
+        ("creds.txt", "abc"),
+        ("run.sh", "#!/bin/sh\necho abc\n"),
+    ] {
+        let path = ws.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    std::os::unix::fs::symlink("realconf", ws.join("conf")).expect("symlink");
+    std::fs::hard_link(ws.join(".git/config"), ws.join("hardcfg")).expect("hard link");
+    std::fs::set_permissions(ws.join("creds.txt"), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let policy = format!(
+        "{ALLOW_ALL}\n[tools.edit_file]\nfilesystem.write = {{ access = \"allow\", roots = [\".\"] }}\n\
+         \n[files]\nprotected = [\"./deploy/\", \"conf\"]\n"
+    );
+    let runtime = runtime(&ws, &policy);
+    let before = snapshot(&ws);
+
+    // A write grant on a file no tool may read is refused: it would hand the file over.
+    let response = prowl(&runtime, "top.txt", ".env", "list");
+    assert!(
+        matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("deny_read")),
+        "{response:?}"
+    );
+    for path in [
+        "nested/.git/hooks/pre-commit",
+        "nested/.git/config",
+        "a/.GIT/config",
+        "deploy/run.sh",
+        "conf/c",
+    ] {
+        let response = call(
+            &runtime,
+            "write_file",
+            json!({ "path": path, "content": "pwned" }),
+        );
+        assert!(
+            matches!(
+                &response,
+                ToolResponse::Denied {
+                    reason: DenyReason::Capability { .. }
+                }
+            ),
+            "{path}: {response:?}"
+        );
+    }
+    assert_eq!(snapshot(&ws), before, "nothing was written");
+
+    // Writing the name of a hard link to `.git/config` replaces that name, not the config.
+    assert!(
+        !call(
+            &runtime,
+            "write_file",
+            json!({ "path": "hardcfg", "content": "x" })
+        )
+        .is_error()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/config")).expect("read"),
+        "[core]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hardcfg")).expect("read"),
+        "x"
+    );
+
+    // A file an edit replaces keeps its mode.
+    for (path, old, mode) in [("creds.txt", "abc", 0o600), ("run.sh", "abc", 0o755)] {
+        let edited = call(
+            &runtime,
+            "edit_file",
+            json!({ "path": path, "old": old, "new": "xyz" }),
+        );
+        assert!(!edited.is_error(), "{path}: {edited:?}");
+        let now = std::fs::metadata(ws.join(path))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(now & 0o777, mode, "{path} kept its mode");
+    }
 }
