@@ -39,9 +39,9 @@ struct StagedFile {
     original: Option<(u64, u64)>,
     /// The real file's permissions, which a replacement keeps.
     permissions: Option<cap_std::fs::Permissions>,
-    /// A staged copy's identity, length and modification time when it was made: unchanged
-    /// after the call, it is not carried back.
-    copied: Option<((u64, u64), u64, Option<std::time::SystemTime>)>,
+    /// A staged copy's fingerprint when it was made: unchanged after the call, it is not
+    /// carried back.
+    copied: Option<Fingerprint>,
 }
 
 /// The staging directory of one real directory, for one call.
@@ -56,8 +56,6 @@ pub(crate) struct Staging {
     /// The real directory the granted files live in, opened (contained) by the gate.
     target: Dir,
     files: Vec<StagedFile>,
-    /// Whether the files have been put in place (see [`Staging::finish`]).
-    finished: bool,
 }
 
 impl Staging {
@@ -80,7 +78,6 @@ impl Staging {
             dir,
             target,
             files: Vec::new(),
-            finished: false,
         })
     }
 
@@ -136,18 +133,9 @@ impl Staging {
                 .is_ok();
             if !link {
                 copy(&self.target, &file.name, &self.dir, &file.name)?;
-                let staged = self.dir.symlink_metadata(&file.name)?;
-                file.copied = Some((
-                    identity(&staged),
-                    staged.len(),
-                    staged
-                        .modified()
-                        .ok()
-                        .map(cap_std::time::SystemTime::into_std),
-                ));
+                file.copied = Some(fingerprint(&self.dir.symlink_metadata(&file.name)?));
             }
         }
-        self.finished = true;
         Ok(())
     }
 
@@ -180,15 +168,8 @@ impl Staging {
                 // Still the real file itself (a hard link): any write already landed.
                 continue;
             }
-            let unchanged_copy = (
-                identity(&staged),
-                staged.len(),
-                staged
-                    .modified()
-                    .ok()
-                    .map(cap_std::time::SystemTime::into_std),
-            );
-            if file.copied == Some(unchanged_copy) {
+            if file.copied == Some(fingerprint(&staged)) {
+                // A copy the call did not change.
                 continue;
             }
             if staged.nlink() > 1 {
@@ -224,6 +205,19 @@ impl Drop for Staging {
         // next `Workspace::open` clears.
         let _ = self.grants.remove_dir_all(&self.name);
     }
+}
+
+/// A file's identity, length and modification time: what tells whether a call changed it.
+type Fingerprint = ((u64, u64), u64, Option<std::time::SystemTime>);
+
+fn fingerprint(meta: &Metadata) -> Fingerprint {
+    (
+        identity(meta),
+        meta.len(),
+        meta.modified()
+            .ok()
+            .map(cap_std::time::SystemTime::into_std),
+    )
 }
 
 /// What identifies a file: its device and inode.
