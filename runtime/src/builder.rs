@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+/// The largest component file read from a tools directory. A Python tool is about 20 MB, a
+/// JavaScript one 12 MB; a file far larger is not a tool, and is not read into memory.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
 /// Builds a [`Runtime`].
 ///
 /// By default it loads the built-in tools (embedded in this crate), no tools directory and no
@@ -215,8 +219,11 @@ impl RuntimeBuilder {
                 sources.push((format!("builtin:{name}"), bytes.to_vec()));
             }
         }
+        let mut unreadable = Vec::new();
         for dir in &self.dirs {
-            sources.extend(read_tools_dir(dir)?);
+            let (read, refused) = read_tools_dir(dir)?;
+            sources.extend(read);
+            unreadable.extend(refused);
         }
         sources.extend(self.components);
 
@@ -252,7 +259,7 @@ impl RuntimeBuilder {
             cap: DEFAULT_RESULT_CAP,
             audit: None,
             audit_failures: AtomicU64::new(0),
-            load_errors: Vec::new(),
+            load_errors: unreadable,
             cache_stats: CacheStats::default(),
         };
         if let Some(dir) = &self.workspace {
@@ -362,9 +369,20 @@ impl Runtime {
     }
 }
 
-/// The `*.wasm` files in `dir`, sorted by name, with their bytes.
-fn read_tools_dir(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+/// A component to load: where it came from, and its bytes.
+type Source = (String, Vec<u8>);
+
+/// The `*.wasm` files in `dir`, sorted by name, with their bytes; and the ones that could not
+/// be read, each with why (the others load regardless).
+///
+/// Only regular files are read: a directory, a FIFO (opened without waiting on it), a device
+/// or a dangling link named `*.wasm` is refused, and so is a link that leads out of the
+/// directory. A file larger than [`MAX_COMPONENT_BYTES`] is refused before it is read.
+fn read_tools_dir(dir: &Path) -> anyhow::Result<(Vec<Source>, Vec<LoadError>)> {
     let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("reading the tools directory {}", dir.display()))?;
+    let root = dir
+        .canonicalize()
         .with_context(|| format!("reading the tools directory {}", dir.display()))?;
     let mut paths = Vec::new();
     for entry in entries {
@@ -376,14 +394,53 @@ fn read_tools_dir(dir: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         }
     }
     paths.sort();
-    paths
-        .into_iter()
-        .map(|path| {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            Ok((path.display().to_string(), bytes))
-        })
-        .collect()
+    let (mut read, mut refused) = (Vec::new(), Vec::new());
+    for path in paths {
+        let source = path.display().to_string();
+        match read_component_file(&root, &path) {
+            Ok(bytes) => read.push((source, bytes)),
+            Err(message) => refused.push(LoadError { source, message }),
+        }
+    }
+    Ok((read, refused))
+}
+
+/// The bytes of the component file at `path` in the tools directory `root` (canonical), or why
+/// it is not read.
+fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let real = path
+        .canonicalize()
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    if !real.starts_with(root) {
+        return Err(format!(
+            "it is a link out of the tools directory (to {}); it is not followed",
+            real.display()
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&real)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".to_owned());
+    }
+    if meta.len() > MAX_COMPONENT_BYTES {
+        return Err(format!(
+            "it is {} bytes; a component may be at most {MAX_COMPONENT_BYTES}",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_COMPONENT_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    Ok(bytes)
 }
 
 /// A progress bar over the components being loaded, shown on a terminal once the first one

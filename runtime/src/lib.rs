@@ -105,7 +105,7 @@ mod wasm;
 mod workspace;
 
 pub use audit::{Audit, AuditRecord};
-pub use builder::RuntimeBuilder;
+pub use builder::{MAX_COMPONENT_BYTES, RuntimeBuilder};
 pub use builtin::builtin_components;
 pub use cache::{
     CACHE_DIR_ENV, CACHE_KEY_ENV, CacheOutcome, CacheStats, MAX_CACHE_ENTRY_BYTES,

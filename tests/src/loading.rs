@@ -24,6 +24,29 @@ fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes).expect("write");
     }
+    // What is named like a component but is not a regular file of this directory: each is
+    // refused by name, none stops the others, and none is waited on or read without end.
+    let outside = temp
+        .path()
+        .parent()
+        .expect("parent")
+        .join(format!("outside-{}.wasm", std::process::id()));
+    std::fs::write(&outside, crate::guests::COUNTER).expect("write");
+    std::os::unix::fs::symlink(&outside, dir.join("link_out.wasm")).expect("symlink");
+    std::os::unix::fs::symlink("nowhere.wasm", dir.join("dangling.wasm")).expect("symlink");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.wasm")).expect("symlink");
+    std::fs::create_dir(dir.join("d.wasm")).expect("mkdir");
+    // Larger than any component may be (sparse: it costs no disk), refused before it is read.
+    std::fs::File::create(dir.join("huge.wasm"))
+        .and_then(|file| file.set_len(toolcell::MAX_COMPONENT_BYTES + 1))
+        .expect("sparse file");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("fifo.wasm"))
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
 
     let port = crate::support::builder()
         .tools_dir(dir)
@@ -45,12 +68,19 @@ fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
         refused,
         [
             "core_module.wasm",
+            "d.wasm",
+            "dangling.wasm",
             "duplicate_echo.wasm",
             "empty.wasm",
+            "fifo.wasm",
             "garbage.wasm",
-            "truncated.wasm"
+            "huge.wasm",
+            "link_out.wasm",
+            "truncated.wasm",
+            "zero.wasm",
         ]
     );
+    let _ = std::fs::remove_file(&outside);
     for error in port.load_errors() {
         assert!(!error.message.is_empty());
         assert!(error.to_string().starts_with(&error.source));
