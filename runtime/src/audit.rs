@@ -203,11 +203,7 @@ fn shape(value: &mut Value, pointer: &str, resources: &[&str]) {
     match value {
         Value::Object(map) => {
             for (key, value) in map.iter_mut() {
-                let lower = key.to_lowercase();
-                if SECRET_KEY_MARKERS
-                    .iter()
-                    .any(|marker| lower.contains(marker))
-                {
+                if names_a_secret(key) {
                     *value = Value::String(REDACTED.to_owned());
                 } else {
                     let escaped = key.replace('~', "~0").replace('/', "~1");
@@ -279,13 +275,18 @@ fn digest_of(text: &str) -> Value {
     serde_json::json!({ "bytes": text.len(), "sha256": crate::cache::sha256_hex(text.as_bytes()) })
 }
 
+/// True when an object key looks like it names a secret (see [`SECRET_KEY_MARKERS`]).
+fn names_a_secret(key: &str) -> bool {
+    let key = key.to_lowercase();
+    SECRET_KEY_MARKERS.iter().any(|marker| key.contains(marker))
+}
+
 /// Replace, at any depth, the value of every key that looks like it names a secret.
 pub fn redact(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, value) in map.iter_mut() {
-                let key = key.to_lowercase();
-                if SECRET_KEY_MARKERS.iter().any(|marker| key.contains(marker)) {
+                if names_a_secret(key) {
                     *value = Value::String(REDACTED.to_owned());
                 } else {
                     redact(value);

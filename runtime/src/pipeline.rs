@@ -302,12 +302,7 @@ impl Runtime {
         options: &CallOptions,
     ) -> CallReport {
         let Some(tool) = self.tools.get(name) else {
-            return CallReport {
-                gate: GateDecision::Deny,
-                ..CallReport::host_answer(ToolResponse::Denied {
-                    reason: DenyReason::NoGrant,
-                })
-            };
+            return refused(DenyReason::NoGrant);
         };
         if arguments.len() > MAX_ARGUMENT_BYTES {
             return CallReport::host_answer(ToolResponse::failed(
@@ -348,12 +343,7 @@ impl Runtime {
                 .decide(name, &tool.info, &tool.policy, &scope, &mut checked)
             {
                 Ok(decided) => decided,
-                Err(reason) => {
-                    return CallReport {
-                        gate: GateDecision::Deny,
-                        ..CallReport::host_answer(ToolResponse::Denied { reason })
-                    };
-                }
+                Err(reason) => return refused(reason),
             }
         };
         // A tool that is not concurrency-safe writes each path it was granted alone: two such
@@ -373,10 +363,7 @@ impl Runtime {
             }
         };
         if let Err(reason) = crate::gate::finish_staging(&mut grants) {
-            return CallReport {
-                gate: GateDecision::Deny,
-                ..CallReport::host_answer(ToolResponse::Denied { reason })
-            };
+            return refused(reason);
         }
         let staged = grants.staged.clone();
         let mut report = match &tool.executable {
@@ -484,13 +471,7 @@ impl Runtime {
     /// failure's message, every free text of a denial (a tool's own refusal, a resource named
     /// by the arguments, the reason).
     fn cap(&self, response: ToolResponse) -> ToolResponse {
-        let fit = |text: String| {
-            if text.len() <= self.cap {
-                text
-            } else {
-                cap_text(&text, self.cap).0
-            }
-        };
+        let fit = |text: String| self.fit(text);
         match response {
             ToolResponse::Result {
                 text,
@@ -553,7 +534,11 @@ impl Runtime {
     /// wrong), at most the cap, marker included, whatever the outcome. Every front end shows
     /// this.
     pub fn model_text(&self, response: &ToolResponse) -> String {
-        let text = response.model_text();
+        self.fit(response.model_text())
+    }
+
+    /// `text` within the cap, marker included (untouched, not copied, when it fits).
+    fn fit(&self, text: String) -> String {
         if text.len() <= self.cap {
             text
         } else {
@@ -610,6 +595,14 @@ impl Runtime {
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         })
+    }
+}
+
+/// The report of a call the gate refused before anything ran.
+fn refused(reason: DenyReason) -> CallReport {
+    CallReport {
+        gate: GateDecision::Deny,
+        ..CallReport::host_answer(ToolResponse::Denied { reason })
     }
 }
 
