@@ -235,6 +235,8 @@ impl RuntimeBuilder {
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("toolcell-io")
+            // Its blocking pool checks arguments and compiles schemas (see validate.rs).
+            .thread_stack_size(crate::validate::VALIDATION_STACK_BYTES)
             .enable_time()
             .enable_io()
             .build()
@@ -318,7 +320,8 @@ impl RuntimeBuilder {
             let info = native.info();
             let source = format!("native:{}", info.name);
             let checked = info.checked().and_then(|info| {
-                let schema = ArgumentSchema::compile(&info.input_schema)
+                let schema = runtime
+                    .block_on(ArgumentSchema::compile_bounded(&info.input_schema))
                     .map_err(|why| format!("tool {:?}: {why}", info.name))?;
                 Ok((info, schema))
             });

@@ -153,13 +153,14 @@ pub(crate) struct Gate {
 /// Put the files of `grants`' pending staging directories in place and hand the directories
 /// over as preopens. The pipeline calls this once it holds the call's write locks, so what is
 /// staged is what the call will see.
-pub(crate) fn finish_staging(grants: &mut Grants) -> Result<(), DenyReason> {
+pub(crate) fn finish_staging(grants: &mut Grants) -> Result<(), Refusal> {
     for (guest, mut staging) in std::mem::take(&mut grants.pending) {
         staging.finish().map_err(|error| {
-            refuse(
+            open_failed(
                 CapabilityKind::FilesystemRead,
                 &guest,
-                &format!("cannot stage its files: {error}"),
+                "cannot stage its files",
+                &error,
             )
         })?;
         if grants.preopens.iter().any(|preopen| preopen.guest == guest) {
@@ -204,7 +205,7 @@ impl Gate {
         policy: &ToolPolicy,
         scope: &Scope<'_>,
         arguments: &mut Value,
-    ) -> Result<(Grants, Vec<Granted>), DenyReason> {
+    ) -> Result<(Grants, Vec<Granted>), Refusal> {
         let mut grants = Grants::default();
         let mut granted = Vec::new();
         // Staging directories for granted files, by the directory path the guest knows.
@@ -230,7 +231,13 @@ impl Gate {
                     let (grant, shown, by) =
                         self.filesystem(tool, kind, &capability.target, rule, scope, arguments)?;
                     match grant {
-                        FsGrant::Dir(preopen) => grants.preopens.push(preopen),
+                        // Two capabilities on one directory share one preopen: a call holds
+                        // at most one descriptor per directory it was granted.
+                        FsGrant::Dir(preopen) => {
+                            if !grants.preopens.iter().any(|p| p.guest == preopen.guest) {
+                                grants.preopens.push(preopen);
+                            }
+                        }
                         FsGrant::File {
                             guest,
                             dir,
@@ -246,11 +253,7 @@ impl Gate {
                                         .grants_dir()
                                         .and_then(|grants| Staging::new(grants, dir))
                                         .map_err(|error| {
-                                            refuse(
-                                                kind,
-                                                &shown,
-                                                &format!("cannot stage it: {error}"),
-                                            )
+                                            open_failed(kind, &shown, "cannot stage it", &error)
                                         })?;
                                     staged.push((guest, grants_dir));
                                     let last = staged.len() - 1;
@@ -323,9 +326,9 @@ impl Gate {
         rule: Option<&Rule>,
         scope: &Scope<'_>,
         arguments: &mut Value,
-    ) -> Result<(FsGrant, String, GrantedBy), DenyReason> {
+    ) -> Result<(FsGrant, String, GrantedBy), Refusal> {
         let Some(workspace) = scope.workspace else {
-            return Err(refuse(kind, "", "no workspace is open"));
+            return Err(refuse(kind, "", "no workspace is open").into());
         };
         // A path the arguments name is relative to the call's working directory, like a
         // shell's; a fixed one, and the whole workspace, to the workspace itself.
@@ -333,7 +336,9 @@ impl Gate {
             ResourceRef::Argument(pointer) => match arguments.pointer(pointer) {
                 None | Some(Value::Null) => (".".to_owned(), scope.cwd),
                 Some(Value::String(path)) => (path.clone(), scope.cwd),
-                Some(_) => return Err(refuse(kind, pointer, "the path argument is not a string")),
+                Some(_) => {
+                    return Err(refuse(kind, pointer, "the path argument is not a string").into());
+                }
             },
             ResourceRef::Fixed(path) => (path.clone(), Path::new("")),
             ResourceRef::Whole => (".".to_owned(), Path::new("")),
@@ -355,9 +360,8 @@ impl Gate {
         {
             *slot = Value::String(shown.clone());
         }
-        let dir = open_contained_dir(workspace, &resolved.dir).map_err(|error| {
-            refuse(kind, &shown, &format!("cannot open its directory: {error}"))
-        })?;
+        let dir = open_contained_dir(workspace, &resolved.dir)
+            .map_err(|error| open_failed(kind, &shown, "cannot open its directory", &error))?;
         let writable = kind == CapabilityKind::FilesystemWrite;
         let guest = display(&resolved.dir);
         let grant = match resolved.path.file_name() {
@@ -476,6 +480,37 @@ fn resource_text(target: &ResourceRef, arguments: &Value) -> Option<String> {
         ResourceRef::Argument(pointer) => arguments.pointer(pointer)?.as_str().map(str::to_owned),
         ResourceRef::Fixed(resource) => Some(resource.clone()),
         ResourceRef::Whole => None,
+    }
+}
+
+/// Why the gate did not grant a call what it needs.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The decision was no.
+    Denied(DenyReason),
+    /// The decision could not be carried out: the host ran out of file descriptors opening
+    /// what was granted. Not a denial, so it is not reported as one.
+    Exhausted(String),
+}
+
+impl From<DenyReason> for Refusal {
+    fn from(reason: DenyReason) -> Refusal {
+        Refusal::Denied(reason)
+    }
+}
+
+/// A refusal for `error`, met while opening a grant of `kind` on `resource`: out of
+/// descriptors, or a denial saying what failed.
+fn open_failed(kind: CapabilityKind, resource: &str, what: &str, error: &io::Error) -> Refusal {
+    let exhausted = [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
+        .iter()
+        .any(|errno| error.raw_os_error() == Some(errno.raw_os_error()));
+    if exhausted {
+        Refusal::Exhausted(format!(
+            "the host ran out of file descriptors opening {resource}: {error}"
+        ))
+    } else {
+        Refusal::Denied(refuse(kind, resource, &format!("{what}: {error}")))
     }
 }
 
@@ -666,6 +701,43 @@ impl Approver for FixedApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Capabilities on one directory share one preopen, so a call holds one descriptor per
+    /// directory however many capabilities name it.
+    #[test]
+    fn capabilities_on_one_directory_share_one_preopen() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(temp.path().join("a")).expect("mkdir");
+        let workspace = Workspace::open(temp.path()).expect("workspace");
+        let info = (0..crate::info::MAX_CAPABILITIES).fold(
+            ToolInfo::new("t", "d", serde_json::json!({})),
+            |info, i| {
+                let target = if i % 2 == 0 {
+                    ResourceRef::Fixed("a".to_owned())
+                } else {
+                    ResourceRef::Argument("/path".to_owned())
+                };
+                info.capability(CapabilityKind::FilesystemRead, target)
+            },
+        );
+        let policy = crate::Policy::from_toml(
+            "[tools.t]\nfilesystem.read = { access = \"allow\", roots = [\".\"] }\n",
+        )
+        .expect("policy")
+        .tool("t");
+        let scope = Scope {
+            agent: "agent",
+            workspace: Some(&workspace),
+            cwd: Path::new(""),
+        };
+        let mut arguments = serde_json::json!({ "path": "a/." });
+        let (grants, granted) = Gate::new(None, FileRules::default())
+            .decide("t", &info, &policy, &scope, &mut arguments)
+            .expect("allowed");
+        assert_eq!(granted.len(), crate::info::MAX_CAPABILITIES);
+        assert_eq!(grants.preopens.len(), 1, "one directory, one preopen");
+        assert_eq!(grants.preopens[0].guest, "a");
+    }
 
     /// Every path of up to four components from an alphabet of names, symlinks that stay
     /// inside, symlinks that lead out, a dangling one, `.` and `..`, relative and absolute:

@@ -12,6 +12,23 @@ use serde_json::Value;
 /// The longest tool name: what every major model provider accepts.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 
+/// The most bytes a tool's description may have. A model reads every description with every
+/// request; real ones are a few hundred bytes, the longest a few KB.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
+
+/// The most capabilities a tool may declare. Each is resolved and decided on every call and
+/// may hand the instance a directory (a descriptor); real tools declare one to three.
+pub const MAX_CAPABILITIES: usize = 32;
+
+/// The longest resource a capability may name (an argument pointer or a fixed path, host or
+/// variable name): a path's length limit on Linux.
+pub const MAX_RESOURCE_BYTES: usize = 4096;
+
+/// The most bytes of schema text a component's `describe()` may return, read before it is
+/// parsed: the schema limit ([`MAX_SCHEMA_BYTES`](crate::schema::MAX_SCHEMA_BYTES)) with room
+/// for pretty-printing.
+pub const MAX_SCHEMA_TEXT_BYTES: usize = 4 * crate::schema::MAX_SCHEMA_BYTES;
+
 /// A kind of authority a call may need (the WIT `capability-kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -106,6 +123,14 @@ impl ToolInfo {
 
     /// Check what a guest's `describe()` returned. The error says what is wrong with it.
     pub(crate) fn from_guest(info: crate::bindings::Info) -> Result<ToolInfo, String> {
+        if info.input_schema.len() > MAX_SCHEMA_TEXT_BYTES {
+            return Err(format!(
+                "tool {:?}: its input schema is {} bytes of text; at most {MAX_SCHEMA_TEXT_BYTES} \
+                 are read",
+                info.name,
+                info.input_schema.len()
+            ));
+        }
         let input_schema = match serde_json::from_str::<Value>(&info.input_schema) {
             Ok(schema) => schema,
             Err(error) => {
@@ -138,6 +163,20 @@ impl ToolInfo {
         if self.description.trim().is_empty() {
             return Err(format!("tool {:?} has an empty description", self.name));
         }
+        if self.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(format!(
+                "tool {:?}: its description is {} bytes; at most {MAX_DESCRIPTION_BYTES} may be",
+                self.name,
+                self.description.len()
+            ));
+        }
+        if self.capabilities.len() > MAX_CAPABILITIES {
+            return Err(format!(
+                "tool {:?} declares {} capabilities; at most {MAX_CAPABILITIES} may be",
+                self.name,
+                self.capabilities.len()
+            ));
+        }
         if !self.input_schema.is_object() {
             return Err(format!(
                 "tool {:?}: its input schema is not a JSON object",
@@ -145,6 +184,18 @@ impl ToolInfo {
             ));
         }
         for capability in &self.capabilities {
+            if let ResourceRef::Argument(resource) | ResourceRef::Fixed(resource) =
+                &capability.target
+                && resource.len() > MAX_RESOURCE_BYTES
+            {
+                return Err(format!(
+                    "tool {:?}: capability {:?} names a resource of {} bytes; at most \
+                     {MAX_RESOURCE_BYTES} may be",
+                    self.name,
+                    capability.kind,
+                    resource.len()
+                ));
+            }
             if let ResourceRef::Argument(pointer) = &capability.target
                 && !pointer.starts_with('/')
             {

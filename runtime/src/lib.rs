@@ -64,7 +64,8 @@
 //! | exact file grants (staging directories) | `staging.rs` |
 //! | the deadline ticker | `epoch.rs` |
 //! | stopping a running call | `stop.rs` |
-//! | argument validation | `validate.rs` |
+//! | argument validation, under the call's deadline | `validate.rs` |
+//! | what a tool's schema may ask of the host | `schema.rs` |
 //! | generated bindings | `bindings.rs` |
 //! | the network allowlist (`wasi:http`) | `net.rs` |
 //! | the MCP server | `mcp.rs` |
@@ -98,6 +99,7 @@ mod port;
 mod proto;
 mod registry;
 pub mod sandbox;
+pub mod schema;
 mod staging;
 mod stop;
 mod validate;
@@ -120,7 +122,8 @@ pub use gate::{
     Approval, ApprovalRequest, Approver, FixedApprover, GateDecision, Granted, GrantedBy,
 };
 pub use info::{
-    Capability, CapabilityKind, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
+    Capability, CapabilityKind, MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES, MAX_RESOURCE_BYTES,
+    MAX_SCHEMA_TEXT_BYTES, MAX_TOOL_NAME_CHARS, ResourceRef, ToolInfo, check_tool_name,
 };
 pub use instance::{CallReport, STDERR_TAIL_BYTES};
 pub use limits::{CallOptions, Limits};
@@ -135,5 +138,8 @@ pub use registry::{
 };
 pub use sandbox::{Captured, FIXED_WALL_CLOCK, Grants, Preopen};
 pub use stop::StopToken;
-pub use validate::MAX_LISTED_VIOLATIONS;
+pub use validate::{
+    INLINE_MAX_NESTING, INLINE_VALIDATION_WORK, MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS,
+    SCHEMA_COMPILE_TIMEOUT, VALIDATION_STACK_BYTES, WATCH_EVERY,
+};
 pub use workspace::{PERMISSIONS_FILE, Workspace};

@@ -71,7 +71,8 @@ pub(crate) async fn load(
         .await
         .map_err(&refuse)?;
     let info = ToolInfo::from_guest(info).map_err(&refuse)?;
-    let schema = ArgumentSchema::compile(&info.input_schema)
+    let schema = ArgumentSchema::compile_bounded(&info.input_schema)
+        .await
         .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?;
     Ok((
         LoadedTool {

@@ -22,16 +22,16 @@ use crate::bindings::GuestPre;
 use crate::cache::CacheStats;
 use crate::cap::cap_text;
 use crate::context::{Call, CallContext};
-use crate::gate::{Gate, GateDecision, Scope};
+use crate::gate::{Gate, GateDecision, Refusal, Scope};
 use crate::info::{ResourceRef, ToolInfo};
 use crate::instance::CallReport;
-use crate::limits::{CallOptions, MAX_ARGUMENT_BYTES};
+use crate::limits::{CallOptions, Limits, MAX_ARGUMENT_BYTES};
 use crate::load::LoadError;
 use crate::native::{self, NativeTool, ToolContext};
 use crate::policy::ToolPolicy;
 use crate::registry::Registry;
 use crate::sandbox::{CallState, Grants};
-use crate::validate::ArgumentSchema;
+use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
 use crate::workspace::Workspace;
 use crate::{DenyReason, Dispatch, FailureKind, ToolPort, ToolRequest, ToolResponse, dispatch};
@@ -302,7 +302,7 @@ impl Runtime {
         options: &CallOptions,
     ) -> CallReport {
         let Some(tool) = self.tools.get(name) else {
-            return refused(DenyReason::NoGrant);
+            return refused(DenyReason::NoGrant.into());
         };
         if arguments.len() > MAX_ARGUMENT_BYTES {
             return CallReport::host_answer(ToolResponse::failed(
@@ -321,14 +321,36 @@ impl Runtime {
                  (build it with RuntimeBuilder::fuel_metering(true))",
             ));
         }
-        let mut checked = match tool.schema.check(name, arguments) {
-            Ok(checked) => checked,
-            Err(why) => {
+        // The call's deadline starts here: validation is its first stage. What validation
+        // spends, execution no longer has (waiting for a person's approval is not counted).
+        let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+        let validating = Instant::now();
+        let checked = tool
+            .schema
+            .check_within(
+                self.io.handle(),
+                name,
+                arguments,
+                validating + limits.timeout,
+                options.stop.as_ref(),
+            )
+            .await;
+        let mut checked = match checked {
+            Checked::Valid(checked) => checked,
+            Checked::Invalid(why) => {
                 return CallReport::host_answer(ToolResponse::failed(
                     FailureKind::InvalidInput,
                     why,
                 ));
             }
+            Checked::TimedOut => {
+                return CallReport::host_answer(ToolResponse::TimedOut { limit_ms });
+            }
+            Checked::Stopped => return CallReport::host_answer(ToolResponse::Cancelled),
+        };
+        let limits = Limits {
+            timeout: limits.timeout.saturating_sub(validating.elapsed()),
+            ..limits
         };
         let (mut grants, granted) = if tool.info.capabilities.is_empty() {
             (Grants::default(), Vec::new())
@@ -343,7 +365,7 @@ impl Runtime {
                 .decide(name, &tool.info, &tool.policy, &scope, &mut checked)
             {
                 Ok(decided) => decided,
-                Err(reason) => return refused(reason),
+                Err(refusal) => return refused(refusal),
             }
         };
         // A tool that is not concurrency-safe writes each path it was granted alone: two such
@@ -362,8 +384,8 @@ impl Runtime {
                 }
             }
         };
-        if let Err(reason) = crate::gate::finish_staging(&mut grants) {
-            return refused(reason);
+        if let Err(refusal) = crate::gate::finish_staging(&mut grants) {
+            return refused(refusal);
         }
         let staged = grants.staged.clone();
         let mut report = match &tool.executable {
@@ -405,6 +427,10 @@ impl Runtime {
             );
         }
         drop(staged);
+        if let ToolResponse::TimedOut { limit_ms: spent } = &mut report.response {
+            // The executor had what validation left; the call's limit is the whole.
+            *spent = limit_ms;
+        }
         report.gate = GateDecision::Allow;
         report.granted = granted;
         if let ToolResponse::Result {
@@ -598,11 +624,19 @@ impl Runtime {
     }
 }
 
-/// The report of a call the gate refused before anything ran.
-fn refused(reason: DenyReason) -> CallReport {
-    CallReport {
-        gate: GateDecision::Deny,
-        ..CallReport::host_answer(ToolResponse::Denied { reason })
+/// The report of a call the gate refused before anything ran: a denial, or (when the host ran
+/// out of descriptors carrying out what it had allowed so far) an internal failure, never
+/// reported as a denial.
+fn refused(refusal: Refusal) -> CallReport {
+    match refusal {
+        Refusal::Denied(reason) => CallReport {
+            gate: GateDecision::Deny,
+            ..CallReport::host_answer(ToolResponse::Denied { reason })
+        },
+        Refusal::Exhausted(why) => CallReport {
+            gate: GateDecision::Allow,
+            ..CallReport::host_answer(ToolResponse::failed(FailureKind::Internal, why))
+        },
     }
 }
 

@@ -33,6 +33,8 @@ mod loading;
 #[cfg(test)]
 mod mcp;
 #[cfg(test)]
+mod metadata;
+#[cfg(test)]
 mod native_tools;
 #[cfg(test)]
 mod network;
@@ -61,5 +63,6 @@ mod guest_tests {
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::prowler;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
+    pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
 }

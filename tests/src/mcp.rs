@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A `toolcell serve` child, the lines it writes to stdout, and what it logs on stderr.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
@@ -21,7 +21,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
+    pub(crate) fn start(args: &[&str]) -> Server {
         let mut child = crate::support::toolcell_command()
             .arg("serve")
             .args(args)
@@ -67,13 +67,13 @@ impl Server {
         server
     }
 
-    fn send(&mut self, message: Value) {
+    pub(crate) fn send(&mut self, message: Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").expect("write to the server");
         stdin.flush().expect("flush");
     }
 
-    fn call(&mut self, id: i64, name: &str, arguments: Value) {
+    pub(crate) fn call(&mut self, id: i64, name: &str, arguments: Value) {
         self.send(json!({
             "jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": { "name": name, "arguments": arguments }
@@ -81,7 +81,15 @@ impl Server {
     }
 
     /// The response with this id (every line read on the way is kept in `seen`).
-    fn response(&mut self, id: i64) -> Value {
+    pub(crate) fn response(&mut self, id: i64) -> Value {
+        if let Some(seen) = self
+            .seen
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|message| message["id"] == id)
+        {
+            return seen;
+        }
         let deadline = Instant::now() + RESPONSE_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -99,7 +107,7 @@ impl Server {
 
     /// Close stdin and wait for the server to exit; returns how long that took, whether it
     /// exited cleanly, every stdout line, and its stderr.
-    fn close(mut self) -> (Duration, bool, Vec<String>, String) {
+    pub(crate) fn close(mut self) -> (Duration, bool, Vec<String>, String) {
         drop(self.stdin.take());
         let closed = Instant::now();
         let status = loop {
@@ -119,7 +127,7 @@ impl Server {
     }
 }
 
-fn text(response: &Value) -> &str {
+pub(crate) fn text(response: &Value) -> &str {
     response["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

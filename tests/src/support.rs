@@ -58,6 +58,16 @@ pub(crate) fn attack(attack: &str, options: &CallOptions) -> CallReport {
 }
 
 /// Echo still answers correctly: the port is unharmed by whatever came before.
+pub(crate) fn assert_echo_still_works_on(runtime: &Runtime) {
+    let report = runtime.run_blocking(&toolcell::Call::new(
+        "x",
+        "echo",
+        r#"{"text":"still here"}"#,
+    ));
+    assert_eq!(result_text(report.response), "still here");
+}
+
+/// Echo still answers correctly on the shared port.
 pub(crate) fn assert_echo_still_works() {
     assert_eq!(
         result_text(call("echo", r#"{"text":"still here"}"#)),
