@@ -126,10 +126,12 @@ impl ServerHandler for McpServer {
             stop: Some(stop.clone()),
             ..CallOptions::default()
         };
-        let call = self
-            .runtime
-            .handle_report_async(&id, name, &arguments, &options);
-        tokio::pin!(call);
+        // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
+        // own per request; a pointer is cheaper to move than kilobytes of state.
+        let mut call = Box::pin(
+            self.runtime
+                .handle_report_async(&id, name, &arguments, &options),
+        );
         let report = tokio::select! {
             report = &mut call => report,
             () = context.ct.cancelled() => {
@@ -160,8 +162,13 @@ pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
         .enable_io()
         .build()
         .context("starting the server's async runtime")?;
-    let (stdin, stdout) = rmcp::transport::stdio();
-    let served = executor.block_on(serve_on(Arc::clone(&runtime), stdin, stdout));
+    let served = executor.block_on(async {
+        // Pipes (how MCP clients start a server) are read and written from the reactor, with
+        // no hand-off to a blocking thread per message; a terminal or a file falls back to
+        // tokio's blocking stdio. Must be made inside the runtime.
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        serve_on(Arc::clone(&runtime), stdin, stdout).await
+    });
     executor.shutdown_timeout(SHUTDOWN_GRACE);
     // The runtime owns a tokio runtime of its own, which must be dropped outside async code:
     // here, after the server's runtime is gone.

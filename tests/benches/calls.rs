@@ -86,6 +86,10 @@ fn measure(name: &str, runs: usize, warmup: usize, mut once: impl FnMut()) -> Ca
 }
 
 fn toolcell_binary() -> PathBuf {
+    // Another build to compare with (`TOOLCELL_BENCH_BINARY=/tmp/old/toolcell just bench`).
+    if let Some(binary) = std::env::var_os("TOOLCELL_BENCH_BINARY") {
+        return PathBuf::from(binary);
+    }
     // This bench runs from target/release/deps; the binary is in target/release.
     let exe = std::env::current_exe().expect("bench path");
     let binary = exe
@@ -268,6 +272,29 @@ fn main() {
         });
     }
 
+    // The same echo served over MCP on stdio, by the release binary: one request at a time
+    // (the round trip alone), then pipelined (what a busy client gets), with the server's own
+    // CPU per call.
+    let mut served = Vec::new();
+    for window in [1, SERVED_WINDOW] {
+        let name = format!("echo served over MCP stdio, {window} in flight: round trip");
+        if bench.selects(&name) {
+            let run = serve_echo(
+                &binary,
+                &warm,
+                &cache.path().join("cache.key"),
+                SERVED_CALLS,
+                window,
+            );
+            bench.cases.push(Case {
+                name,
+                p50: run.p50,
+                p99: run.p99,
+            });
+            served.push((window, run));
+        }
+    }
+
     let throughput = |threads: usize| -> f64 {
         let started = Instant::now();
         std::thread::scope(|scope| {
@@ -288,6 +315,149 @@ fn main() {
     };
 
     print_table(&bench.cases, &throughputs);
+    print_served(&bench.cases, &served);
+}
+
+/// Calls per served case, after as many again to warm up.
+const SERVED_CALLS: usize = 20_000;
+/// Requests in flight in the pipelined served case.
+const SERVED_WINDOW: usize = 32;
+
+/// One served run: round trips, calls per second, and the server's CPU per call.
+struct Served {
+    p50: Duration,
+    p99: Duration,
+    calls_per_second: f64,
+    cpu_per_call: Duration,
+}
+
+/// The CPU time (user + system, all threads) process `pid` has used so far.
+fn cpu_time(pid: u32, ticks_per_second: u64) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    Duration::from_secs_f64(ticks as f64 / ticks_per_second as f64)
+}
+
+/// Start `toolcell serve`, shake hands, then make `calls` echo calls with `window` in
+/// flight (after as many to warm up), checking every answer.
+fn serve_echo(
+    binary: &std::path::Path,
+    cache: &std::path::Path,
+    key: &std::path::Path,
+    calls: usize,
+    window: usize,
+) -> Served {
+    use std::io::{BufRead as _, Write as _};
+    let ticks_per_second: u64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100);
+    let mut child = Command::new(binary)
+        .arg("serve")
+        .env(toolcell::CACHE_DIR_ENV, cache)
+        .env(toolcell::CACHE_KEY_ENV, key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start toolcell serve");
+    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
+    )
+    .and_then(|()| input.flush())
+    .expect("initialize");
+    output.read_line(&mut line).expect("initialize response");
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("initialized");
+    let mut next_id = 1usize;
+    let mut run = |count: usize| -> Vec<Duration> {
+        let mut sent = std::collections::HashMap::with_capacity(window);
+        let mut times = Vec::with_capacity(count);
+        let (first, end) = (next_id, next_id + count);
+        let mut to_send = first;
+        while times.len() < count {
+            while to_send < end && sent.len() < window {
+                writeln!(
+                    input,
+                    r#"{{"jsonrpc":"2.0","id":{to_send},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello"}}}}}}"#
+                )
+                .expect("request");
+                sent.insert(to_send, Instant::now());
+                to_send += 1;
+            }
+            input.flush().expect("flush");
+            line.clear();
+            output.read_line(&mut line).expect("response");
+            let response: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            let id = response["id"].as_u64().expect("an id") as usize;
+            let started = sent.remove(&id).expect("a request in flight");
+            times.push(started.elapsed());
+            assert_eq!(
+                response["result"]["content"][0]["text"], "hello",
+                "echo answered wrongly: {line}"
+            );
+        }
+        next_id = end;
+        times
+    };
+    run(calls);
+    let cpu_before = cpu_time(child.id(), ticks_per_second);
+    let started = Instant::now();
+    let mut times = run(calls);
+    let wall = started.elapsed();
+    let cpu = cpu_time(child.id(), ticks_per_second) - cpu_before;
+    drop(input);
+    child.wait().expect("the server exits");
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    Served {
+        p50: at(0.50),
+        p99: at(0.99),
+        calls_per_second: calls as f64 / wall.as_secs_f64(),
+        cpu_per_call: cpu / calls as u32,
+    }
+}
+
+fn print_served(cases: &[Case], served: &[(usize, Served)]) {
+    if served.is_empty() {
+        return;
+    }
+    let in_process = cases
+        .iter()
+        .find(|case| {
+            case.name
+                .starts_with("echo through the runtime as a ToolPort")
+        })
+        .map_or(f64::NAN, |case| case.p50.as_secs_f64());
+    println!();
+    println!("| echo served over MCP stdio | calls/s | server CPU per call | / in-process p50 |");
+    println!("|---|---:|---:|---:|");
+    for (window, run) in served {
+        let cpu = run.cpu_per_call.as_secs_f64();
+        println!(
+            "| {window} in flight | {:.0} | {:.1} µs | {:.1}x |",
+            run.calls_per_second,
+            cpu * 1e6,
+            cpu / in_process
+        );
+    }
 }
 
 /// A distinct directory name per cold start, so each starts from an empty cache.

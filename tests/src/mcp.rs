@@ -336,3 +336,44 @@ fn the_python_mcp_client_passes_in_both_eras() {
         );
     }
 }
+
+/// Requests from a file (not a pipe) and answers to a file: the transport falls back to
+/// tokio's blocking stdio, answers each request, and exits at the end of the input.
+#[test]
+fn requests_from_a_file_are_answered_through_the_fallback_transport() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let requests = dir.path().join("requests.jsonl");
+    let lines = [
+        json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "toolcell-tests", "version": "0" }
+            }
+        }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": "from a file" } }
+        }),
+    ];
+    let text_of_requests: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&requests, text_of_requests).expect("write the requests");
+    let answers = dir.path().join("answers.jsonl");
+    let status = crate::support::toolcell_command()
+        .arg("serve")
+        .stdin(std::fs::File::open(&requests).expect("open the requests"))
+        .stdout(std::fs::File::create(&answers).expect("create the answers"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("run toolcell serve");
+    assert!(status.success(), "{status}");
+    let answered = std::fs::read_to_string(&answers).expect("read the answers");
+    let echo = answered
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("only JSON"))
+        .find(|message| message["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer to the call in {answered}"));
+    assert_eq!(text(&echo), "from a file");
+}
