@@ -30,7 +30,12 @@ async def main(toolcell, tools_dir, audit, mode):
         args=["serve", "--tools", tools_dir, "--audit", audit],
     )
     async with Client(server, mode=mode, read_timeout_seconds=30) as client:
-        print(f"connected ({mode}), protocol {client.session.protocol_version}")
+        version = client.session.protocol_version
+        print(f"connected ({mode}), protocol {version}")
+        # Each mode must reach its own era: the stateless protocol when the client may choose,
+        # the initialize handshake when it is told to.
+        wanted = "2026-07-28" if mode == "auto" else "2025-11-25"
+        expect(version == wanted, f"the {mode} client speaks {wanted} (got {version})")
 
         tools = await client.list_tools()
         names = [tool.name for tool in tools.tools]
