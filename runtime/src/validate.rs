@@ -389,8 +389,25 @@ mod tests {
 
     #[test]
     fn a_remote_ref_is_never_fetched() {
-        let schema = json!({ "$ref": "https://example.com/schema.json" });
-        assert!(ArgumentSchema::compile(&schema).is_err());
+        // A server on loopback that would serve the referenced schema: it is never asked.
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        server.set_nonblocking(true).expect("nonblocking");
+        let port = server.local_addr().expect("address").port();
+        for reference in [
+            format!("http://127.0.0.1:{port}/schema.json"),
+            format!("http://127.0.0.1:{port}/schema.json#/definitions/a"),
+        ] {
+            let schema = json!({ "properties": { "a": { "$ref": reference } } });
+            let error = ArgumentSchema::compile(&schema).err().expect("refused");
+            assert!(error.contains("does not point inside"), "{error}");
+            // And the validator itself, given the schema directly, does not fetch it either
+            // (it is built without network features).
+            assert!(jsonschema::validator_for(&schema).is_err());
+        }
+        assert!(
+            matches!(server.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "something connected to the schema server"
+        );
     }
 
     #[test]

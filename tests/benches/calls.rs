@@ -109,7 +109,11 @@ fn main() {
     let echo = ToolRequest::new("bench", "echo", r#"{"text":"hello"}"#);
     let mut bench = Bench::from_args();
 
+    // Each case checks its answer once before it is timed: a failing echo would otherwise read
+    // as a speed-up.
+    let hello = toolcell::ToolResponse::text("hello");
     let fake = FakeTools::new();
+    assert_eq!(fake.call(&echo), hello);
     bench.run(
         "native in-process call (FakeTools echo): the floor",
         CALLS,
@@ -124,6 +128,7 @@ fn main() {
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
         .expect("port");
+    assert_eq!(port.call(&echo), hello);
     bench.run(
         "echo through the runtime as a ToolPort (validation, gate, fresh instance, cap)",
         CALLS,
@@ -135,6 +140,14 @@ fn main() {
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit = toolcell::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
     let runtime = port.with_audit(audit);
+    assert_eq!(
+        runtime.handle(
+            "bench",
+            "call_tool",
+            r#"{"name":"echo","arguments":{"text":"hello"}}"#
+        ),
+        hello
+    );
     bench.run(
         "echo through the pipeline (call_tool dispatch, validation, gate, port, cap, audit)",
         CALLS,

@@ -21,10 +21,13 @@ static ECHO: LazyLock<ToolRequest> =
 
 /// The built-in tools and the compute guest, loaded once for every case.
 static PORT: LazyLock<Runtime> = LazyLock::new(|| {
-    Runtime::builder()
+    let port = Runtime::builder()
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
-        .expect("port")
+        .expect("port");
+    // A failing echo would read as a speed-up.
+    assert_eq!(port.call(&ECHO), ToolResponse::text("hello"));
+    port
 });
 
 /// Where the pipeline's audit lines go, for as long as the bench runs.
@@ -34,10 +37,17 @@ static AUDIT_DIR: LazyLock<tempfile::TempDir> =
 /// The same tools, writing an audit line per call.
 static PIPELINE: LazyLock<Runtime> = LazyLock::new(|| {
     let audit = toolcell::Audit::open(&AUDIT_DIR.path().join("audit.jsonl")).expect("audit");
-    Runtime::builder()
+    let runtime = Runtime::builder()
         .build()
         .expect("runtime")
-        .with_audit(audit)
+        .with_audit(audit);
+    let answer = runtime.handle(
+        "bench",
+        "call_tool",
+        r#"{"name":"echo","arguments":{"text":"hello"}}"#,
+    );
+    assert_eq!(answer, ToolResponse::text("hello"));
+    runtime
 });
 
 /// The floor: a native in-process call.
