@@ -14,7 +14,7 @@
 //! | 6 | the call ran, but its audit record could not be written |
 
 use crate::limits::DEFAULT_RESULT_CAP;
-use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, ToolResponse};
+use crate::{CallOptions, CallReport, FIND_TOOL, Runtime, StopToken, ToolResponse};
 use clap::{Parser, Subcommand};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -167,7 +167,7 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Describe { ref file } => describe(file),
+        Command::Describe { ref file } => describe(file, cli.no_cache),
         Command::Policy => {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
@@ -253,14 +253,26 @@ pub fn run(cli: Cli) -> ExitCode {
                 ..Needs::default()
             },
             |runtime| {
+                let stop = StopToken::new();
                 let options = CallOptions {
                     timeout: timeout_ms.map(Duration::from_millis),
                     memory_bytes: memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
                     fuel,
-                    stop: None,
+                    stop: Some(stop.clone()),
                 };
                 let runtime = runtime.with_cap(cap);
-                let report = runtime.handle_report("cli", name, arguments, &options);
+                // Ctrl-C (or SIGTERM) stops the call, which answers `cancelled` (exit 5).
+                let report = runtime.block_on(async {
+                    let call = runtime.handle_report_async("cli", name, arguments, &options);
+                    tokio::pin!(call);
+                    tokio::select! {
+                        report = &mut call => report,
+                        () = interrupted() => {
+                            stop.stop();
+                            call.await
+                        }
+                    }
+                });
                 if diagnostics {
                     print_diagnostics(&report);
                 }
@@ -272,6 +284,23 @@ pub fn run(cli: Cli) -> ExitCode {
                 status
             },
         ),
+    }
+}
+
+/// Resolves when the process is sent SIGINT (Ctrl-C) or SIGTERM; never, if it cannot listen.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut interrupt), Ok(mut terminate)) => {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
     }
 }
 
@@ -391,7 +420,7 @@ fn list(runtime: Runtime, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn describe(file: &PathBuf) -> ExitCode {
+fn describe(file: &PathBuf, no_cache: bool) -> ExitCode {
     let bytes = match std::fs::read(file) {
         Ok(bytes) => bytes,
         Err(error) => {
@@ -399,10 +428,13 @@ fn describe(file: &PathBuf) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let built = Runtime::builder()
+    let mut builder = Runtime::builder()
         .builtin_tools(false)
-        .component(file.display().to_string(), bytes)
-        .build();
+        .component(file.display().to_string(), bytes);
+    if no_cache {
+        builder = builder.cache_dir(None);
+    }
+    let built = builder.build();
     let runtime = match built {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -19,6 +19,8 @@ mod cache;
 #[cfg(test)]
 mod capabilities;
 #[cfg(test)]
+mod cli;
+#[cfg(test)]
 mod concurrency;
 #[cfg(test)]
 mod containment;
