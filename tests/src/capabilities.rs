@@ -289,7 +289,20 @@ fn a_directory_swapped_for_a_symlink_during_calls_is_never_followed_out() {
         }
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         println!("{read_inside} of 300 calls read the real file; none read the outside");
+        // A gate that refused every call would pass the loop above: some calls must have read
+        // the real file between swaps.
+        assert!(read_inside > 0, "no call read the real file");
     });
+    // Without the race: the directory is the link to the outside for the whole call. The
+    // call is refused, and the outside stays unread (the loop above only fails if the race
+    // is hit; this fails whenever a link out is followed).
+    let (sub, real) = (ws.join("sub"), ws.join("sub.real"));
+    std::fs::rename(&sub, &real).expect("move the real directory aside");
+    std::os::unix::fs::symlink(&outside_dir, &sub).expect("link out");
+    let response = call(&port, "read_file", json!({ "path": "sub/secret.txt" }));
+    let seen = format!("{response:?}");
+    assert!(!seen.contains(OUTSIDE), "read through the link: {seen}");
+    assert!(response.is_error(), "{seen}");
 }
 
 // ---- list_dir -----------------------------------------------------------------------------
