@@ -214,22 +214,6 @@ fn read_file_requirements_come_from_the_arguments() {
 }
 
 #[test]
-fn read_file_is_cancelled_by_a_stopped_token() {
-    let (_temp, ws) = workspace();
-    let port = open(&ws, Policy::embedded_default(), None);
-    let stop = StopToken::new();
-    stop.stop();
-    let response = port.call_with(
-        &ToolRequest::new("t", "read_file", r#"{"path":"src/a.txt"}"#),
-        &CallOptions {
-            stop: Some(stop),
-            ..CallOptions::default()
-        },
-    );
-    assert_eq!(response, ToolResponse::Cancelled);
-}
-
-#[test]
 fn read_file_concurrent_calls_each_get_their_own_file() {
     let (_temp, ws) = workspace();
     for i in 0..8 {
@@ -862,11 +846,14 @@ fn every_file_tool_is_cancelled_by_a_stopped_token() {
         ("glob", json!({ "pattern": "*" })),
         ("grep", json!({ "pattern": "x" })),
     ] {
-        let response = port.call_with(
+        let report = port.call_with_report(
             &ToolRequest::new("t", tool, arguments.to_string()),
             &options,
         );
-        assert_eq!(response, ToolResponse::Cancelled, "{tool}");
+        assert_eq!(report.response, ToolResponse::Cancelled, "{tool}");
+        // Stopped before its first stage: the gate never saw it, nothing was granted.
+        assert_eq!(report.gate, toolcell::GateDecision::NotReached, "{tool}");
+        assert!(report.granted.is_empty(), "{tool}");
     }
 }
 
@@ -956,11 +943,14 @@ fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
         ),
         ("http_fetch", json!({ "url": "http://127.0.0.1:9/" })),
     ] {
-        let response = port.call_with(
+        let report = port.call_with_report(
             &ToolRequest::new("t", tool, arguments.to_string()),
             &options,
         );
-        assert_eq!(response, ToolResponse::Cancelled, "{tool}");
+        assert_eq!(report.response, ToolResponse::Cancelled, "{tool}");
+        // Stopped before its first stage: the gate never saw it, nothing was granted.
+        assert_eq!(report.gate, toolcell::GateDecision::NotReached, "{tool}");
+        assert!(report.granted.is_empty(), "{tool}");
     }
     assert!(!ws.join("src/w.txt").exists());
     assert!(

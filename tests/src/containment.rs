@@ -95,6 +95,8 @@ fn a_call_with_a_stopped_token_never_starts() {
     };
     let report = attack("spin", &options);
     assert_eq!(report.response, ToolResponse::Cancelled);
+    // Stopped before validation, the first stage: never gated, never instantiated.
+    assert_eq!(report.gate, toolcell::GateDecision::NotReached);
     assert!(report.elapsed < Duration::from_millis(100));
 }
 
