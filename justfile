@@ -38,3 +38,7 @@ bench:
     cargo build --release
     cargo bench -p toolcell-tests --bench micro
     cargo bench -p toolcell-tests --bench calls
+
+# The soak (see RELIABILITY.md): a million mixed calls in one process, memory and fds watched.
+soak:
+    cargo bench -p toolcell-tests --bench soak

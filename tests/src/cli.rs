@@ -49,7 +49,7 @@ fn ctrl_c_cancels_the_call_and_exits_5() {
         .output()
         .expect("run toolcell");
     assert!(listed.status.success(), "{}", stderr(&listed));
-    let mut child = toolcell_command()
+    let child = toolcell_command()
         .arg("--tools")
         .arg(tools.path())
         .args([

@@ -377,3 +377,64 @@ fn requests_from_a_file_are_answered_through_the_fallback_transport() {
         .unwrap_or_else(|| panic!("no answer to the call in {answered}"));
     assert_eq!(text(&echo), "from a file");
 }
+
+/// Over MCP, a headless gated write is `approval_required` and a deadline is a timeout, both
+/// results with `isError: true` and a text that says which; the tools carry the hints their
+/// flags give.
+#[test]
+fn denials_and_timeouts_are_errors_the_model_can_read_and_tools_carry_hints() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let workspace = tempfile::tempdir().expect("workspace");
+    let policy = tools.path().join("policy.toml");
+    let mut text_of_policy = toolcell::DEFAULT_POLICY.to_owned();
+    text_of_policy.push_str("\n[tools.hostile]\nlimits = { timeout_ms = 100 }\n");
+    std::fs::write(&policy, text_of_policy).expect("write the policy");
+    let mut server = Server::start(&[
+        "--tools",
+        tools.path().to_str().expect("path"),
+        "--workspace",
+        workspace.path().to_str().expect("path"),
+        "--policy",
+        policy.to_str().expect("path"),
+    ]);
+
+    server.send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }));
+    let list = server.response(1);
+    let hints = |name: &str| {
+        list["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .find(|tool| tool["name"] == name)
+            .map(|tool| tool["annotations"].clone())
+            .unwrap_or_else(|| panic!("{name} not listed: {list}"))
+    };
+    assert_eq!(hints("read_file")["readOnlyHint"], true);
+    assert_eq!(hints("read_file")["destructiveHint"], false);
+    assert_eq!(hints("write_file")["readOnlyHint"], false);
+    assert_eq!(hints("write_file")["destructiveHint"], true);
+    assert_eq!(hints("find_tool")["readOnlyHint"], true);
+    assert_eq!(hints("call_tool"), Value::Null, "call_tool is whatever it calls");
+
+    server.call(2, "write_file", json!({ "path": "new.txt", "content": "x" }));
+    let denied = server.response(2);
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        text(&denied).contains("needs a person's approval, and none can be asked here"),
+        "{denied}"
+    );
+    assert!(!workspace.path().join("new.txt").exists());
+
+    server.call(
+        3,
+        "call_tool",
+        json!({ "name": "hostile", "arguments": { "do": "spin" } }),
+    );
+    let timed_out = server.response(3);
+    assert_eq!(timed_out["result"]["isError"], true, "{timed_out}");
+    assert!(text(&timed_out).contains("100 ms deadline"), "{timed_out}");
+
+    let (_, exited_cleanly, _, _) = server.close();
+    assert!(exited_cleanly);
+}

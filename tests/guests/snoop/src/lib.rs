@@ -76,6 +76,8 @@ impl Tool for Snoop {
             "stdin_bytes": attempt(stdin_read),
             "wall_clock_secs": wall,
             "wasi_wall_clock_secs": wasi::clocks::wall_clock::now().seconds,
+            // Nanoseconds since the monotonic clock's start: the instance's, not the host's.
+            "monotonic_ns": wasi::clocks::monotonic_clock::now(),
         });
         Ok(report.to_string())
     }
