@@ -100,30 +100,15 @@ fn a_call_with_a_stopped_token_never_starts() {
     assert!(report.elapsed < Duration::from_millis(100));
 }
 
-/// Resident memory of this process, from /proc/self/status.
-fn resident_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kib * 1024
-}
-
+/// A bomb ends `out_of_memory`, and the host answers the next call. (That its memory goes
+/// back is measured in a process of its own: `tests/tests/memory.rs`.)
 #[test]
-fn a_memory_bomb_ends_out_of_memory_and_gives_its_memory_back() {
-    let _guard = exclusive();
+fn a_memory_bomb_ends_out_of_memory() {
     let options = CallOptions {
         memory_bytes: Some(32 << 20),
         ..CallOptions::default()
     };
-    // One bomb first, so that what the host allocates once (the runtime's pools, caches) is
-    // in the baseline.
-    let _ = attack("alloc", &options);
-    let before = resident_bytes();
     let report = attack("alloc", &options);
-    let after = resident_bytes();
     match &report.response {
         ToolResponse::Failed {
             kind: FailureKind::OutOfMemory,
@@ -131,17 +116,6 @@ fn a_memory_bomb_ends_out_of_memory_and_gives_its_memory_back() {
         } => assert!(message.contains("memory"), "{message}"),
         other => panic!("expected out of memory, got {other:?}"),
     }
-    let grown = after.saturating_sub(before);
-    println!(
-        "resident memory: {} KiB before the bomb, {} KiB after",
-        before >> 10,
-        after >> 10
-    );
-    assert!(
-        grown < 4 << 20,
-        "resident memory grew by {} KiB across the bomb",
-        grown >> 10
-    );
     assert_echo_still_works();
 }
 
