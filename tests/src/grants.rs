@@ -132,6 +132,29 @@ pub(crate) fn prowler() {
             "{attack} ({read}, {write}) changed the workspace"
         );
     }
+    // A read grant of a directory: the directory itself, read-only, and nothing beyond it.
+    let outside = ws.parent().expect("temp").join("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::fs::write(outside.join("secret.txt"), "OUTSIDE-SECRET").expect("write");
+    std::os::unix::fs::symlink(&outside, ws.join("a/out")).expect("link out");
+    let before_dir = snapshot(&ws);
+    assert_eq!(
+        prowl(&runtime, "a", "top.txt", "dir_read"),
+        ToolResponse::text("read me"),
+        "the positive control: the granted directory is readable"
+    );
+    for attack in ["dir_write", "dir_up", "dir_link_out"] {
+        let response = prowl(&runtime, "a", "top.txt", attack);
+        assert!(response.is_error(), "{attack}: {response:?}");
+        assert!(
+            !format!("{response:?}").contains("OUTSIDE-SECRET"),
+            "{attack}"
+        );
+        assert!(!format!("{response:?}").contains("\"top\""), "{attack}");
+        assert_eq!(snapshot(&ws), before_dir, "{attack} changed the workspace");
+    }
+    std::fs::remove_file(ws.join("a/out")).expect("unlink");
+
     // Not even inside the staging directory may a link be made.
     let linked = prowl(&runtime, "a/ro.txt", "a/rw.txt", "escape_link");
     assert!(

@@ -7,7 +7,10 @@
 //! relative symlink leading out of the preopen), `swap_link` (replace the writable file by a
 //! symlink), `settings` (plant `.toolcell/permissions.toml`), `link_read` (replace the
 //! writable file by a hard link to the readable one), `write` (write its own file: the
-//! positive control).
+//! positive control). With `read` naming a directory (a read grant of the directory itself):
+//! `dir_write` (create a file in it), `dir_up` (read `top.txt` through `..`), `dir_link_out`
+//! (read through a symlink inside it that leads out of the workspace), `dir_read` (read a file
+//! in it: the positive control).
 
 use serde::Deserialize;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
@@ -111,6 +114,14 @@ impl Tool for Prowler {
                     .map(|()| "linked".into())
                     .map_err(io)
             }
+            "dir_write" => std::fs::write(format!("{}/planted.txt", args.read), "planted")
+                .map(|()| "planted".into())
+                .map_err(io),
+            "dir_up" => std::fs::read_to_string(format!("{}/../top.txt", args.read)).map_err(io),
+            "dir_link_out" => {
+                std::fs::read_to_string(format!("{}/out/secret.txt", args.read)).map_err(io)
+            }
+            "dir_read" => std::fs::read_to_string(format!("{}/ro.txt", args.read)).map_err(io),
             "write" => std::fs::write(&args.write, "written by the grant")
                 .map(|()| "wrote".into())
                 .map_err(io),
