@@ -415,9 +415,17 @@ fn denials_and_timeouts_are_errors_the_model_can_read_and_tools_carry_hints() {
     assert_eq!(hints("write_file")["readOnlyHint"], false);
     assert_eq!(hints("write_file")["destructiveHint"], true);
     assert_eq!(hints("find_tool")["readOnlyHint"], true);
-    assert_eq!(hints("call_tool"), Value::Null, "call_tool is whatever it calls");
+    assert_eq!(
+        hints("call_tool"),
+        Value::Null,
+        "call_tool is whatever it calls"
+    );
 
-    server.call(2, "write_file", json!({ "path": "new.txt", "content": "x" }));
+    server.call(
+        2,
+        "write_file",
+        json!({ "path": "new.txt", "content": "x" }),
+    );
     let denied = server.response(2);
     assert_eq!(denied["result"]["isError"], true, "{denied}");
     assert!(

@@ -39,7 +39,10 @@ pub(crate) fn snoop() {
     // The monotonic clock starts at zero with the instance: well under a second into a call
     // that does little, where the host's own monotonic clock reads its uptime.
     let monotonic = report["monotonic_ns"].as_u64().expect("monotonic_ns");
-    assert!(monotonic < 1_000_000_000, "monotonic clock at {monotonic} ns");
+    assert!(
+        monotonic < 1_000_000_000,
+        "monotonic clock at {monotonic} ns"
+    );
     assert_eq!(
         report["wasi_wall_clock_secs"], 0,
         "the WASI wall clock is fixed"
