@@ -85,6 +85,9 @@ mod dispatch;
 mod engine;
 mod epoch;
 pub mod files;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 mod info;
 mod instance;
