@@ -1,7 +1,7 @@
 //! What a tool's JSON Schema may ask of the host, decided before the schema is compiled.
 //!
-//! A schema comes from the tool (a component's `describe()`, or a native tool's [`ToolInfo`]),
-//! yet the host compiles it and runs it on every call, outside the sandbox. So it is untrusted
+//! A schema comes from the tool (a component's `describe()`, or a native tool's
+//! [`ToolInfo`](crate::ToolInfo)), yet the host compiles it and runs it on every call, outside the sandbox. So it is untrusted
 //! input with limits, each a named constant below, checked when the tool is loaded; a schema
 //! over any of them refuses its tool, by name, and the other tools load.
 //!
