@@ -1,9 +1,10 @@
 //! What a tool's JSON Schema may ask of the host, decided before the schema is compiled.
 //!
 //! A schema comes from the tool (a component's `describe()`, or a native tool's
-//! [`ToolInfo`](crate::ToolInfo)), yet the host compiles it and runs it on every call, outside the sandbox. So it is untrusted
-//! input with limits, each a named constant below, checked when the tool is loaded; a schema
-//! over any of them refuses its tool, by name, and the other tools load.
+//! [`ToolInfo`](crate::ToolInfo)), yet the host compiles it and runs it on every call, outside
+//! the sandbox. So it is untrusted input with limits, each a named constant below, checked
+//! when the tool is loaded; a schema over any of them refuses its tool, by name, and the other
+//! tools load.
 //!
 //! Most limits bound size. Two bound *work*, by a static estimate over the schema's graph:
 //!
