@@ -36,6 +36,8 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_warm_cache_is_read_instead_of_compiling() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
     let cold = build(&cache);
@@ -72,6 +74,8 @@ fn a_warm_cache_is_read_instead_of_compiling() {
 
 #[test]
 fn a_corrupt_entry_is_compiled_again_and_replaced() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
     build(&cache);
@@ -103,6 +107,8 @@ fn a_corrupt_entry_is_compiled_again_and_replaced() {
 
 #[test]
 fn an_entry_from_another_engine_is_refused_and_replaced() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
     build(&cache);
@@ -131,6 +137,8 @@ fn an_entry_from_another_engine_is_refused_and_replaced() {
 /// the MAC binds an entry to the component it was compiled from.
 #[test]
 fn an_entry_swapped_for_another_component_s_is_never_run() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
     build(&cache);
@@ -156,6 +164,8 @@ fn an_entry_swapped_for_another_component_s_is_never_run() {
 /// their own (or its old-style digest fixed up), is refused and compiled again.
 #[test]
 fn an_entry_patched_with_a_recomputed_mac_is_never_run() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     use hmac::Mac as _;
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
@@ -183,6 +193,8 @@ fn an_entry_patched_with_a_recomputed_mac_is_never_run() {
 /// a key others may read.
 #[test]
 fn a_cache_others_could_change_is_not_used() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     use std::os::unix::fs::PermissionsExt as _;
     let uncached = || CacheStats {
         uncached: builtins(),
@@ -233,6 +245,8 @@ fn a_cache_others_could_change_is_not_used() {
 /// A symlink planted where an entry will be written is replaced, never written through.
 #[test]
 fn a_link_planted_at_an_entry_is_not_followed() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let cache = temp.path().join("cache");
     build(&cache);
@@ -260,6 +274,8 @@ fn my_uid() -> u32 {
 
 #[test]
 fn no_cache_compiles_everything_and_writes_nothing() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let port = Runtime::builder().cache_dir(None).build().expect("port");
     assert_eq!(
         port.cache_stats(),

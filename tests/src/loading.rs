@@ -5,6 +5,8 @@ use toolcell::{ToolPort, ToolRequest};
 
 #[test]
 fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = temp.path();
     let echo = toolcell::builtin_components()
@@ -115,6 +117,8 @@ fn a_missing_tools_directory_is_an_error_that_names_it() {
 
 /// Load one component alone and return the reason it was refused.
 fn refusal(source: &str, bytes: &[u8]) -> String {
+    // Compiles a component: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
     let port = crate::support::builder()
         .builtin_tools(false)
         .component(source, bytes)
