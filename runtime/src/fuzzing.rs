@@ -807,9 +807,12 @@ pub fn mcp_session(data: &[u8]) -> Result<Vec<Map<String, Value>>, String> {
         };
         lines.split('\n').collect()
     };
-    // The ids the input used, for the responses to answer.
+    // The ids the input used, for the responses to answer. Lines as rmcp reads them: split at
+    // `\n`, a trailing `\r` and a leading UTF-8 BOM dropped (RFC 8259 §8.1 lets a parser
+    // ignore a BOM; the fuzzer found that rmcp does, and answers such a line).
     let ids: Vec<Value> = String::from_utf8_lossy(data)
         .lines()
+        .map(|line| line.strip_prefix('\u{feff}').unwrap_or(line))
         .filter_map(|line| serde_json::from_str::<Map<String, Value>>(line).ok())
         .filter_map(|message| message.get("id").cloned())
         .collect();
