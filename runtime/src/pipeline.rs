@@ -390,16 +390,13 @@ impl Runtime {
         let staged = grants.staged.clone();
         let mut report = match &tool.executable {
             Executable::Wasm(pre) => {
-                // The gate may have rewritten paths to the canonical ones it checked.
-                let rewritten;
-                let text = if grants.preopens.is_empty() {
-                    arguments
-                } else {
-                    rewritten = checked.to_string();
-                    rewritten.as_str()
-                };
+                // The guest gets the arguments as validated (and as the gate rewrote their
+                // paths), written out again from the checked value: never the caller's text,
+                // which another parser could read differently (a duplicate key, a number
+                // beyond f64) from the one that validated it.
+                let text = checked.to_string();
                 self.wasm
-                    .run(pre, &grants, &limits, options.stop.as_ref(), text)
+                    .run(pre, &grants, &limits, options.stop.as_ref(), &text)
                     .await
             }
             Executable::Native(native) => {

@@ -65,6 +65,7 @@ mod guest_tests {
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::prowler;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
+    pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
 }

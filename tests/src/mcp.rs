@@ -73,6 +73,13 @@ impl Server {
         stdin.flush().expect("flush");
     }
 
+    /// One line exactly as given (for what `json!` cannot write, such as a duplicate key).
+    pub(crate) fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
     pub(crate) fn call(&mut self, id: i64, name: &str, arguments: Value) {
         self.send(json!({
             "jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -335,6 +342,59 @@ fn the_python_mcp_client_passes_in_both_eras() {
             "{mode}: the cancelled call ran for {cancelled}"
         );
     }
+}
+
+/// A guest receives the arguments the pipeline validated, written out again from the checked
+/// value, never the client's own text: a duplicate key (which another parser may read first)
+/// cannot slip a value past the schema. Over MCP, by the transport's fast path (the
+/// arguments stay raw text until the pipeline's one parse) and by rmcp's parse (a field the
+/// fast path does not take), and in process.
+#[test]
+pub(crate) fn mirror() {
+    let tools = tools_dir(&[("mirror", crate::guests::MIRROR)]);
+    let mut server = Server::start(&["--tools", tools.path().to_str().expect("path")]);
+    let call = |id: u32, arguments: &str, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"mirror","arguments":{arguments}{extra}}}}}"#
+        )
+    };
+    for (id, extra) in [(1, ""), (3, r#","requestState":"x""#)] {
+        // The schema allows 4 characters: the first value is too long, the last (what the
+        // validator reads) is not, and it is all the guest sees.
+        server.send_raw(&call(
+            id,
+            r#"{ "text" : "far too long", "text": "ok" }"#,
+            extra,
+        ));
+        let answer = server.response(id.into());
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        assert_eq!(text(&answer), r#"{"text":"ok"}"#);
+        // The other way round, the value the validator reads is refused.
+        server.send_raw(&call(
+            id + 1,
+            r#"{"text":"ok","text":"far too long"}"#,
+            extra,
+        ));
+        let answer = server.response((id + 1).into());
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        assert!(text(&answer).contains("longer than 4"), "{answer}");
+    }
+    let (_, clean, _, stderr) = server.close();
+    assert!(clean, "{stderr}");
+
+    let runtime = crate::support::builder()
+        .component("test:mirror", crate::guests::MIRROR)
+        .build()
+        .expect("the runtime builds");
+    let report = runtime.run_blocking(&toolcell::Call::new(
+        "1",
+        "mirror",
+        "{\"text\":\"far too long\",\n \"text\":\"\\u006f\\u006b\"}",
+    ));
+    assert_eq!(
+        report.response,
+        toolcell::ToolResponse::text(r#"{"text":"ok"}"#)
+    );
 }
 
 /// Requests from a file (not a pipe) and answers to a file: the transport falls back to
