@@ -772,11 +772,84 @@ impl tokio::io::AsyncWrite for Sink {
     }
 }
 
+/// Whether two JSON-RPC ids are the same: equal, or the same number written two ways (rmcp
+/// answers a request with id `7.0` as `7`; JSON does not tell them apart).
+fn same_id(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => a == b || a.as_f64() == b.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// The id of a line the transport's fast path takes.
+fn fast_call_id(line: &str) -> Option<Value> {
+    match crate::mcp::fast_call(line.as_bytes())? {
+        rmcp::model::ClientJsonRpcMessage::Request(request) => Some(request.id.into_json_value()),
+        _ => None,
+    }
+}
+
 /// `mcp::serve_on` with `data` as the client's whole input stream. The session ends (within
 /// [`MCP_DEADLINE`]) when the input does; every line the server wrote is a JSON-RPC 2.0 object,
-/// nothing follows the last newline, and every response answers an id the input used.
+/// nothing follows the last newline, and every response answers an id the input used. And
+/// every line passes [`check_mcp_fast_path`].
 pub fn check_mcp(data: &[u8]) -> Result<(), String> {
+    for line in data.split(|byte| *byte == b'\n') {
+        check_mcp_fast_path(line)?;
+    }
     mcp_session(data).map(drop)
+}
+
+/// The transport's fast path for `tools/call` agrees with rmcp's own parse of `line`: when it
+/// takes a line, rmcp's parse makes the same message of it (compared as JSON, the fast path's
+/// raw arguments parsed into the map rmcp keeps). The one difference allowed: arguments
+/// that are JSON by syntax but that serde_json cannot hold (a number beyond `f64`, a lone
+/// surrogate), which rmcp refuses as the whole message and the pipeline refuses as invalid
+/// arguments (its one parse is serde_json's too).
+pub fn check_mcp_fast_path(line: &[u8]) -> Result<(), String> {
+    use crate::mcp::{Parsed, RawArguments, fast_call, slow_parse};
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonObject};
+    let Some(mut fast) = fast_call(line) else {
+        return Ok(());
+    };
+    let ClientJsonRpcMessage::Request(request) = &mut fast else {
+        return Err(format!(
+            "the fast path made something other than a request: {fast:?}"
+        ));
+    };
+    let ClientRequest::CallToolRequest(call) = &mut request.request else {
+        return Err(format!(
+            "the fast path made something other than a call: {request:?}"
+        ));
+    };
+    let raw = call.extensions.remove::<RawArguments>();
+    let arguments = match &raw {
+        Some(raw) => match serde_json::from_str::<JsonObject>(&raw.0) {
+            Ok(arguments) => Some(arguments),
+            Err(_) if !matches!(slow_parse(line), Parsed::Message(_)) => return Ok(()),
+            Err(error) => {
+                return Err(format!(
+                    "rmcp parsed arguments the pipeline cannot ({error}): {raw:?}"
+                ));
+            }
+        },
+        None => None,
+    };
+    call.params.arguments = arguments;
+    let slow = match slow_parse(line) {
+        Parsed::Message(slow) => slow,
+        Parsed::Ignored => return Err("the fast path took a line rmcp ignores".to_owned()),
+        Parsed::InvalidRequest => {
+            return Err("the fast path took a line rmcp refuses as invalid".to_owned());
+        }
+    };
+    let (fast_json, slow_json) = (serde_json::to_value(&fast), serde_json::to_value(&*slow));
+    match (fast_json, slow_json) {
+        (Ok(fast_json), Ok(slow_json)) if fast_json == slow_json => Ok(()),
+        (fast_json, slow_json) => Err(format!(
+            "the fast path and rmcp disagree:\n fast: {fast_json:?}\n rmcp: {slow_json:?}"
+        )),
+    }
 }
 
 /// The session of [`check_mcp`], checked as it says: every message the server wrote, in order.
@@ -813,8 +886,14 @@ pub fn mcp_session(data: &[u8]) -> Result<Vec<Map<String, Value>>, String> {
     let ids: Vec<Value> = String::from_utf8_lossy(data)
         .lines()
         .map(|line| line.strip_prefix('\u{feff}').unwrap_or(line))
-        .filter_map(|line| serde_json::from_str::<Map<String, Value>>(line).ok())
-        .filter_map(|message| message.get("id").cloned())
+        .filter_map(
+            |line| match serde_json::from_str::<Map<String, Value>>(line) {
+                Ok(message) => message.get("id").cloned(),
+                // A call whose arguments serde_json cannot hold (see `check_mcp_fast_path`) is
+                // still answered, as invalid arguments.
+                Err(_) => fast_call_id(line.trim_end_matches('\r')),
+            },
+        )
         .collect();
     let mut messages = Vec::new();
     for line in lines {
@@ -825,7 +904,7 @@ pub fn mcp_session(data: &[u8]) -> Result<Vec<Map<String, Value>>, String> {
         }
         let is_response = message.contains_key("result") || message.contains_key("error");
         if let Some(id) = message.get("id").filter(|id| is_response && !id.is_null())
-            && !ids.contains(id)
+            && !ids.iter().any(|used| same_id(used, id))
         {
             return Err(format!(
                 "output line {line:?} answers an id the input never used"

@@ -296,7 +296,7 @@ fn main() {
                 &binary,
                 &warm,
                 &cache.path().join("cache.key"),
-                SERVED_CALLS,
+                served_calls(),
                 window,
             );
             bench.cases.push(Case {
@@ -333,6 +333,14 @@ fn main() {
 
 /// Calls per served case, after as many again to warm up.
 const SERVED_CALLS: usize = 20_000;
+
+/// [`SERVED_CALLS`], or more for a profiler to see (`TOOLCELL_BENCH_SERVED_CALLS=200000`).
+fn served_calls() -> usize {
+    std::env::var("TOOLCELL_BENCH_SERVED_CALLS")
+        .ok()
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(SERVED_CALLS)
+}
 /// Requests in flight in the pipelined served case.
 const SERVED_WINDOW: usize = 32;
 

@@ -16,6 +16,15 @@
 //! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
 //!   to stderr.
 
+mod transport;
+
+pub use transport::{
+    CLOSE_FLUSH_TIMEOUT, LineTransport, MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES,
+    RawArguments,
+};
+#[cfg(feature = "fuzzing")]
+pub(crate) use transport::{Parsed, fast_call, slow_parse};
+
 use crate::{CALL_TOOL, CallOptions, FIND_TOOL, Runtime, StopToken, ToolSchema};
 use anyhow::Context as _;
 use rmcp::model::{
@@ -119,7 +128,14 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let arguments = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        // The fast path kept the arguments as the text they came in (parsed once, by the
+        // pipeline); a call rmcp parsed has them as a map.
+        let arguments: std::borrow::Cow<'_, str> = match context.extensions.get::<RawArguments>() {
+            Some(raw) => raw.0.as_ref().into(),
+            None => Value::Object(request.arguments.unwrap_or_default())
+                .to_string()
+                .into(),
+        };
         let id = context.id.to_string();
         let stop = StopToken::new();
         let options = CallOptions {
@@ -128,10 +144,11 @@ impl ServerHandler for McpServer {
         };
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
         // own per request; a pointer is cheaper to move than kilobytes of state.
-        let mut call = Box::pin(
-            self.runtime
-                .handle_report_async(&id, name, &arguments, &options),
-        );
+        let mut call =
+            Box::pin(
+                self.runtime
+                    .handle_report_async(&id, name, arguments.as_ref(), &options),
+            );
         let report = tokio::select! {
             report = &mut call => report,
             () = context.ct.cancelled() => {
@@ -169,23 +186,26 @@ pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         serve_on(Arc::clone(&runtime), stdin, stdout).await
     });
+    // Calls still running once the session has ended (rmcp cancelled them) have this long to
+    // stop; then their tasks are dropped.
     executor.shutdown_timeout(SHUTDOWN_GRACE);
-    // The runtime owns a tokio runtime of its own, which must be dropped outside async code:
-    // here, after the server's runtime is gone.
+    // The runtime owns a tokio runtime of its own (the blocking pool validation uses, and the
+    // executor of synchronous callers), which must be dropped outside async code: here, after
+    // the server's runtime is gone. Calls run on the server's runtime, never hopping to it.
     drop(runtime);
     served
 }
 
 /// Serve `runtime` to one MCP client over `input` and `output` (any byte streams: pipes, a
-/// socket, an in-memory duplex) until `input` closes. For an embedder whose runtime holds its
-/// own native tools, and for tests.
+/// socket, an in-memory duplex) until `input` closes, with toolcell's [`LineTransport`]. For
+/// an embedder whose runtime holds its own native tools, and for tests.
 pub async fn serve_on<R, W>(runtime: Arc<Runtime>, input: R, output: W) -> anyhow::Result<()>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let service = McpServer::new(runtime)
-        .serve((input, output))
+        .serve(LineTransport::new(input, output))
         .await
         .context("starting the MCP session")?;
     service.waiting().await.context("serving MCP")?;

@@ -1,0 +1,640 @@
+//! The server's transport over byte streams (stdio, a socket): newline-delimited JSON-RPC.
+//!
+//! It behaves as rmcp's own `AsyncRwTransport` does on the wire (lines split at `\n`, a
+//! trailing `\r` and a leading UTF-8 byte order mark dropped, blank lines skipped, unparsable
+//! lines ignored, well-formed JSON of the wrong shape answered with an `Invalid request` error,
+//! non-MCP notifications ignored, an oversized line dropped), and differs in what it costs:
+//!
+//! - **A `tools/call` is parsed once, into exactly what it needs.** rmcp reads every message as
+//!   an untagged enum: serde buffers the message and tries each request type in turn (a call
+//!   is the fourteenth), and the arguments become a map the server would serialise again. A
+//!   line of the usual shape (no fields beyond `jsonrpc`, `id`, `method`, and `name`,
+//!   `arguments`, `_meta` in `params`) is read here straight from the input buffer into the
+//!   request rmcp expects, with the arguments kept as their raw text ([`RawArguments`], in the
+//!   request's extensions) for the pipeline's one parse. Anything else takes rmcp's own parse,
+//!   so the fast path changes no answer (the `mcp_fast_path` fuzz target and
+//!   `fuzzing::check_mcp_fast_path` compare the two).
+//! - **Writes are batched, off the reader's path.** `send` serialises a message straight into
+//!   one shared output buffer and returns; a writer task writes whatever has gathered with one
+//!   `write` and wakes again. Under load many answers leave in one system call.
+//! - **Bounded both ways.** A line longer than [`MAX_LINE_BYTES`] is dropped without being
+//!   kept; while more than [`OUTPUT_HIGH_WATER`] bytes of answers wait for a client that does
+//!   not read them, no further request is read.
+//!
+//! Reads and writes go through whatever `AsyncRead` / `AsyncWrite` it is given: for stdio,
+//! rmcp's `stdio_pipes()`, which polls pipes from the runtime's reactor (no blocking-pool
+//! thread per read or write) and falls back to tokio's stdio for a terminal or a file.
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage,
+    ClientRequest, ErrorData, JsonObject, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage,
+};
+use rmcp::transport::Transport;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// The longest line (one JSON-RPC message) read. rmcp's own limit, so a message accepted over
+/// its transports is accepted here; far above what one call may carry
+/// ([`crate::limits::MAX_ARGUMENT_BYTES`]), and a peer that never sends a newline cannot
+/// grow the buffer past it.
+pub const MAX_LINE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
+/// How much is read at once: a pipe's default capacity, so one read drains a full pipe.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// While more answer bytes than this wait for the client to read them, no further request is
+/// read: a client that writes without reading cannot make the server hold unbounded output.
+pub const OUTPUT_HIGH_WATER: usize = 8 * 1024 * 1024;
+
+/// The output buffer's capacity kept between writes; a burst above it is given back.
+const OUTPUT_RETAINED_BYTES: usize = 256 * 1024;
+
+/// How long closing the transport waits for the client to read answers already written
+/// before it gives up on them (a client that stopped reading must not keep the server alive).
+pub const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The raw JSON text of a fast-path call's arguments (an object), in the request's extensions
+/// in place of `params.arguments`: the pipeline parses it once, and nothing serialises it
+/// again on the way in.
+#[derive(Debug, Clone)]
+pub struct RawArguments(pub Arc<str>);
+
+/// Newline-delimited JSON-RPC over a reader and a writer, for [`rmcp`]'s server loop.
+pub struct LineTransport<R> {
+    input: R,
+    /// Bytes read and not yet consumed are `buffer[start..end]`.
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// How far past `start` no newline has been seen (so a long line is scanned once).
+    scanned: usize,
+    /// Dropping the rest of a line that grew past [`MAX_LINE_BYTES`], up to its newline.
+    discarding: bool,
+    outbox: Arc<Outbox>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
+    /// A transport reading requests from `input` and writing answers to `output`. Must be
+    /// made inside a tokio runtime: the writer task starts here.
+    pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> Self {
+        let outbox = Arc::new(Outbox::default());
+        let writer = tokio::spawn(write_out(Arc::clone(&outbox), output));
+        LineTransport {
+            input,
+            buffer: Vec::new(),
+            start: 0,
+            end: 0,
+            scanned: 0,
+            discarding: false,
+            outbox,
+            writer: Some(writer),
+        }
+    }
+
+    /// The next whole line's bounds in the buffer, if one is there; drops what belongs to an
+    /// oversized line.
+    fn next_line(&mut self) -> Option<(usize, usize)> {
+        loop {
+            let unread = &self.buffer[self.start + self.scanned..self.end];
+            match unread.iter().position(|byte| *byte == b'\n') {
+                Some(at) => {
+                    let newline = self.start + self.scanned + at;
+                    let line = (self.start, newline);
+                    self.start = newline + 1;
+                    self.scanned = 0;
+                    if self.discarding {
+                        // The tail of a line already dropped ends here.
+                        self.discarding = false;
+                        continue;
+                    }
+                    return Some(line);
+                }
+                None => {
+                    self.scanned = self.end - self.start;
+                    if self.discarding || self.scanned > MAX_LINE_BYTES {
+                        if !self.discarding {
+                            tracing::error!(
+                                max_line_length = MAX_LINE_BYTES,
+                                "Incoming message exceeded the maximum line length, discarding it"
+                            );
+                        }
+                        self.discarding = true;
+                        self.start = 0;
+                        self.end = 0;
+                        self.scanned = 0;
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Read more input; `false` at the end of it (or when it fails).
+    async fn fill(&mut self) -> bool {
+        // Move what is left of a partial line to the front, and make room to read into.
+        if self.start > 0 {
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buffer.len() - self.end < READ_CHUNK_BYTES {
+            self.buffer.resize(self.end + READ_CHUNK_BYTES, 0);
+        }
+        // Cancel-safe: a read that is dropped has read nothing.
+        match self.input.read(&mut self.buffer[self.end..]).await {
+            Ok(0) => false,
+            Ok(read) => {
+                self.end += read;
+                true
+            }
+            Err(error) => {
+                tracing::error!("Error reading from stream: {error}");
+                false
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransport<R> {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        std::future::ready(self.outbox.push(&item))
+    }
+
+    // `receive` is polled inside the service loop's `select!` and dropped whenever another
+    // branch is ready first: every await below is cancel-safe, and a partial line stays in
+    // the buffer for the next call.
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            self.outbox.room().await;
+            let Some((from, to)) = self.next_line() else {
+                if !self.fill().await {
+                    // The end of the input; an unterminated last line is not a message.
+                    return None;
+                }
+                continue;
+            };
+            match parse_line(&self.buffer[from..to]) {
+                Parsed::Message(message) => return Some(*message),
+                Parsed::Ignored => {}
+                Parsed::InvalidRequest => {
+                    let answer = ServerJsonRpcMessage::error(
+                        ErrorData::invalid_request("Invalid request", None),
+                        None,
+                    );
+                    if self.outbox.push(&answer).is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.outbox.lock().closed = true;
+        self.outbox.wake_writer.notify_one();
+        if let Some(mut writer) = self.writer.take()
+            && tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, &mut writer)
+                .await
+                .is_err()
+        {
+            tracing::warn!("the client did not read the last answers; they are dropped");
+            writer.abort();
+        }
+        Ok(())
+    }
+}
+
+impl<R> Drop for LineTransport<R> {
+    fn drop(&mut self) {
+        // Not closed (the service loop ended some other way): let the writer finish what it
+        // has and stop.
+        self.outbox.lock().closed = true;
+        self.outbox.wake_writer.notify_one();
+    }
+}
+
+/// Answers waiting to be written, shared by `send` (any task) and the writer task.
+#[derive(Default)]
+struct Outbox {
+    state: Mutex<Pending>,
+    /// Something to write, or closed.
+    wake_writer: Notify,
+    /// A write finished (or failed): the reader may have room again.
+    written: Notify,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Serialised answers, each ending in `\n`, not yet handed to the writer.
+    bytes: Vec<u8>,
+    /// Bytes handed to the writer and not yet written.
+    writing: usize,
+    closed: bool,
+    /// Why writing stopped, once it has: every later send fails with it.
+    failed: Option<(std::io::ErrorKind, String)>,
+}
+
+impl Outbox {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // Nothing panics while holding the lock; a poisoned one still holds whole messages.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Serialise `message` onto the end of the output and wake the writer.
+    fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        {
+            let mut pending = self.lock();
+            if let Some((kind, why)) = &pending.failed {
+                return Err(std::io::Error::new(*kind, why.clone()));
+            }
+            if pending.closed {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "Transport is closed",
+                ));
+            }
+            let before = pending.bytes.len();
+            if let Err(error) = serde_json::to_writer(&mut pending.bytes, message) {
+                // Never half a message on the wire.
+                pending.bytes.truncate(before);
+                return Err(error.into());
+            }
+            pending.bytes.push(b'\n');
+        }
+        self.wake_writer.notify_one();
+        Ok(())
+    }
+
+    /// Wait until the client has read enough that output is below [`OUTPUT_HIGH_WATER`] (or
+    /// writing has failed, when waiting would be forever). Cancel-safe.
+    async fn room(&self) {
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            // Registered before the check, so a write finishing in between is not missed.
+            written.as_mut().enable();
+            {
+                let pending = self.lock();
+                if pending.failed.is_some()
+                    || pending.bytes.len() + pending.writing <= OUTPUT_HIGH_WATER
+                {
+                    return;
+                }
+            }
+            written.await;
+        }
+    }
+}
+
+/// What the writer does next.
+enum Next {
+    Write,
+    Close,
+    Wait,
+}
+
+/// The writer task: write whatever has gathered, in one go, until closed and drained.
+async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
+    let mut batch = Vec::new();
+    loop {
+        let next = {
+            let mut pending = outbox.lock();
+            if !pending.bytes.is_empty() {
+                std::mem::swap(&mut pending.bytes, &mut batch);
+                pending.writing = batch.len();
+                Next::Write
+            } else if pending.closed {
+                Next::Close
+            } else {
+                Next::Wait
+            }
+        };
+        match next {
+            Next::Write => {}
+            Next::Close => break,
+            Next::Wait => {
+                // `notify_one` keeps a permit when no one waits: no wake-up is lost.
+                outbox.wake_writer.notified().await;
+                continue;
+            }
+        }
+        let written = async {
+            output.write_all(&batch).await?;
+            output.flush().await
+        }
+        .await;
+        batch.clear();
+        if batch.capacity() > OUTPUT_RETAINED_BYTES {
+            batch.shrink_to(OUTPUT_RETAINED_BYTES);
+        }
+        let failed = {
+            let mut pending = outbox.lock();
+            pending.writing = 0;
+            if let Err(error) = &written {
+                tracing::error!("Error writing to stream: {error}");
+                pending.failed = Some((error.kind(), error.to_string()));
+                pending.bytes = Vec::new();
+            }
+            pending.failed.is_some()
+        };
+        outbox.written.notify_waiters();
+        if failed {
+            return;
+        }
+    }
+    if let Err(error) = output.shutdown().await {
+        tracing::debug!("Error closing the stream: {error}");
+    }
+}
+
+/// What one line is.
+pub(crate) enum Parsed {
+    Message(Box<ClientJsonRpcMessage>),
+    /// Nothing to answer: blank, not JSON, or a notification that is not MCP's.
+    Ignored,
+    /// Well-formed JSON that is not a message: answered with `Invalid request`.
+    InvalidRequest,
+}
+
+/// Read one line (without its `\n`) as rmcp's transport would, taking the fast path for a
+/// `tools/call` of the usual shape.
+pub(crate) fn parse_line(line: &[u8]) -> Parsed {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    if line.is_empty() {
+        return Parsed::Ignored;
+    }
+    if let Some(message) = fast_call(line) {
+        return Parsed::Message(Box::new(message));
+    }
+    slow_parse(line)
+}
+
+/// The UTF-8 byte order mark, which RFC 8259 §8.1 lets a parser ignore (rmcp does).
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A `tools/call` request, exactly the fields the fast path takes: any other field (a task,
+/// input responses, request state, something new) makes the line take rmcp's parse.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastCall<'a> {
+    #[expect(
+        dead_code,
+        reason = "checked by deserialising: only \"2.0\" is accepted"
+    )]
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    #[expect(
+        dead_code,
+        reason = "checked by deserialising: only \"tools/call\" is accepted"
+    )]
+    method: CallToolRequestMethod,
+    #[serde(borrow)]
+    params: FastParams<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastParams<'a> {
+    name: String,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<JsonObject>,
+}
+
+/// The fast path: the request rmcp's parse would make of `line`, or `None` to let it parse.
+/// The arguments stay raw text in [`RawArguments`] (`params.arguments` is left empty).
+pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
+    let call: FastCall<'_> = serde_json::from_slice(line).ok()?;
+    let arguments = match call.params.arguments {
+        // rmcp takes the arguments as an object (or null); anything else is its error to give.
+        Some(raw) if !raw.get().starts_with('{') => return None,
+        raw => raw,
+    };
+    let mut request = CallToolRequest::new(CallToolRequestParams::new(call.params.name));
+    if let Some(meta) = call.params.meta {
+        request.extensions.insert(RequestMetaObject::from(meta));
+    }
+    if let Some(raw) = arguments {
+        request
+            .extensions
+            .insert(RawArguments(Arc::from(raw.get())));
+    }
+    Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(
+        call.id,
+        ClientRequest::CallToolRequest(request),
+    )))
+}
+
+/// rmcp's own parse of a line (`try_parse_with_compatibility` and what its transport does with
+/// the outcome).
+pub(crate) fn slow_parse(line: &[u8]) -> Parsed {
+    let error = match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+        Ok(message) => return Parsed::Message(Box::new(message)),
+        Err(error) => error,
+    };
+    if std::str::from_utf8(line).is_ok()
+        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(line)
+        && let Some(method) = value.get("method").and_then(serde_json::Value::as_str)
+        && ignored_notification(&value, method)
+    {
+        tracing::trace!("Ignoring non-MCP notification '{method}' for compatibility");
+        return Parsed::Ignored;
+    }
+    match error.classify() {
+        // Not JSON: there is no id to answer, and answering could start an error storm with a
+        // peer that echoes. The other MCP SDKs ignore such input too.
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            tracing::debug!("Ignoring unparsable incoming message: {error}");
+            Parsed::Ignored
+        }
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            tracing::debug!("Protocol error on incoming message: {error}");
+            Parsed::InvalidRequest
+        }
+    }
+}
+
+/// Whether rmcp ignores a message it could not parse: a notification (no `id`) whose method
+/// is not MCP's, or any `notifications/…` method MCP does not define.
+fn ignored_notification(message: &serde_json::Value, method: &str) -> bool {
+    let notification = message.get("id").is_none();
+    (notification && !is_standard_method(method))
+        || (method.starts_with("notifications/") && !is_standard_notification(method))
+}
+
+/// The methods of the MCP specification (2026-07-28), requests and notifications, as rmcp
+/// lists them.
+fn is_standard_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "prompts/get"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "resources/templates/list"
+            | "subscriptions/listen"
+            | "tools/call"
+            | "tools/list"
+            | "completion/complete"
+            | "elicitation/create"
+            | "logging/setLevel"
+            | "roots/list"
+            | "sampling/createMessage"
+    ) || is_standard_notification(method)
+}
+
+fn is_standard_notification(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/cancelled"
+            | "notifications/initialized"
+            | "notifications/message"
+            | "notifications/progress"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/roots/list_changed"
+            | "notifications/subscriptions/acknowledged"
+            | "notifications/tools/list_changed"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(line: &str) -> ClientJsonRpcMessage {
+        match parse_line(line.as_bytes()) {
+            Parsed::Message(message) => *message,
+            Parsed::Ignored => panic!("ignored: {line}"),
+            Parsed::InvalidRequest => panic!("invalid: {line}"),
+        }
+    }
+
+    #[test]
+    fn a_call_of_the_usual_shape_takes_the_fast_path_and_keeps_its_arguments_raw() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi", "n": 1.50},"_meta":{"progressToken":3}}}"#;
+        let fast = fast_call(line.as_bytes()).expect("the fast path");
+        let ClientJsonRpcMessage::Request(request) = &fast else {
+            panic!("not a request: {fast:?}")
+        };
+        assert_eq!(request.id, RequestId::Number(7));
+        let ClientRequest::CallToolRequest(call) = &request.request else {
+            panic!("not a call: {request:?}")
+        };
+        assert_eq!(call.params.name, "echo");
+        assert_eq!(call.params.arguments, None);
+        let raw = call
+            .extensions
+            .get::<RawArguments>()
+            .expect("raw arguments");
+        // Byte for byte as sent: nothing parsed it into a map and wrote it out again.
+        assert_eq!(&*raw.0, r#"{"text":"hi", "n": 1.50}"#);
+        let meta = call.extensions.get::<RequestMetaObject>().expect("meta");
+        assert_eq!(meta.0.0.get("progressToken"), Some(&serde_json::json!(3)));
+    }
+
+    #[test]
+    fn anything_else_is_left_to_rmcp() {
+        for line in [
+            // Another method, another version, an extra field, arguments not an object,
+            // a duplicate field, a field the fast path does not know.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"},"x":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","requestState":"s"}}"#,
+        ] {
+            assert!(
+                fast_call(line.as_bytes()).is_none(),
+                "took the fast path: {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn lines_are_read_as_rmcp_reads_them() {
+        // A BOM and a carriage return are dropped.
+        let bom = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r";
+        assert!(matches!(message(bom), ClientJsonRpcMessage::Request(_)));
+        // A notification MCP does not define, which rmcp cannot parse, is dropped too.
+        let unknown = r#"{"jsonrpc":"2.0","method":"notifications/unknown","params":5}"#;
+        for ignored in ["", "\r", "not json", unknown] {
+            assert!(
+                matches!(parse_line(ignored.as_bytes()), Parsed::Ignored),
+                "not ignored: {ignored:?}"
+            );
+        }
+        for invalid in [
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            "[1,2]",
+            r#"{"id":1,"method":5}"#,
+        ] {
+            assert!(
+                matches!(parse_line(invalid.as_bytes()), Parsed::InvalidRequest),
+                "not answered as invalid: {invalid:?}"
+            );
+        }
+    }
+
+    /// Drive a transport over an in-memory pipe: lines split across reads, an oversized line
+    /// dropped without ending the session, answers batched and in order.
+    #[tokio::test]
+    async fn partial_and_oversized_lines() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let (read, write) = tokio::io::split(server);
+        let mut transport = LineTransport::new(read, write);
+        let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let feeder = tokio::spawn(async move {
+            client.write_all(&ping[..10]).await?;
+            client.flush().await?;
+            tokio::task::yield_now().await;
+            client.write_all(&ping[10..]).await?;
+            client.write_all(b"\n").await?;
+            // A line over the limit, in pieces, then a good one.
+            let chunk = vec![b' '; 1024 * 1024];
+            for _ in 0..=MAX_LINE_BYTES / chunk.len() {
+                client.write_all(&chunk).await?;
+            }
+            client.write_all(b"\n").await?;
+            client.write_all(ping).await?;
+            client.write_all(b"\n").await?;
+            drop(client);
+            std::io::Result::Ok(())
+        });
+        for _ in 0..2 {
+            let received = transport.receive().await.expect("a message");
+            assert!(matches!(received, ClientJsonRpcMessage::Request(_)));
+        }
+        assert!(transport.receive().await.is_none(), "the input ended");
+        feeder.await.expect("the feeder").expect("written");
+        assert!(
+            transport.buffer.len() <= MAX_LINE_BYTES + 2 * READ_CHUNK_BYTES,
+            "the buffer grew to {} bytes",
+            transport.buffer.len()
+        );
+    }
+}
