@@ -68,7 +68,8 @@
 //! | what a tool's schema may ask of the host | `schema.rs` |
 //! | generated bindings | `bindings.rs` |
 //! | the network allowlist (`wasi:http`) | `net.rs` |
-//! | the MCP server | `mcp.rs` |
+//! | the MCP server | `mcp/mod.rs` |
+//! | its transport: JSON-RPC lines over byte streams | `mcp/transport.rs` |
 //! | the command line | `cli.rs` |
 //! | `toolcell bench`: one tool's cost per call | `bench.rs` |
 

@@ -287,27 +287,41 @@ fn main() {
 
     // The same echo served over MCP on stdio, by the release binary: one request at a time
     // (the round trip alone), then pipelined (what a busy client gets), with the server's own
-    // CPU per call.
+    // CPU per call. Given another build to compare with (`TOOLCELL_BENCH_BASELINE`), the two
+    // serve in turn, `SERVED_ROUNDS` times each, so both see the same machine.
+    let baseline = std::env::var_os("TOOLCELL_BENCH_BASELINE").map(PathBuf::from);
     let mut served = Vec::new();
+    let mut compared = Vec::new();
     for window in [1, SERVED_WINDOW] {
         let name = format!("echo served over MCP stdio, {window} in flight: round trip");
-        if bench.selects(&name) {
-            let run = serve_echo(
-                &binary,
+        if !bench.selects(&name) {
+            continue;
+        }
+        let serve = |binary: &std::path::Path| {
+            serve_echo(
+                binary,
                 &warm,
                 &cache.path().join("cache.key"),
                 served_calls(),
                 window,
-            );
+            )
+        };
+        let Some(baseline) = &baseline else {
+            let run = serve(&binary);
             bench.cases.push(Case {
                 name,
                 p50: run.p50,
                 p99: run.p99,
             });
             served.push((window, run));
+            continue;
+        };
+        let mut rounds = Vec::new();
+        for _ in 0..SERVED_ROUNDS {
+            rounds.push((serve(baseline), serve(&binary)));
         }
+        compared.push((window, rounds));
     }
-
     let throughput = |threads: usize| -> f64 {
         let started = Instant::now();
         std::thread::scope(|scope| {
@@ -329,6 +343,44 @@ fn main() {
 
     print_table(&bench.cases, &throughputs);
     print_served(&bench.cases, &served);
+    if let Some(baseline) = &baseline {
+        print_compared(&bench.cases, baseline, &binary, &compared);
+    }
+}
+
+/// Rounds of each build in a comparison with a baseline.
+const SERVED_ROUNDS: usize = 3;
+
+/// The served cases of a baseline and this build, round by round, and their ratios.
+fn print_compared(
+    cases: &[Case],
+    baseline: &std::path::Path,
+    binary: &std::path::Path,
+    compared: &[(usize, Vec<(Served, Served)>)],
+) {
+    println!();
+    println!("baseline: {}", baseline.display());
+    println!("this build: {}", binary.display());
+    println!();
+    println!(
+        "| in flight | round | baseline calls/s | this build calls/s | ratio | baseline CPU per call | this build CPU per call | / in-process p50 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let in_process = in_process_p50(cases);
+    for (window, rounds) in compared {
+        for (round, (before, after)) in rounds.iter().enumerate() {
+            println!(
+                "| {window} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x |",
+                round + 1,
+                before.calls_per_second,
+                after.calls_per_second,
+                after.calls_per_second / before.calls_per_second,
+                before.cpu_per_call.as_secs_f64() * 1e6,
+                after.cpu_per_call.as_secs_f64() * 1e6,
+                after.cpu_per_call.as_secs_f64() / in_process,
+            );
+        }
+    }
 }
 
 /// Calls per served case, after as many again to warm up.
@@ -456,17 +508,22 @@ fn serve_echo(
     }
 }
 
-fn print_served(cases: &[Case], served: &[(usize, Served)]) {
-    if served.is_empty() {
-        return;
-    }
-    let in_process = cases
+/// The in-process echo's p50 in this run (seconds), what a served call is compared with.
+fn in_process_p50(cases: &[Case]) -> f64 {
+    cases
         .iter()
         .find(|case| {
             case.name
                 .starts_with("echo through the runtime as a ToolPort")
         })
-        .map_or(f64::NAN, |case| case.p50.as_secs_f64());
+        .map_or(f64::NAN, |case| case.p50.as_secs_f64())
+}
+
+fn print_served(cases: &[Case], served: &[(usize, Served)]) {
+    if served.is_empty() {
+        return;
+    }
+    let in_process = in_process_p50(cases);
     println!();
     println!("| echo served over MCP stdio | calls/s | server CPU per call | / in-process p50 |");
     println!("|---|---:|---:|---:|");

@@ -14,7 +14,9 @@
 //! - `notifications/cancelled` stops the running instance through its [`StopToken`], and rmcp
 //!   sends no response for the cancelled request;
 //! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
-//!   to stderr.
+//!   to stderr;
+//! - the transport is ours ([`LineTransport`]): a `tools/call` parsed once with its arguments
+//!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
 mod transport;
 

@@ -600,6 +600,68 @@ mod tests {
         }
     }
 
+    /// An output that never takes a byte: a client that does not read its answers.
+    struct Stuck;
+
+    impl AsyncWrite for Stuck {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Pending
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// Whether `receive` returns a message at its first poll.
+    fn receives_at_once<R: AsyncRead + Send + Unpin + 'static>(
+        transport: &mut LineTransport<R>,
+    ) -> bool {
+        let receive = std::pin::pin!(transport.receive());
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        matches!(receive.poll(&mut context), std::task::Poll::Ready(Some(_)))
+    }
+
+    /// While the client leaves more than the high-water mark of answers unread, no further
+    /// request is read, though one is waiting; below the mark, it is.
+    #[tokio::test]
+    async fn a_client_that_does_not_read_is_not_read_from() {
+        let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".repeat(2);
+        let answer =
+            ServerJsonRpcMessage::error(ErrorData::internal_error("x".repeat(1024), None), None);
+        let mut stuck = LineTransport::new(std::io::Cursor::new(ping.clone()), Stuck);
+        let mut reading = LineTransport::new(std::io::Cursor::new(ping), tokio::io::sink());
+        // One answer is well below the mark: the next request is read.
+        stuck.send(answer.clone()).await.expect("queued");
+        assert!(receives_at_once(&mut stuck));
+        let unwritten = |transport: &LineTransport<_>| {
+            let pending = transport.outbox.lock();
+            pending.bytes.len() + pending.writing
+        };
+        while unwritten(&stuck) <= OUTPUT_HIGH_WATER {
+            stuck.send(answer.clone()).await.expect("queued");
+        }
+        assert!(
+            !receives_at_once(&mut stuck),
+            "read on past the high-water mark"
+        );
+        // The same with a client that reads: the writer drains, and the request is read.
+        reading.send(answer).await.expect("queued");
+        assert!(receives_at_once(&mut reading));
+    }
+
     /// Drive a transport over an in-memory pipe: lines split across reads, an oversized line
     /// dropped without ending the session, answers batched and in order.
     #[tokio::test]
