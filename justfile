@@ -39,6 +39,11 @@ bench:
     cargo bench -p toolcell-tests --bench micro
     cargo bench -p toolcell-tests --bench calls
 
+# Build every fuzz target (instrumented) and run each briefly from its seeds (fuzz/README.md;
+# cargo install cargo-fuzz --version 0.13.2 --locked). About 14 minutes to build on 2 cores.
+fuzz-smoke:
+    bash fuzz/smoke.sh
+
 # The soak (see RELIABILITY.md): a million mixed calls in one process, memory and fds watched.
 soak:
     cargo bench -p toolcell-tests --bench soak

@@ -802,10 +802,11 @@ pub fn check_mcp(data: &[u8]) -> Result<(), String> {
 
 /// The transport's fast path for `tools/call` agrees with rmcp's own parse of `line`: when it
 /// takes a line, rmcp's parse makes the same message of it (compared as JSON, the fast path's
-/// raw arguments parsed into the map rmcp keeps). The one difference allowed: arguments
-/// that are JSON by syntax but that serde_json cannot hold (a number beyond `f64`, a lone
-/// surrogate), which rmcp refuses as the whole message and the pipeline refuses as invalid
-/// arguments (its one parse is serde_json's too).
+/// raw arguments parsed into the map rmcp keeps). The one difference allowed: arguments the
+/// pipeline refuses anyway, JSON by syntax but not what serde_json can hold (a number beyond
+/// `f64`, a lone surrogate) or nested deeper than `MAX_ARGUMENT_DEPTH` (so deep that the whole
+/// line passes serde_json's recursion limit), where rmcp ignores the whole line: the fast path
+/// answers them as invalid arguments instead of not at all.
 pub fn check_mcp_fast_path(line: &[u8]) -> Result<(), String> {
     use crate::mcp::{Parsed, RawArguments, fast_call, slow_parse};
     use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonObject};
@@ -825,6 +826,13 @@ pub fn check_mcp_fast_path(line: &[u8]) -> Result<(), String> {
     let raw = call.extensions.remove::<RawArguments>();
     let arguments = match &raw {
         Some(raw) => match serde_json::from_str::<JsonObject>(&raw.0) {
+            Ok(arguments)
+                if crate::schema::json_depth(&Value::Object(arguments.clone()))
+                    > crate::schema::MAX_ARGUMENT_DEPTH
+                    && !matches!(slow_parse(line), Parsed::Message(_)) =>
+            {
+                return Ok(());
+            }
             Ok(arguments) => Some(arguments),
             Err(_) if !matches!(slow_parse(line), Parsed::Message(_)) => return Ok(()),
             Err(error) => {

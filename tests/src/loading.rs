@@ -183,3 +183,106 @@ pub(crate) fn shifty() {
     }
     assert_eq!(port.registry(), &registry);
 }
+
+/// The instance pool's limits per component (`toolcell::limits`), each met by a component
+/// built to sit exactly at it and by one just past it. The one past it is refused with
+/// wasmtime's own reason, and nothing is written to the compile cache for it; the one at it
+/// gets past the pool and is refused only for not being a tool (so the pool was not why).
+///
+/// Tables: wasmtime allows one per core module, so a component cannot hold more than
+/// [`toolcell::limits::MAX_TABLES`] tables without first holding more core instances than
+/// [`toolcell::limits::MAX_INSTANCES`]; the instances case covers both.
+#[test]
+fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
+    use toolcell::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS};
+    // Compiles components: CPU-heavy, so not while a timing test measures.
+    let _guard = crate::support::exclusive();
+    let cache = tempfile::tempdir().expect("temp dir");
+    let entries = cache.path().join("entries");
+    let load = |wat: &str| -> String {
+        let bytes = wat::parse_str(wat).expect("valid WAT");
+        let port = toolcell::Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(Some(entries.clone()))
+            .cache_key_file(Some(cache.path().join("cache.key")))
+            .component("test:limits", bytes)
+            .build()
+            .expect("port");
+        let [error] = port.load_errors() else {
+            panic!("one load error expected: {:?}", port.load_errors());
+        };
+        error.message.clone()
+    };
+    let cached = || -> usize {
+        std::fs::read_dir(&entries)
+            .map(|dir| dir.flatten().filter(|entry| entry.path().is_file()).count())
+            .unwrap_or(0)
+    };
+    // `count` core instances of one empty module.
+    let instances = |count: usize| {
+        format!(
+            "(component (core module $m) {})",
+            "(core instance (instantiate $m))".repeat(count)
+        )
+    };
+    // `count` core instances, each with a memory of its own.
+    let memories = |count: usize| {
+        format!(
+            "(component (core module $m (memory 1)) {})",
+            "(core instance (instantiate $m))".repeat(count)
+        )
+    };
+    // One table of `count` elements.
+    let table = |count: usize| {
+        format!(
+            "(component (core module $m (table {count} funcref)) (core instance (instantiate $m)))"
+        )
+    };
+    let cases = [
+        (
+            "core instances",
+            instances(MAX_INSTANCES),
+            instances(MAX_INSTANCES + 1),
+        ),
+        (
+            "memories",
+            memories(MAX_MEMORIES),
+            memories(MAX_MEMORIES + 1),
+        ),
+        (
+            "table elements",
+            table(MAX_TABLE_ELEMENTS),
+            table(MAX_TABLE_ELEMENTS + 1),
+        ),
+    ];
+    for (at_limit, (what, at, past)) in cases.iter().enumerate() {
+        let why = load(at);
+        assert!(
+            why.contains("does not export the toolcell:tool/tool"),
+            "{what} at the limit: {why}"
+        );
+        assert_eq!(
+            cached(),
+            at_limit + 1,
+            "the component at the limit is cached"
+        );
+        let why = load(past);
+        assert!(
+            why.starts_with("wasmtime refused the compiled component")
+                && why.contains(
+                    &(match *what {
+                        "core instances" => MAX_INSTANCES,
+                        "memories" => MAX_MEMORIES,
+                        _ => MAX_TABLE_ELEMENTS,
+                    })
+                    .to_string()
+                ),
+            "{what} past the limit: {why}"
+        );
+        assert_eq!(
+            cached(),
+            at_limit + 1,
+            "nothing cached for {what} past the limit"
+        );
+    }
+}

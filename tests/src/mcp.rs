@@ -397,6 +397,38 @@ pub(crate) fn mirror() {
     );
 }
 
+/// The size limit on arguments gives the same answer whichever way the transport parsed the
+/// call: arguments padded past 1 MiB with whitespace are not refused for it (written out
+/// again they are small), and arguments under 1 MiB as sent that grow past it written out
+/// again (`1e5` becomes `100000.0`) are refused on both paths.
+#[test]
+fn the_argument_size_limit_is_measured_alike_on_both_parse_paths() {
+    let mut server = Server::start(&[]);
+    let padded = format!(r#"{{"text":"hi"{}}}"#, " ".repeat(1 << 20));
+    let floats = format!(r#"{{"text":"hi","a":[{}1e5]}}"#, "1e5,".repeat(250_000));
+    assert!(floats.len() < 1 << 20);
+    let call = |id: u32, arguments: &str, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{arguments}{extra}}}}}"#
+        )
+    };
+    // The second of each pair takes rmcp's parse (a field the fast path does not take).
+    for (id, extra) in [(1, ""), (3, r#","requestState":"x""#)] {
+        server.send_raw(&call(id, &padded, extra));
+        let answer = server.response(id.into());
+        assert_eq!(text(&answer), "hi", "{answer}");
+        server.send_raw(&call(id + 1, &floats, extra));
+        let answer = server.response((id + 1).into());
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        assert!(
+            text(&answer).contains("a call may carry at most"),
+            "{answer}"
+        );
+    }
+    let (_, clean, _, stderr) = server.close();
+    assert!(clean, "{stderr}");
+}
+
 /// Requests from a file (not a pipe) and answers to a file: the transport falls back to
 /// tokio's blocking stdio, answers each request, and exits at the end of the input.
 #[test]

@@ -28,12 +28,13 @@
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage,
-    ClientRequest, ErrorData, JsonObject, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage,
+    ClientNotification, ClientRequest, ErrorData, JsonObject, JsonRpcRequest, JsonRpcVersion2_0,
+    RequestId, RequestMetaObject, ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -52,6 +53,24 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// While more answer bytes than this wait for the client to read them, no further request is
 /// read: a client that writes without reading cannot make the server hold unbounded output.
 pub const OUTPUT_HIGH_WATER: usize = 8 * 1024 * 1024;
+
+/// How many requests may be read and not yet answered. Past it no further request is read
+/// until one is answered (or cancelled): each waits as a task of rmcp's, so a client that
+/// floods requests faster than tools answer them cannot make the server hold them all. Four
+/// times the instance pool's slots keeps every slot busy with requests queued behind them.
+pub const MAX_IN_FLIGHT_REQUESTS: usize = 4 * crate::engine::POOL_SLOTS as usize;
+
+/// How long answers may sit unwritten, past [`OUTPUT_HIGH_WATER`] or behind a full set of
+/// requests, with the client reading none of them, before the session ends: a client that has
+/// stopped reading (or has gone, leaving its end of the pipe open) is not coming back for them.
+pub const STALLED_OUTPUT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest arguments (as raw text) the fast path takes. Written out again, JSON grows by at
+/// most 4.5 times (a float such as `9e15` becomes `9000000000000000.0`) and may shrink without
+/// bound (whitespace, escapes): arguments up to this long fit
+/// [`crate::limits::MAX_ARGUMENT_BYTES`] however they are measured, so the size limit gives
+/// the same answer on both parse paths. Longer ones take rmcp's parse.
+pub const FAST_PATH_MAX_ARGUMENT_BYTES: usize = crate::limits::MAX_ARGUMENT_BYTES / 5;
 
 /// The output buffer's capacity kept between writes; a burst above it is given back.
 const OUTPUT_RETAINED_BYTES: usize = 256 * 1024;
@@ -79,6 +98,7 @@ pub struct LineTransport<R> {
     discarding: bool,
     outbox: Arc<Outbox>,
     writer: Option<JoinHandle<()>>,
+    stalled_output_timeout: Duration,
 }
 
 impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
@@ -96,7 +116,15 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
             discarding: false,
             outbox,
             writer: Some(writer),
+            stalled_output_timeout: STALLED_OUTPUT_TIMEOUT,
         }
+    }
+
+    /// How long answers may sit unread before the session ends (default
+    /// [`STALLED_OUTPUT_TIMEOUT`]).
+    pub fn with_stalled_output_timeout(mut self, timeout: Duration) -> Self {
+        self.stalled_output_timeout = timeout;
+        self
     }
 
     /// The next whole line's bounds in the buffer, if one is there; drops what belongs to an
@@ -115,11 +143,19 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
                         self.discarding = false;
                         continue;
                     }
+                    // rmcp's rule: a line whose length with its newline exceeds the limit.
+                    if line.1 - line.0 + 1 > MAX_LINE_BYTES {
+                        tracing::error!(
+                            max_line_length = MAX_LINE_BYTES,
+                            "Incoming message exceeded the maximum line length, discarding it"
+                        );
+                        continue;
+                    }
                     return Some(line);
                 }
                 None => {
                     self.scanned = self.end - self.start;
-                    if self.discarding || self.scanned > MAX_LINE_BYTES {
+                    if self.discarding || self.scanned >= MAX_LINE_BYTES {
                         if !self.discarding {
                             tracing::error!(
                                 max_line_length = MAX_LINE_BYTES,
@@ -178,7 +214,11 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
     // the buffer for the next call.
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            self.outbox.room().await;
+            // Answers that cannot be written end the session: no tool runs for a client
+            // that can no longer hear it.
+            if !self.outbox.room(self.stalled_output_timeout).await {
+                return None;
+            }
             let Some((from, to)) = self.next_line() else {
                 if !self.fill().await {
                     // The end of the input; an unterminated last line is not a message.
@@ -187,7 +227,10 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
                 continue;
             };
             match parse_line(&self.buffer[from..to]) {
-                Parsed::Message(message) => return Some(*message),
+                Parsed::Message(message) => {
+                    self.outbox.track(&message);
+                    return Some(*message);
+                }
                 Parsed::Ignored => {}
                 Parsed::InvalidRequest => {
                     let answer = ServerJsonRpcMessage::error(
@@ -226,18 +269,24 @@ impl<R> Drop for LineTransport<R> {
     }
 }
 
-/// Answers waiting to be written, shared by `send` (any task) and the writer task.
+/// Answers waiting to be written, shared by `send` (any task) and the writer task, and the
+/// requests still to be answered.
 #[derive(Default)]
 struct Outbox {
     state: Mutex<Pending>,
     /// Something to write, or closed.
     wake_writer: Notify,
-    /// A write finished (or failed): the reader may have room again.
-    written: Notify,
+    /// A write finished (or failed), or a request was answered: the reader may have room.
+    room: Notify,
 }
 
 #[derive(Default)]
 struct Pending {
+    /// Requests read and not yet answered or cancelled, by id (a client may reuse one).
+    in_flight: HashMap<RequestId, usize>,
+    in_flight_total: usize,
+    /// Writes completed so far: how the reader tells a stalled client from a slow one.
+    writes: u64,
     /// Serialised answers, each ending in `\n`, not yet handed to the writer.
     bytes: Vec<u8>,
     /// Bytes handed to the writer and not yet written.
@@ -255,8 +304,58 @@ impl Outbox {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Count a request read (to be answered), or a cancellation (its request will not be).
+    fn track(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            ClientJsonRpcMessage::Request(request) => {
+                let mut pending = self.lock();
+                *pending.in_flight.entry(request.id.clone()).or_default() += 1;
+                pending.in_flight_total += 1;
+            }
+            ClientJsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.answered(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One request with this id needs no further answer.
+    fn answered(&self, id: &RequestId) {
+        let freed = {
+            let mut pending = self.lock();
+            match pending.in_flight.get_mut(id) {
+                Some(count) => {
+                    *count -= 1;
+                    if *count == 0 {
+                        pending.in_flight.remove(id);
+                    }
+                    pending.in_flight_total -= 1;
+                    true
+                }
+                None => false,
+            }
+        };
+        if freed {
+            self.room.notify_waiters();
+        }
+    }
+
     /// Serialise `message` onto the end of the output and wake the writer.
     fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        match message {
+            ServerJsonRpcMessage::Response(response) => self.answered(&response.id),
+            ServerJsonRpcMessage::Error(error) => {
+                if let Some(id) = &error.id {
+                    self.answered(id);
+                }
+            }
+            _ => {}
+        }
         {
             let mut pending = self.lock();
             if let Some((kind, why)) = &pending.failed {
@@ -280,23 +379,56 @@ impl Outbox {
         Ok(())
     }
 
-    /// Wait until the client has read enough that output is below [`OUTPUT_HIGH_WATER`] (or
-    /// writing has failed, when waiting would be forever). Cancel-safe.
-    async fn room(&self) {
+    /// Wait until there is room to read another request: output below [`OUTPUT_HIGH_WATER`]
+    /// and fewer than [`MAX_IN_FLIGHT_REQUESTS`] unanswered. `false` when writing has failed,
+    /// or the client has left answers unread for [`STALLED_OUTPUT_TIMEOUT`]: the session is
+    /// over. Cancel-safe.
+    async fn room(&self, stall_timeout: Duration) -> bool {
+        let mut stalled_since: Option<(tokio::time::Instant, u64)> = None;
         loop {
-            let written = self.written.notified();
-            tokio::pin!(written);
-            // Registered before the check, so a write finishing in between is not missed.
-            written.as_mut().enable();
-            {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            // Registered before the check, so a change in between is not missed.
+            room.as_mut().enable();
+            let unwritten = {
                 let pending = self.lock();
-                if pending.failed.is_some()
-                    || pending.bytes.len() + pending.writing <= OUTPUT_HIGH_WATER
-                {
-                    return;
+                if pending.failed.is_some() {
+                    return false;
                 }
+                let unwritten = pending.bytes.len() + pending.writing;
+                if unwritten <= OUTPUT_HIGH_WATER
+                    && pending.in_flight_total < MAX_IN_FLIGHT_REQUESTS
+                {
+                    return true;
+                }
+                (unwritten > 0).then_some(pending.writes)
+            };
+            // Waiting on tools that have not answered yet is not a stall; waiting on a client
+            // that reads nothing is, once it has lasted.
+            let Some(writes) = unwritten else {
+                stalled_since = None;
+                room.await;
+                continue;
+            };
+            let since = match stalled_since {
+                Some((since, seen)) if seen == writes => since,
+                _ => {
+                    let now = tokio::time::Instant::now();
+                    stalled_since = Some((now, writes));
+                    now
+                }
+            };
+            if tokio::time::timeout_at(since + stall_timeout, room)
+                .await
+                .is_err()
+                && self.lock().writes == writes
+            {
+                tracing::error!(
+                    "the client has read no answer for {} ms; ending the session",
+                    stall_timeout.as_millis()
+                );
+                return false;
             }
-            written.await;
         }
     }
 }
@@ -345,6 +477,7 @@ async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
         let failed = {
             let mut pending = outbox.lock();
             pending.writing = 0;
+            pending.writes += 1;
             if let Err(error) = &written {
                 tracing::error!("Error writing to stream: {error}");
                 pending.failed = Some((error.kind(), error.to_string()));
@@ -352,7 +485,7 @@ async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
             }
             pending.failed.is_some()
         };
-        outbox.written.notify_waiters();
+        outbox.room.notify_waiters();
         if failed {
             return;
         }
@@ -425,6 +558,8 @@ pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
     let arguments = match call.params.arguments {
         // rmcp takes the arguments as an object (or null); anything else is its error to give.
         Some(raw) if !raw.get().starts_with('{') => return None,
+        // Long arguments are measured as rmcp's path measures them (written out again).
+        Some(raw) if raw.get().len() > FAST_PATH_MAX_ARGUMENT_BYTES => return None,
         raw => raw,
     };
     let mut request = CallToolRequest::new(CallToolRequestParams::new(call.params.name));
@@ -660,6 +795,85 @@ mod tests {
         // The same with a client that reads: the writer drains, and the request is read.
         reading.send(answer).await.expect("queued");
         assert!(receives_at_once(&mut reading));
+    }
+
+    /// Requests read and not yet answered are bounded: past the bound the next is not read
+    /// until one is answered, or cancelled.
+    #[tokio::test]
+    async fn unanswered_requests_are_bounded() {
+        let mut input = Vec::new();
+        for id in 0..=MAX_IN_FLIGHT_REQUESTS {
+            input.extend(
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").bytes(),
+            );
+        }
+        input.extend(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n");
+        input.extend(b"{\"jsonrpc\":\"2.0\",\"id\":\"last\",\"method\":\"ping\"}\n");
+        let mut transport = LineTransport::new(std::io::Cursor::new(input), tokio::io::sink());
+        for _ in 0..MAX_IN_FLIGHT_REQUESTS {
+            assert!(receives_at_once(&mut transport));
+        }
+        assert!(!receives_at_once(&mut transport), "read past the bound");
+        // An answer frees a place: the next request is read, and the bound holds again.
+        let answer = |id: i64| {
+            ServerJsonRpcMessage::response(
+                rmcp::model::ServerResult::empty(()),
+                RequestId::Number(id),
+            )
+        };
+        transport.send(answer(0)).await.expect("answered");
+        // An answer to a request never made frees nothing.
+        transport.send(answer(999_999)).await.expect("answered");
+        assert!(receives_at_once(&mut transport));
+        assert!(!receives_at_once(&mut transport), "read past the bound");
+        // So does a cancellation (the cancelled request gets no answer).
+        transport.send(answer(2)).await.expect("answered");
+        assert!(receives_at_once(&mut transport), "the cancellation is read");
+        assert!(receives_at_once(&mut transport), "the request after it");
+    }
+
+    /// A client that leaves answers unread ends its session once they have been stuck for the
+    /// stall timeout (here shortened), rather than keeping the server forever.
+    #[tokio::test]
+    async fn a_client_that_reads_nothing_for_long_ends_the_session() {
+        let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".to_vec();
+        let mut stuck = LineTransport::new(std::io::Cursor::new(ping), Stuck)
+            .with_stalled_output_timeout(Duration::from_millis(50));
+        let answer = ServerJsonRpcMessage::error(
+            ErrorData::internal_error("x".repeat(64 * 1024), None),
+            None,
+        );
+        while {
+            let pending = stuck.outbox.lock();
+            pending.bytes.len() + pending.writing <= OUTPUT_HIGH_WATER
+        } {
+            stuck.send(answer.clone()).await.expect("queued");
+        }
+        // A guard against a hang, not a measurement: the session must end, not wait.
+        let received = tokio::time::timeout(Duration::from_secs(20), stuck.receive()).await;
+        assert!(matches!(received, Ok(None)), "the session did not end");
+    }
+
+    /// rmcp's line rule at the newline too: a line whose length with its newline is over the
+    /// limit is dropped, one at the limit is read.
+    #[tokio::test]
+    async fn the_line_limit_counts_the_newline() {
+        let line = |length: usize| {
+            let head = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"";
+            let mut line = head.to_vec();
+            line.resize(length - 2, b' ');
+            line.extend(b"}\n");
+            line
+        };
+        let mut input = line(MAX_LINE_BYTES + 1);
+        input.extend(line(MAX_LINE_BYTES));
+        let mut transport = LineTransport::new(std::io::Cursor::new(input), tokio::io::sink());
+        let received = transport.receive().await.expect("the line at the limit");
+        assert!(matches!(received, ClientJsonRpcMessage::Request(_)));
+        assert!(
+            transport.receive().await.is_none(),
+            "only one line was read"
+        );
     }
 
     /// Drive a transport over an in-memory pipe: lines split across reads, an oversized line
