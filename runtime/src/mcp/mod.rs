@@ -21,8 +21,8 @@
 mod transport;
 
 pub use transport::{
-    CLOSE_FLUSH_TIMEOUT, LineTransport, MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES,
-    RawArguments,
+    CLOSE_FLUSH_TIMEOUT, FAST_PATH_MAX_ARGUMENT_BYTES, LineTransport, MAX_IN_FLIGHT_REQUESTS,
+    MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES, RawArguments, STALLED_OUTPUT_TIMEOUT,
 };
 #[cfg(feature = "fuzzing")]
 pub(crate) use transport::{Parsed, fast_call, slow_parse};
