@@ -212,7 +212,7 @@ impl CacheEntry {
         };
         let artifact = engine
             .precompile_component(bytes)
-            .map_err(|error| format!("not a valid WebAssembly component: {error:#}"))?;
+            .map_err(|error| not_valid(&error))?;
         // Loaded back before it is stored: an artifact this engine refuses (a limit of the
         // instance pool, say) is refused with wasmtime's reason, and never cached.
         let component = deserialize(engine, &artifact)?;
@@ -268,9 +268,23 @@ impl EntryStore {
     }
 }
 
+/// Why a component did not compile, with what its author can do about it where we know.
+fn not_valid(error: &wasmtime::Error) -> String {
+    let why = format!("not a valid WebAssembly component: {error:#}");
+    // componentize-qjs, for one, emits the component model's async ABI by default; the engine
+    // does not enable it (wasmtime 48 has it behind a feature still being settled), so such a
+    // component cannot load, however it is called.
+    if why.contains("component model async") {
+        return format!(
+            "{why} (it uses the component model's async ABI, which toolcell does not enable: \
+             build it for the synchronous ABI, e.g. componentize-qjs --sync)"
+        );
+    }
+    why
+}
+
 fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, String> {
-    Component::new(engine, bytes)
-        .map_err(|error| format!("not a valid WebAssembly component: {error:#}"))
+    Component::new(engine, bytes).map_err(|error| not_valid(&error))
 }
 
 /// Deserialize an artifact this process compiled, or a cache entry whose MAC matched.

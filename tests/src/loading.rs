@@ -286,3 +286,12 @@ fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
         );
     }
 }
+
+/// A component that uses the component model's async ABI (what componentize-qjs emits by
+/// default) is refused with the reason and the fix: build for the synchronous ABI.
+#[test]
+fn a_component_using_the_async_abi_is_refused_with_the_fix() {
+    let bytes = wat::parse_str("(component (core func (canon task.cancel)))").expect("valid WAT");
+    let why = refusal("async.wasm", &bytes);
+    assert!(why.contains("async ABI") && why.contains("--sync"), "{why}");
+}
