@@ -42,6 +42,8 @@ mod native_tools;
 mod network;
 #[cfg(test)]
 mod no_ambient_authority;
+#[cfg(test)]
+mod python_tools;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
 /// without one does not compile.
