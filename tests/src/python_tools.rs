@@ -90,10 +90,11 @@ pub(crate) fn python_tool(name: &str) -> Vec<u8> {
 /// and arguments its schema refuses before Python runs.
 #[test]
 fn csv_query_in_python_answers_fails_and_is_validated() {
-    let bytes = python_tool("csv_query");
     let runtime = {
-        // Compiles an 18 MB component: CPU-heavy, so not while a timing test measures.
+        // Builds and compiles an 18 MB component: CPU-heavy, so not while a timing test
+        // measures.
         let _guard = crate::support::exclusive();
+        let bytes = python_tool("csv_query");
         crate::support::builder()
             .builtin_tools(false)
             .component("python:csv_query", bytes)

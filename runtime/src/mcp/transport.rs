@@ -797,6 +797,53 @@ mod tests {
         assert!(receives_at_once(&mut reading));
     }
 
+    /// An output the client has closed: every write fails as a broken pipe.
+    struct Closed;
+
+    impl AsyncWrite for Closed {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Once an answer cannot be written, the session ends: no further request is read (no
+    /// tool runs for a client that cannot hear it), and later answers fail to send.
+    #[tokio::test]
+    async fn a_failed_output_ends_the_session() {
+        let pings = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".repeat(2);
+        let mut transport = LineTransport::new(std::io::Cursor::new(pings), Closed);
+        assert!(
+            transport.receive().await.is_some(),
+            "the first request is read"
+        );
+        let answer = ServerJsonRpcMessage::error(ErrorData::internal_error("x", None), None);
+        transport.send(answer.clone()).await.expect("queued");
+        // Let the writer try, and fail.
+        let writer = transport.writer.take().expect("the writer");
+        writer.await.expect("the writer ends");
+        assert!(
+            transport.receive().await.is_none(),
+            "read on after the output failed"
+        );
+        assert!(transport.send(answer).await.is_err());
+    }
+
     /// Requests read and not yet answered are bounded: past the bound the next is not read
     /// until one is answered, or cancelled.
     #[tokio::test]
