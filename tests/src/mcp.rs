@@ -262,33 +262,15 @@ fn guest_output_never_reaches_the_servers_stdout() {
 /// The Python virtual environment with the `mcp` client, made on first use under `target/`
 /// (`.ci/run` makes it before the tests).
 fn python_with_mcp() -> std::path::PathBuf {
-    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/mcp-venv")
-        .to_path_buf();
-    let python = venv.join("bin/python");
-    let has_mcp = || {
-        Command::new(&python)
+    let venv = crate::support::python_venv("mcp-venv", "mcp>=2.3,<3", |venv| {
+        Command::new(venv.join("bin/python"))
             // Everything the client imports: an interrupted install can leave `mcp` without
-            // its dependencies, and such a venv must be repaired, not used.
+            // its dependencies.
             .args(["-c", "import anyio, mcp"])
             .status()
             .is_ok_and(|status| status.success())
-    };
-    if !has_mcp() {
-        let made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 is needed for the MCP client test");
-        assert!(made.success(), "python3 -m venv failed");
-        let installed = Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "mcp>=2.3,<3"])
-            .status()
-            .expect("pip");
-        assert!(installed.success(), "pip install mcp failed");
-    }
-    assert!(has_mcp());
-    python
+    });
+    venv.join("bin/python")
 }
 
 #[test]

@@ -20,31 +20,15 @@ fn root() -> &'static Path {
 
 /// The componentize-py executable, installed into `target/py-guests-venv` if it is not there.
 fn componentize_py() -> PathBuf {
-    let venv = root().join("target/py-guests-venv");
-    let tool = venv.join("bin/componentize-py");
-    let works = || {
-        Command::new(&tool)
+    let venv = crate::support::python_venv("py-guests-venv", COMPONENTIZE_PY, |venv| {
+        Command::new(venv.join("bin/componentize-py"))
             .arg("--version")
             .output()
             .is_ok_and(|out| {
                 out.status.success() && out.stdout.starts_with(b"componentize-py 0.25.1")
             })
-    };
-    if !works() {
-        let made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 is needed to build the Python tools");
-        assert!(made.success(), "python3 -m venv failed");
-        let installed = Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", COMPONENTIZE_PY])
-            .status()
-            .expect("pip");
-        assert!(installed.success(), "pip install {COMPONENTIZE_PY} failed");
-    }
-    assert!(works(), "{COMPONENTIZE_PY} does not run");
-    tool
+    });
+    venv.join("bin/componentize-py")
 }
 
 /// The component built from `guest-tools/python/<name>/app.py`, rebuilt when it or the WIT

@@ -296,6 +296,42 @@ struct Pending {
     failed: Option<(std::io::ErrorKind, String)>,
 }
 
+impl Pending {
+    /// One request with this id needs no further answer; `true` if that freed a place.
+    fn answered(&mut self, id: &RequestId) -> bool {
+        let Some(count) = self.in_flight.get_mut(id) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.in_flight.remove(id);
+        }
+        self.in_flight_total -= 1;
+        true
+    }
+
+    /// Append `message` and its newline to the output, unless writing has ended.
+    fn queue(&mut self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        if let Some((kind, why)) = &self.failed {
+            return Err(std::io::Error::new(*kind, why.clone()));
+        }
+        if self.closed {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "Transport is closed",
+            ));
+        }
+        let before = self.bytes.len();
+        if let Err(error) = serde_json::to_writer(&mut self.bytes, message) {
+            // Never half a message on the wire.
+            self.bytes.truncate(before);
+            return Err(error.into());
+        }
+        self.bytes.push(b'\n');
+        Ok(())
+    }
+}
+
 impl Outbox {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         // Nothing panics while holding the lock; a poisoned one still holds whole messages.
@@ -316,67 +352,35 @@ impl Outbox {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                     && let Some(id) = &cancelled.params.request_id
+                    && self.lock().answered(id)
                 {
-                    self.answered(id);
+                    self.room.notify_waiters();
                 }
             }
             _ => {}
         }
     }
 
-    /// One request with this id needs no further answer.
-    fn answered(&self, id: &RequestId) {
-        let freed = {
+    /// Serialise `message` onto the end of the output and wake the writer; an answer also
+    /// frees its request's place. One lock for both: this runs once per answer.
+    fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        let answers = match message {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let (freed, queued) = {
             let mut pending = self.lock();
-            match pending.in_flight.get_mut(id) {
-                Some(count) => {
-                    *count -= 1;
-                    if *count == 0 {
-                        pending.in_flight.remove(id);
-                    }
-                    pending.in_flight_total -= 1;
-                    true
-                }
-                None => false,
-            }
+            let freed = answers.is_some_and(|id| pending.answered(id));
+            (freed, pending.queue(message))
         };
         if freed {
             self.room.notify_waiters();
         }
-    }
-
-    /// Serialise `message` onto the end of the output and wake the writer.
-    fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
-        match message {
-            ServerJsonRpcMessage::Response(response) => self.answered(&response.id),
-            ServerJsonRpcMessage::Error(error) => {
-                if let Some(id) = &error.id {
-                    self.answered(id);
-                }
-            }
-            _ => {}
+        if queued.is_ok() {
+            self.wake_writer.notify_one();
         }
-        {
-            let mut pending = self.lock();
-            if let Some((kind, why)) = &pending.failed {
-                return Err(std::io::Error::new(*kind, why.clone()));
-            }
-            if pending.closed {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "Transport is closed",
-                ));
-            }
-            let before = pending.bytes.len();
-            if let Err(error) = serde_json::to_writer(&mut pending.bytes, message) {
-                // Never half a message on the wire.
-                pending.bytes.truncate(before);
-                return Err(error.into());
-            }
-            pending.bytes.push(b'\n');
-        }
-        self.wake_writer.notify_one();
-        Ok(())
+        queued
     }
 
     /// Wait until there is room to read another request: output below [`OUTPUT_HIGH_WATER`]
@@ -735,28 +739,44 @@ mod tests {
         }
     }
 
-    /// An output that never takes a byte: a client that does not read its answers.
-    struct Stuck;
+    /// An output the client does not read (`Stuck`: every write waits forever) or has closed
+    /// (`Closed`: every write fails as a broken pipe).
+    enum Dead {
+        Stuck,
+        Closed,
+    }
+    use Dead::{Closed, Stuck};
 
-    impl AsyncWrite for Stuck {
+    impl Dead {
+        fn poll<T>(&self, closed: T) -> std::task::Poll<std::io::Result<T>> {
+            match self {
+                Stuck => std::task::Poll::Pending,
+                Closed => std::task::Poll::Ready(Ok(closed)),
+            }
+        }
+    }
+
+    impl AsyncWrite for Dead {
         fn poll_write(
             self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
             _: &[u8],
         ) -> std::task::Poll<std::io::Result<usize>> {
-            std::task::Poll::Pending
+            self.poll(())
+                .map(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
         }
         fn poll_flush(
             self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
         ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Pending
+            self.poll(())
+                .map(|_| Err(std::io::ErrorKind::BrokenPipe.into()))
         }
         fn poll_shutdown(
             self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
         ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Pending
+            self.poll(())
         }
     }
 
@@ -795,31 +815,6 @@ mod tests {
         // The same with a client that reads: the writer drains, and the request is read.
         reading.send(answer).await.expect("queued");
         assert!(receives_at_once(&mut reading));
-    }
-
-    /// An output the client has closed: every write fails as a broken pipe.
-    struct Closed;
-
-    impl AsyncWrite for Closed {
-        fn poll_write(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            _: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
-        }
-        fn poll_flush(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
-        }
-        fn poll_shutdown(
-            self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
     }
 
     /// Once an answer cannot be written, the session ends: no further request is read (no
