@@ -132,6 +132,18 @@ enum Command {
         /// The component (.wasm).
         file: PathBuf,
     },
+    /// Write a new tool project: the WIT, a starter tool, a README with its build line, and
+    /// a Makefile whose `test` checks it through toolcell.
+    New {
+        /// The tool's name (letters, digits, `_` and `-`; a letter first).
+        name: String,
+        /// The language to write it in.
+        #[arg(long, value_enum, default_value_t = crate::scaffold::Language::Rust)]
+        lang: crate::scaffold::Language,
+        /// Where to write it: a directory that does not exist or is empty (default: ./NAME).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// The agent the command line's calls are made for, as the audit record names it.
@@ -168,6 +180,11 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Describe { ref file } => describe(file, cli.no_cache),
+        Command::New {
+            ref name,
+            lang,
+            ref dir,
+        } => new_project(name, lang, dir.as_deref()),
         Command::Policy => {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
@@ -418,6 +435,40 @@ fn list(runtime: Runtime, json: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn new_project(
+    name: &str,
+    language: crate::scaffold::Language,
+    dir: Option<&std::path::Path>,
+) -> ExitCode {
+    use crate::scaffold::ScaffoldError;
+    let dir = dir.map_or_else(|| PathBuf::from(name), std::path::Path::to_path_buf);
+    match crate::scaffold::new_tool(name, language, &dir) {
+        Ok(files) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "wrote {}:", dir.display());
+            for file in files {
+                let _ = writeln!(out, "  {}", file.display());
+            }
+            let _ = writeln!(
+                out,
+                "build it:  cd {} && {}\nrun it:    toolcell --tools {} call {name} '{{\"name\":\"world\"}}'",
+                dir.display(),
+                language.build_command(name),
+                language.output_dir(),
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error @ (ScaffoldError::BadName(_) | ScaffoldError::NotEmpty(_))) => {
+            eprintln!("toolcell: {error}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(error) => {
+            eprintln!("toolcell: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
 }
 
 fn describe(file: &PathBuf, no_cache: bool) -> ExitCode {

@@ -72,6 +72,7 @@
 //! | its transport: JSON-RPC lines over byte streams | `mcp/transport.rs` |
 //! | the command line | `cli.rs` |
 //! | `toolcell bench`: one tool's cost per call | `bench.rs` |
+//! | `toolcell new`: a tool project in Rust, Python or JavaScript | `scaffold.rs` |
 
 pub mod audit;
 pub mod bench;
@@ -103,6 +104,7 @@ mod port;
 mod proto;
 mod registry;
 pub mod sandbox;
+pub mod scaffold;
 pub mod schema;
 mod staging;
 mod stop;

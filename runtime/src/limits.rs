@@ -16,9 +16,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 
 /// How many core instances one component instantiation may create. A Rust wasm32-wasip2
-/// component creates about 3; the headroom allows other toolchains' adapters, and the bound
-/// stops a component that instantiates without end.
-pub const MAX_INSTANCES: usize = 16;
+/// component creates about 3, a JavaScript one 4 (componentize-js) or 8 (componentize-qjs), a
+/// Python one 14 (componentize-py links the interpreter, libc and each native extension module
+/// as modules of their own), so this leaves a Python tool room for 50 native extension modules
+/// (numpy alone has about 20). The
+/// bound stops a component that instantiates without end; each slot of it costs the pool
+/// address space only (BENCHMARKS.md, "Tools in Python and JavaScript").
+pub const MAX_INSTANCES: usize = 64;
 
 /// How many tables one instance may have (a Rust component has 2).
 pub const MAX_TABLES: usize = 16;

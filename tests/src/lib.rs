@@ -9,6 +9,8 @@ pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
+pub mod toolchains;
+
 #[cfg(test)]
 mod support;
 
@@ -31,6 +33,8 @@ mod grants;
 #[cfg(test)]
 mod guest_logic;
 #[cfg(test)]
+mod js_tools;
+#[cfg(test)]
 mod loading;
 #[cfg(test)]
 mod mcp;
@@ -40,6 +44,8 @@ mod metadata;
 mod native_tools;
 #[cfg(test)]
 mod network;
+#[cfg(test)]
+mod new_tool;
 #[cfg(test)]
 mod no_ambient_authority;
 #[cfg(test)]

@@ -188,13 +188,17 @@ pub(crate) fn shifty() {
 /// built to sit exactly at it and by one just past it. The one past it is refused with
 /// wasmtime's own reason, and nothing is written to the compile cache for it; the one at it
 /// gets past the pool and is refused only for not being a tool (so the pool was not why).
-///
-/// Tables: wasmtime allows one per core module, so a component cannot hold more than
-/// [`toolcell::limits::MAX_TABLES`] tables without first holding more core instances than
-/// [`toolcell::limits::MAX_INSTANCES`]; the instances case covers both.
+/// Tables are counted over all the component's core instances (each holds one here), since
+/// [`toolcell::limits::MAX_INSTANCES`] is above [`toolcell::limits::MAX_TABLES`].
 #[test]
 fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
-    use toolcell::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS};
+    use toolcell::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
+    const {
+        assert!(
+            MAX_INSTANCES > MAX_TABLES,
+            "the tables case needs a module per table"
+        )
+    };
     // Compiles components: CPU-heavy, so not while a timing test measures.
     let _guard = crate::support::exclusive();
     let cache = tempfile::tempdir().expect("temp dir");
@@ -232,6 +236,13 @@ fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
             "(core instance (instantiate $m))".repeat(count)
         )
     };
+    // `count` core instances, each with a table of its own.
+    let tables = |count: usize| {
+        format!(
+            "(component (core module $m (table 1 funcref)) {})",
+            "(core instance (instantiate $m))".repeat(count)
+        )
+    };
     // One table of `count` elements.
     let table = |count: usize| {
         format!(
@@ -249,6 +260,7 @@ fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
             memories(MAX_MEMORIES),
             memories(MAX_MEMORIES + 1),
         ),
+        ("tables", tables(MAX_TABLES), tables(MAX_TABLES + 1)),
         (
             "table elements",
             table(MAX_TABLE_ELEMENTS),
@@ -273,6 +285,7 @@ fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
                     &(match *what {
                         "core instances" => MAX_INSTANCES,
                         "memories" => MAX_MEMORIES,
+                        "tables" => MAX_TABLES,
                         _ => MAX_TABLE_ELEMENTS,
                     })
                     .to_string()

@@ -2,73 +2,10 @@
 //! WIT as the Rust ones and called through the same pipeline, error paths included.
 //!
 //! componentize-py (pinned, from PyPI) lives in a virtual environment under `target/`, made on
-//! first use like the MCP client's (`.ci/run` makes it up front). Each tool is built once per
-//! change of its source or of the WIT, into `target/py-guests/`.
+//! first use like the MCP client's (`.ci/run` makes it up front); see `toolchains.rs`.
 
-use sha2::{Digest as _, Sha256};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Mutex;
-use toolcell::{Call, FailureKind, ToolResponse};
-
-/// The componentize-py the tools are built with (its output depends on the version).
-const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
-
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
-/// The componentize-py executable, installed into `target/py-guests-venv` if it is not there.
-fn componentize_py() -> PathBuf {
-    let venv = crate::support::python_venv("py-guests-venv", COMPONENTIZE_PY, |venv| {
-        Command::new(venv.join("bin/componentize-py"))
-            .arg("--version")
-            .output()
-            .is_ok_and(|out| {
-                out.status.success() && out.stdout.starts_with(b"componentize-py 0.25.1")
-            })
-    });
-    venv.join("bin/componentize-py")
-}
-
-/// The component built from `guest-tools/python/<name>/app.py`, rebuilt when it or the WIT
-/// changed.
-pub(crate) fn python_tool(name: &str) -> Vec<u8> {
-    // One build at a time: componentize-py is CPU-heavy, and two tests may want the same tool.
-    static BUILDING: Mutex<()> = Mutex::new(());
-    let _building = BUILDING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let source = root().join("guest-tools/python").join(name);
-    let mut digest = Sha256::new();
-    for file in [source.join("app.py"), root().join("wit/tool.wit")] {
-        digest.update(std::fs::read(&file).expect("the tool's source"));
-    }
-    let hash: String = digest.finalize()[..8]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    let out_dir = root().join("target/py-guests");
-    let out = out_dir.join(format!("{name}-{hash}.wasm"));
-    if !out.is_file() {
-        std::fs::create_dir_all(&out_dir).expect("target/py-guests");
-        let partial = out.with_extension("partial");
-        let built = Command::new(componentize_py())
-            .arg("-d")
-            .arg(root().join("wit"))
-            .args(["-w", "guest", "componentize", "-p"])
-            .arg(&source)
-            .args(["app", "-o"])
-            .arg(&partial)
-            // Keep the source tree clean of bytecode caches.
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .status()
-            .expect("run componentize-py");
-        assert!(built.success(), "componentize-py failed for {name}");
-        std::fs::rename(&partial, &out).expect("the built tool");
-    }
-    std::fs::read(&out).expect("the built tool")
-}
+use crate::toolchains::python_tool;
+use toolcell::{Call, CallOptions, FailureKind, ToolResponse};
 
 /// `csv_query`, the shipped Python example: its answers, a failure of each kind it reports,
 /// and arguments its schema refuses before Python runs.
@@ -135,4 +72,28 @@ fn csv_query_in_python_answers_fails_and_is_validated() {
             "{arguments}: {refused:?}"
         );
     }
+    // A crash: the interpreter runs out of the memory this call allows (16 MiB; it starts
+    // with about 13) while it turns 180,000 rows of CSV into objects. The call answers with the
+    // failure, and the next call, in a fresh instance, answers as before.
+    let big = serde_json::json!({ "csv": format!("a,b\n{}", "x,y\n".repeat(180_000)) });
+    let crashed = runtime
+        .run_blocking(
+            &Call::new("2", "csv_query", big.to_string()).with_options(CallOptions {
+                memory_bytes: Some(16 << 20),
+                ..CallOptions::default()
+            }),
+        )
+        .response;
+    assert!(
+        matches!(
+            &crashed,
+            ToolResponse::Failed {
+                kind: FailureKind::OutOfMemory | FailureKind::Trap,
+                ..
+            }
+        ),
+        "{crashed:?}"
+    );
+    let again = call(&format!(r#"{{"csv":{table},"limit":1}}"#));
+    assert_eq!(again, limited, "the call after the crash");
 }

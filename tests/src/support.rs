@@ -126,27 +126,5 @@ pub(crate) fn python_venv(
     requirement: &str,
     works: impl Fn(&std::path::Path) -> bool,
 ) -> std::path::PathBuf {
-    use std::process::Command;
-    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target")
-        .join(name);
-    if !works(&venv) {
-        let made = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 is needed for the Python-driven tests");
-        assert!(made.success(), "python3 -m venv failed");
-        let installed = Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", requirement])
-            .status()
-            .expect("pip");
-        assert!(installed.success(), "pip install {requirement} failed");
-    }
-    assert!(
-        works(&venv),
-        "{requirement} does not work in {}",
-        venv.display()
-    );
-    venv
+    crate::toolchains::python_venv(name, requirement, works)
 }

@@ -1,0 +1,45 @@
+//! `{{name}}`: a toolcell tool in Rust, built against `wit/tool.wit`.
+//!
+//! toolcell checks the arguments against `SCHEMA` before `call` runs, gives each call a fresh
+//! instance, and grants nothing this tool does not declare in `capabilities`.
+
+wit_bindgen::generate!({ path: "wit", world: "guest" });
+
+use exports::toolcell::tool::tool::{Guest, Info, ToolError};
+
+/// The arguments, as a JSON Schema: what the model is told, and what toolcell enforces.
+const SCHEMA: &str = r#"{
+    "type": "object",
+    "properties": { "name": { "type": "string", "description": "Who to greet." } },
+    "required": ["name"],
+    "additionalProperties": false
+}"#;
+
+struct Tool;
+
+impl Guest for Tool {
+    fn describe() -> Info {
+        Info {
+            name: "{{name}}".into(),
+            description: "Greets someone by name.".into(),
+            input_schema: SCHEMA.into(),
+            read_only: true,
+            concurrency_safe: true,
+            capabilities: Vec::new(),
+        }
+    }
+
+    /// The result text, or a `ToolError` the model reads: `InvalidInput`, `NotFound`,
+    /// `Denied` or `Failed`. A panic is a crash: toolcell reports it as a trap.
+    fn call(arguments: String) -> Result<String, ToolError> {
+        let arguments: serde_json::Value = serde_json::from_str(&arguments)
+            .map_err(|error| ToolError::InvalidInput(error.to_string()))?;
+        let name = arguments["name"].as_str().unwrap_or_default().trim();
+        if name.is_empty() {
+            return Err(ToolError::InvalidInput("the name is blank".into()));
+        }
+        Ok(format!("Hello, {name}!"))
+    }
+}
+
+export!(Tool);

@@ -1,0 +1,186 @@
+//! The example tools in other languages (`guest-tools/python/`, `guest-tools/js/`), built with
+//! their own toolchains for the tests and the bench.
+//!
+//! Each toolchain is pinned and lives under `target/`, made on first use (`.ci/run` makes them
+//! up front): componentize-py in the virtual environment `target/py-guests-venv`, and
+//! componentize-js and componentize-qjs in `target/js-tooling`, installed with `npm ci` from
+//! `guest-tools/js/package-lock.json`. A tool is built once per change of its source, of the WIT
+//! or of the toolchain, into `target/guest-builds/`.
+
+use sha2::{Digest as _, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The componentize-py the Python tools are built with (its output depends on the version).
+pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// The repository's root.
+pub fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// The JavaScript toolchains, which build the same source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Js {
+    /// componentize-js (SpiderMonkey, via StarlingMonkey): the toolchain the README names.
+    StarlingMonkey,
+    /// componentize-qjs with `--sync` (QuickJS): smaller and faster to start, a slower engine.
+    QuickJs,
+}
+
+/// One toolchain run at a time: they are CPU-heavy, and two tests may want the same tool.
+static BUILDING: Mutex<()> = Mutex::new(());
+
+/// A virtual environment under `target/` named `name` in which `works` holds, made with
+/// `python3 -m venv` and `pip install requirement` if it does not hold yet.
+pub fn python_venv(name: &str, requirement: &str, works: impl Fn(&Path) -> bool) -> PathBuf {
+    let venv = root().join("target").join(name);
+    if !works(&venv) {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 is needed for the Python-driven tests");
+        assert!(made.success(), "python3 -m venv failed");
+        let installed = Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "--quiet", requirement])
+            .status()
+            .expect("pip");
+        assert!(installed.success(), "pip install {requirement} failed");
+    }
+    assert!(
+        works(&venv),
+        "{requirement} does not work in {}",
+        venv.display()
+    );
+    venv
+}
+
+/// The componentize-py executable, installed into `target/py-guests-venv` if it is not there.
+pub fn componentize_py() -> PathBuf {
+    let venv = python_venv("py-guests-venv", COMPONENTIZE_PY, |venv| {
+        Command::new(venv.join("bin/componentize-py"))
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| {
+                out.status.success() && out.stdout.starts_with(b"componentize-py 0.25.1")
+            })
+    });
+    venv.join("bin/componentize-py")
+}
+
+/// `target/js-tooling/node_modules`, installed with `npm ci` from `guest-tools/js/`'s lock file
+/// if it is missing or was installed from another lock.
+pub fn js_tooling() -> PathBuf {
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let tooling = root().join("target/js-tooling");
+    let lock = std::fs::read(root().join("guest-tools/js/package-lock.json")).expect("the lock");
+    let installed = tooling.join("node_modules/.package-lock.json.toolcell");
+    if std::fs::read(&installed).ok().as_deref() != Some(&lock[..]) {
+        std::fs::create_dir_all(&tooling).expect("target/js-tooling");
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(root().join("guest-tools/js").join(file), tooling.join(file))
+                .expect("the npm manifest");
+        }
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&tooling)
+            .status()
+            .expect("npm is needed for the JavaScript tool tests");
+        assert!(status.success(), "npm ci in target/js-tooling failed");
+        std::fs::write(&installed, &lock).expect("the install's stamp");
+    }
+    tooling.join("node_modules")
+}
+
+/// The component built from `guest-tools/python/<name>/app.py`.
+pub fn python_tool(name: &str) -> Vec<u8> {
+    let source = root().join("guest-tools/python").join(name);
+    built(&format!("python-{name}"), &[source.join("app.py")], |out| {
+        let mut command = Command::new(componentize_py());
+        command
+            .arg("-d")
+            .arg(root().join("wit"))
+            .args(["-w", "guest", "componentize", "-p"])
+            .arg(&source)
+            .args(["app", "-o"])
+            .arg(out)
+            // Keep the source tree clean of bytecode caches.
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        command
+    })
+}
+
+/// The component built from `guest-tools/js/<name>/tool.js` with `toolchain`.
+pub fn js_tool(name: &str, toolchain: Js) -> Vec<u8> {
+    let source = root().join("guest-tools/js").join(name).join("tool.js");
+    let bin = js_tooling().join(".bin");
+    let label = match toolchain {
+        Js::StarlingMonkey => "js",
+        Js::QuickJs => "qjs",
+    };
+    built(
+        &format!("{label}-{name}"),
+        &[
+            source.clone(),
+            root().join("guest-tools/js/package-lock.json"),
+        ],
+        |out| {
+            let mut command;
+            match toolchain {
+                Js::StarlingMonkey => {
+                    command = Command::new(bin.join("componentize-js"));
+                    command
+                        .arg("--wit")
+                        .arg(root().join("wit"))
+                        .args(["--world-name", "guest", "-o"])
+                        .arg(out)
+                        .arg(&source);
+                }
+                Js::QuickJs => {
+                    command = Command::new(bin.join("componentize-qjs"));
+                    command
+                        .arg("--wit")
+                        .arg(root().join("wit"))
+                        .args(["--world", "guest", "--sync", "--js"])
+                        .arg(&source)
+                        .arg("-o")
+                        .arg(out);
+                }
+            }
+            command
+        },
+    )
+}
+
+/// `label`'s component, built by the command `build` makes (given the path to write) when no
+/// build of the same `sources`, WIT and toolchain version is in `target/guest-builds/`.
+fn built(label: &str, sources: &[PathBuf], build: impl FnOnce(&Path) -> Command) -> Vec<u8> {
+    let _building = BUILDING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut digest = Sha256::new();
+    digest.update(COMPONENTIZE_PY);
+    for file in sources.iter().chain([&root().join("wit/tool.wit")]) {
+        digest.update(std::fs::read(file).expect("a tool's source"));
+    }
+    let hash: String = digest.finalize()[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let out_dir = root().join("target/guest-builds");
+    let out = out_dir.join(format!("{label}-{hash}.wasm"));
+    if !out.is_file() {
+        std::fs::create_dir_all(&out_dir).expect("target/guest-builds");
+        let partial = out.with_extension("partial");
+        let mut command = build(&partial);
+        let status = command.status().expect("run the toolchain");
+        assert!(status.success(), "building {label} failed: {command:?}");
+        std::fs::rename(&partial, &out).expect("the built tool");
+    }
+    std::fs::read(&out).expect("the built tool")
+}
