@@ -27,6 +27,11 @@ const THROUGHPUT_CALLS: usize = 100_000;
 /// The compute case: 20 MB of generated text, grepped; runs of each side.
 const CORPUS_BYTES: usize = 20_000_000;
 const COMPUTE_RUNS: usize = 10;
+/// The Python and JavaScript tools: compiles of each (about 10 s apiece), starts from the
+/// compile cache, and calls (a Python call takes about a millisecond).
+const OTHER_COMPILES: usize = 3;
+const OTHER_STARTS: usize = 10;
+const OTHER_CALLS: usize = 5_000;
 
 struct Case {
     name: String,
@@ -282,6 +287,76 @@ fn main() {
         let expected = toolcell::ToolResponse::text(native("all").to_string());
         bench.run(name, COMPUTE_RUNS, 1, || {
             assert_eq!(variant_port.call(&request), expected);
+        });
+    }
+
+    // The example tools in Python and JavaScript (built on first use with their pinned
+    // toolchains, `toolcell_tests::toolchains`): compiling each from scratch, starting from the
+    // compile cache, and one call in a fresh instance, through the same ToolPort as echo.
+    use toolcell_tests::toolchains::{Js, js_tool, python_tool};
+    let table = "name,lang\\nwasmtime,rust\\ncpython,c\\nrmcp,rust\\n";
+    // (the case's label, the tool, how to build it, its arguments, its answer)
+    type Other = (&'static str, &'static str, fn() -> Vec<u8>, String, &'static str);
+    let others: [Other; 3] = [
+        (
+            "Python csv_query (componentize-py)",
+            "csv_query",
+            || python_tool("csv_query"),
+            format!(r#"{{"csv":"{table}","where":{{"lang":"rust"}},"columns":["name"]}}"#),
+            r#"[{"name": "wasmtime"}, {"name": "rmcp"}]"#,
+        ),
+        (
+            "JS json_pick (componentize-js, StarlingMonkey)",
+            "json_pick",
+            || js_tool("json_pick", Js::StarlingMonkey),
+            r#"{"json":"{\"a\":[1,{\"b\":2}]}","pointers":["/a/1/b"]}"#.to_owned(),
+            r#"{"/a/1/b":2}"#,
+        ),
+        (
+            "JS json_pick (componentize-qjs --sync, QuickJS)",
+            "json_pick",
+            || js_tool("json_pick", Js::QuickJs),
+            r#"{"json":"{\"a\":[1,{\"b\":2}]}","pointers":["/a/1/b"]}"#.to_owned(),
+            r#"{"/a/1/b":2}"#,
+        ),
+    ];
+    for (label, tool, build, arguments, expected) in others {
+        let names = [
+            format!("{label}: compile, no cache"),
+            format!("{label}: start from the compile cache"),
+            format!("{label}: call in a fresh instance"),
+        ];
+        if !names.iter().any(|name| bench.selects(name)) {
+            continue;
+        }
+        let bytes = build();
+        let cache_dir = tempfile::tempdir().expect("temp dir");
+        let load = |cached: bool| {
+            let runtime = Runtime::builder()
+                .builtin_tools(false)
+                .cache_dir(cached.then(|| cache_dir.path().join("entries")))
+                .cache_key_file(Some(cache_dir.path().join("cache.key")))
+                .component(format!("bench:{tool}"), bytes.clone())
+                .build()
+                .expect("runtime");
+            assert_eq!(runtime.load_errors(), &[], "{label}");
+            runtime
+        };
+        bench.run(&names[0], OTHER_COMPILES, 0, || {
+            black_box(load(false));
+        });
+        bench.run(&names[1], OTHER_STARTS, 1, || {
+            black_box(load(true));
+        });
+        let other = load(true);
+        let request = ToolRequest::new("bench", tool, arguments.as_str());
+        assert_eq!(
+            other.call(&request),
+            toolcell::ToolResponse::text(expected),
+            "{label}"
+        );
+        bench.run(&names[2], OTHER_CALLS, OTHER_CALLS / 10, || {
+            black_box(other.call(&request));
         });
     }
 
