@@ -296,7 +296,13 @@ fn main() {
     use toolcell_tests::toolchains::{Js, js_tool, python_tool};
     let table = "name,lang\\nwasmtime,rust\\ncpython,c\\nrmcp,rust\\n";
     // (the case's label, the tool, how to build it, its arguments, its answer)
-    type Other = (&'static str, &'static str, fn() -> Vec<u8>, String, &'static str);
+    type Other = (
+        &'static str,
+        &'static str,
+        fn() -> Vec<u8>,
+        String,
+        &'static str,
+    );
     let others: [Other; 3] = [
         (
             "Python csv_query (componentize-py)",
