@@ -115,7 +115,8 @@ enum Command {
         #[arg(long, value_name = "MIB")]
         keep_resident_mib: Option<usize>,
     },
-    /// Serve the tools to an MCP client over stdio until stdin closes.
+    /// Serve the tools to an MCP client over stdio until stdin closes, or over Streamable
+    /// HTTP (`--http`) until SIGTERM.
     Serve {
         /// How many calls may run at once; more wait for a slot.
         #[arg(long, value_name = "N", default_value_t = crate::POOL_SLOTS)]
@@ -124,6 +125,38 @@ enum Command {
         /// faster for tools that use tens of MiB, at the price of holding that memory.
         #[arg(long, value_name = "MIB")]
         keep_resident_mib: Option<usize>,
+        /// Serve MCP over Streamable HTTP at this address (such as 127.0.0.1:8080; port 0
+        /// picks one and prints it), at /mcp, instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// The bearer tokens file (TOML; see `toolcell token`): each token's SHA-256 and its
+        /// tenant. Required to serve on an address other than loopback.
+        #[arg(long, value_name = "FILE", requires = "http", conflicts_with = "oauth")]
+        tokens: Option<PathBuf>,
+        /// Take JWT access tokens from an OAuth authorization server, as this TOML file
+        /// configures (issuer, audience, key set, tenants, scopes); see the README.
+        #[arg(long, value_name = "FILE", requires = "http")]
+        oauth: Option<PathBuf>,
+        /// A name clients use to reach the server (the Host header must be one); repeatable.
+        /// Default: loopback names only.
+        #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+        allow_hosts: Vec<String>,
+        /// A browser origin allowed to call (scheme://host[:port|:*]); repeatable. Default:
+        /// loopback origins only.
+        #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+        allow_origins: Vec<String>,
+        /// After SIGTERM, how long calls in flight may run on before they are stopped.
+        #[arg(long, value_name = "SECONDS", default_value_t = crate::mcp::http::DEFAULT_SHUTDOWN_GRACE.as_secs(), requires = "http")]
+        grace_secs: u64,
+    },
+    /// Make a bearer token for `serve --http --tokens FILE`: prints the token, then the
+    /// `[[token]]` table (its SHA-256, not the token) to add to the file.
+    Token {
+        /// The tenant the token's calls are made for (audited as that agent).
+        tenant: String,
+        /// The tenant's workspace: the only directory its calls' file tools may reach.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Print the embedded default policy.
     Policy,
@@ -192,21 +225,88 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve {
             pool_slots,
             keep_resident_mib,
-        } => with_runtime_for(
-            &cli,
-            Needs {
-                pool_slots,
-                keep_resident_mib,
-                ..Needs::default()
-            },
-            |runtime| match crate::mcp::serve(runtime) {
-                Ok(()) => ExitCode::SUCCESS,
+            http,
+            ref tokens,
+            ref oauth,
+            ref allow_hosts,
+            ref allow_origins,
+            grace_secs,
+        } => {
+            let http = match http {
+                Some(addr) => {
+                    // Before any tool is loaded: a refusal should be immediate.
+                    if let Err(why) = crate::mcp::http::check_exposure(
+                        addr,
+                        tokens.is_some() || oauth.is_some(),
+                        !allow_hosts.is_empty(),
+                    ) {
+                        eprintln!("toolcell: {why}");
+                        return ExitCode::from(EXIT_USAGE);
+                    }
+                    Some(crate::mcp::http::HttpOptions {
+                        addr,
+                        tokens: tokens.clone(),
+                        oauth: oauth.clone(),
+                        allowed_hosts: allow_hosts.clone(),
+                        allowed_origins: allow_origins.clone(),
+                        grace: Duration::from_secs(grace_secs),
+                    })
+                }
+                None => None,
+            };
+            with_runtime_for(
+                &cli,
+                Needs {
+                    pool_slots,
+                    keep_resident_mib,
+                    ..Needs::default()
+                },
+                |runtime| {
+                    let served = match http {
+                        Some(options) => crate::mcp::http::serve_http(runtime, options),
+                        None => crate::mcp::serve(runtime),
+                    };
+                    match served {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(error) => {
+                            eprintln!("toolcell: {error:#}");
+                            ExitCode::from(EXIT_FAILED)
+                        }
+                    }
+                },
+            )
+        }
+        Command::Token {
+            ref tenant,
+            ref dir,
+        } => {
+            if let Err(why) = crate::info::check_tool_name(tenant) {
+                eprintln!("toolcell: tenant {tenant:?}: {why}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            let dir = match dir
+                .as_deref()
+                .map(std::path::Path::canonicalize)
+                .transpose()
+            {
+                Ok(dir) => dir,
                 Err(error) => {
-                    eprintln!("toolcell: {error:#}");
+                    eprintln!("toolcell: the tenant's workspace: {error}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            match crate::mcp::auth::new_token(tenant, dir.as_deref()) {
+                Ok((token, table)) => {
+                    println!("{token}");
+                    print!("{table}");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("toolcell: making a token: {error}");
                     ExitCode::from(EXIT_FAILED)
                 }
-            },
-        ),
+            }
+        }
         Command::List { json } => with_runtime(&cli, |runtime| list(runtime, json)),
         Command::Bench {
             ref name,

@@ -280,6 +280,19 @@ impl Runtime {
         self.block_on(self.run_in(id, name, arguments, &self.default_context, options))
     }
 
+    /// [`Runtime::handle_report_async`] in `context`: for a front end that serves several
+    /// agents or tenants, each with its own workspace.
+    pub async fn handle_report_in(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
+        self.run_in(id, name, arguments, context, options).await
+    }
+
     /// [`Runtime::handle_report`] from async code.
     pub async fn handle_report_async(
         &self,

@@ -33,6 +33,8 @@ mod grants;
 #[cfg(test)]
 mod guest_logic;
 #[cfg(test)]
+mod http;
+#[cfg(test)]
 mod js_tools;
 #[cfg(test)]
 mod loading;

@@ -261,7 +261,7 @@ fn guest_output_never_reaches_the_servers_stdout() {
 
 /// The Python virtual environment with the `mcp` client, made on first use under `target/`
 /// (`.ci/run` makes it before the tests).
-fn python_with_mcp() -> std::path::PathBuf {
+pub(crate) fn python_with_mcp() -> std::path::PathBuf {
     let venv = crate::support::python_venv("mcp-venv", "mcp>=2.3,<3", |venv| {
         Command::new(venv.join("bin/python"))
             // Everything the client imports: an interrupted install can leave `mcp` without

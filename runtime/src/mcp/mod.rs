@@ -1,4 +1,5 @@
-//! `toolcell serve`: the same pipeline, served to any MCP client over stdio.
+//! `toolcell serve`: the same pipeline, served to any MCP client over stdio, or over
+//! Streamable HTTP to many clients and tenants ([`http`]).
 //!
 //! Built on `rmcp`, which speaks both eras of the protocol: the `initialize` handshake
 //! (2025-11-25 and earlier) and the stateless 2026-07-28 protocol (`server/discover`,
@@ -6,8 +7,8 @@
 //!
 //! - `tools/list` is the registry's core schemas (core tools, then `find_tool`, then
 //!   `call_tool`), in that fixed order, annotated from each tool's flags;
-//! - `tools/call` enters [`Runtime::run`] in the runtime's default context, like every other
-//!   front end; wasm and native tools alike. A tool's
+//! - `tools/call` enters [`Runtime::run`] in the runtime's default context (over HTTP with
+//!   tokens, the tenant's: [`auth`]), like every other front end; wasm and native tools alike. A tool's
 //!   failure, a denial, a deadline or arguments that break the schema is a result with
 //!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
 //!   own is a JSON-RPC error (-32602, invalid params);
@@ -18,6 +19,10 @@
 //! - the transport is ours ([`LineTransport`]): a `tools/call` parsed once with its arguments
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
+pub mod auth;
+pub mod http;
+pub mod metrics;
+pub mod oauth;
 mod transport;
 
 pub use transport::{
@@ -48,6 +53,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 pub struct McpServer {
     runtime: Arc<Runtime>,
     tools: Arc<Vec<Tool>>,
+    /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
+    http: Option<(Arc<metrics::Metrics>, Arc<http::Running>)>,
 }
 
 impl McpServer {
@@ -62,7 +69,18 @@ impl McpServer {
         McpServer {
             runtime,
             tools: Arc::new(tools),
+            http: None,
         }
+    }
+
+    /// This server, counting its calls in `metrics` and noting them in `running`.
+    pub(crate) fn for_http(
+        mut self,
+        metrics: Arc<metrics::Metrics>,
+        running: Arc<http::Running>,
+    ) -> Self {
+        self.http = Some((metrics, running));
+        self
     }
 }
 
@@ -144,13 +162,31 @@ impl ServerHandler for McpServer {
             stop: Some(stop.clone()),
             ..CallOptions::default()
         };
+        // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
+        // the runtime's default context.
+        let tenant = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
+            .cloned();
+        let call_context = match &tenant {
+            Some(tenant) => &tenant.context,
+            None => self.runtime.default_context(),
+        };
+        let started = std::time::Instant::now();
+        let _running = self
+            .http
+            .as_ref()
+            .map(|(_, running)| running.enter(stop.clone()));
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
         // own per request; a pointer is cheaper to move than kilobytes of state.
-        let mut call =
-            Box::pin(
-                self.runtime
-                    .handle_report_async(&id, name, arguments.as_ref(), &options),
-            );
+        let mut call = Box::pin(self.runtime.handle_report_in(
+            &id,
+            name,
+            arguments.as_ref(),
+            call_context,
+            &options,
+        ));
         let report = tokio::select! {
             report = &mut call => report,
             () = context.ct.cancelled() => {
@@ -160,6 +196,14 @@ impl ServerHandler for McpServer {
                 call.await
             }
         };
+        if let Some((metrics, _)) = &self.http {
+            metrics.call(
+                &self.runtime,
+                &report.tool,
+                &report.response,
+                started.elapsed(),
+            );
+        }
         let response = report.response;
         let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
         let result = if response.is_error() {

@@ -1,0 +1,289 @@
+//! Who may call over HTTP, and as which tenant: static bearer tokens from a file.
+//!
+//! The file is TOML, one `[[token]]` table per token. A token is stored as the hex SHA-256 of
+//! its text, never the text, so the file can be read by whoever deploys the server without
+//! handing out the tokens:
+//!
+//! ```toml
+//! [[token]]
+//! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # sha256sum of the token
+//! tenant = "team-a"
+//! workspace = "/srv/team-a"     # optional: the tenant's files (none: no file tool is granted)
+//! ```
+//!
+//! `toolcell token` prints a fresh random token and its table. A tenant is an agent of its own
+//! (the audit line names it) with its own workspace, whose saved rules are its own; a call made
+//! with tenant A's token is resolved in A's workspace and can name nothing outside it.
+//! Presented tokens are hashed and compared with every stored hash in constant time.
+
+use crate::context::CallContext;
+use crate::{Runtime, cache};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use subtle::ConstantTimeEq as _;
+
+/// The longest tokens file read: far more tokens than a server has tenants.
+pub const MAX_TOKENS_FILE_BYTES: u64 = 1 << 20;
+
+/// The shortest token `toolcell token` makes and a tokens file may hold the hash of: 32 random
+/// bytes, as hex, is 64 characters; a hash says nothing of length, so this is advice.
+pub const TOKEN_BYTES: usize = 32;
+
+/// One tenant: who the calls made with its tokens are made for, and where.
+#[derive(Debug)]
+pub struct Tenant {
+    /// The tenant's name: the agent its calls are audited as.
+    pub name: String,
+    /// Its calls' context: the agent and the tenant's workspace.
+    pub context: CallContext,
+}
+
+/// The tokens a server accepts, each with its tenant.
+#[derive(Debug)]
+pub struct Tokens {
+    entries: Vec<([u8; 32], Arc<Tenant>)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    #[serde(default)]
+    token: Vec<TokenEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenEntry {
+    sha256: String,
+    tenant: String,
+    workspace: Option<PathBuf>,
+}
+
+impl Tokens {
+    /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
+    /// [`Workspace`](crate::Workspace) per directory, shared by tenants that name the same one).
+    pub fn load(path: &Path, runtime: &Runtime) -> Result<Tokens, String> {
+        use std::io::Read as _;
+        let why = |what: String| format!("the tokens file {}: {what}", path.display());
+        let file = std::fs::File::open(path).map_err(|error| why(error.to_string()))?;
+        let mut text = String::new();
+        file.take(MAX_TOKENS_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|error| why(error.to_string()))?;
+        if text.len() as u64 > MAX_TOKENS_FILE_BYTES {
+            return Err(why(format!("longer than {MAX_TOKENS_FILE_BYTES} bytes")));
+        }
+        let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
+        if parsed.token.is_empty() {
+            return Err(why("no [[token]] tables: nobody could call".to_owned()));
+        }
+        let mut entries: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
+        let mut tenants: Vec<Arc<Tenant>> = Vec::new();
+        for entry in parsed.token {
+            let hash = parse_hash(&entry.sha256).ok_or_else(|| {
+                why(format!(
+                    "tenant {:?}: sha256 must be 64 hex digits (the SHA-256 of the token)",
+                    entry.tenant
+                ))
+            })?;
+            if entries.iter().any(|(known, _)| *known == hash) {
+                return Err(why(format!(
+                    "tenant {:?}: a token is listed twice",
+                    entry.tenant
+                )));
+            }
+            crate::info::check_tool_name(&entry.tenant).map_err(|_| {
+                why(format!(
+                    "tenant {:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-",
+                    entry.tenant
+                ))
+            })?;
+            let tenant = match tenants.iter().find(|tenant| tenant.name == entry.tenant) {
+                Some(tenant) => {
+                    let same = tenant.context.workspace().map(|w| w.root().to_owned())
+                        == entry
+                            .workspace
+                            .as_ref()
+                            .and_then(|dir| dir.canonicalize().ok());
+                    if !same {
+                        return Err(why(format!(
+                            "tenant {:?} is given two workspaces",
+                            entry.tenant
+                        )));
+                    }
+                    Arc::clone(tenant)
+                }
+                None => {
+                    let workspace = match &entry.workspace {
+                        Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
+                            why(format!(
+                                "tenant {:?}: workspace {}: {error}",
+                                entry.tenant,
+                                dir.display()
+                            ))
+                        })?),
+                        None => None,
+                    };
+                    let tenant = Arc::new(Tenant {
+                        context: CallContext::new(entry.tenant.clone(), workspace),
+                        name: entry.tenant,
+                    });
+                    tenants.push(Arc::clone(&tenant));
+                    tenant
+                }
+            };
+            entries.push((hash, tenant));
+        }
+        Ok(Tokens { entries })
+    }
+
+    /// The tenant whose token `presented` is, if any. Every stored hash is compared, each in
+    /// constant time, so how long this takes says nothing about which one matched.
+    pub fn check(&self, presented: &str) -> Option<Arc<Tenant>> {
+        let hash: [u8; 32] = sha256(presented.as_bytes());
+        let mut found = None;
+        for (stored, tenant) in &self.entries {
+            if bool::from(stored.ct_eq(&hash)) {
+                found = Some(Arc::clone(tenant));
+            }
+        }
+        found
+    }
+
+    /// How many tokens there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none (a loaded file always has one).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
+}
+
+fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A fresh random token for `tenant`, and the `[[token]]` table that accepts it.
+pub fn new_token(tenant: &str, workspace: Option<&Path>) -> std::io::Result<(String, String)> {
+    let token = cache::hex(&cache::random::<TOKEN_BYTES>()?);
+    let mut table = format!(
+        "[[token]]\nsha256 = \"{}\"\ntenant = {}\n",
+        cache::hex(&sha256(token.as_bytes())),
+        toml_string(tenant)
+    );
+    if let Some(dir) = workspace {
+        table.push_str(&format!(
+            "workspace = {}\n",
+            toml_string(&dir.to_string_lossy())
+        ));
+    }
+    Ok((token, table))
+}
+
+fn toml_string(text: &str) -> String {
+    // A TOML basic string is JSON's string syntax for everything we write here.
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> Runtime {
+        Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(None)
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn a_token_maps_to_its_tenant_and_nothing_else_does() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a_dir).expect("a");
+        std::fs::create_dir(&b_dir).expect("b");
+        let (a_token, a_table) = new_token("team-a", Some(&a_dir)).expect("token");
+        let (b_token, b_table) = new_token("team-b", Some(&b_dir)).expect("token");
+        let file = dir.path().join("tokens.toml");
+        std::fs::write(&file, format!("{a_table}\n{b_table}")).expect("file");
+        assert!(
+            !std::fs::read_to_string(&file)
+                .expect("file")
+                .contains(&a_token)
+        );
+        let runtime = runtime();
+        let tokens = Tokens::load(&file, &runtime).expect("tokens");
+        assert_eq!(tokens.len(), 2);
+        let a = tokens.check(&a_token).expect("a's token");
+        assert_eq!(a.name, "team-a");
+        assert_eq!(
+            a.context.workspace().map(|w| w.root().to_owned()),
+            Some(a_dir.canonicalize().expect("a"))
+        );
+        assert_eq!(tokens.check(&b_token).expect("b's token").name, "team-b");
+        for wrong in [
+            "",
+            &a_token[1..],
+            &format!("{a_token} "),
+            &a_token.to_uppercase(),
+        ] {
+            assert!(tokens.check(wrong).is_none(), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_tokens_file_is_refused_with_its_reason() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let runtime = runtime();
+        let hash = "a".repeat(64);
+        for (text, why) in [
+            ("", "no [[token]]"),
+            (
+                "[[token]]\nsha256 = \"abc\"\ntenant = \"a\"\n",
+                "64 hex digits",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a b\"\n"),
+                "tenant name",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[[token]]\nsha256 = \"{hash}\"\ntenant = \"b\"\n"
+                ),
+                "listed twice",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nworkspace = \"/nonexistent/x\"\n"
+                ),
+                "workspace",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nrole = \"admin\"\n"),
+                "unknown field",
+            ),
+        ] {
+            let file = dir.path().join("tokens.toml");
+            std::fs::write(&file, text).expect("file");
+            let refused = Tokens::load(&file, &runtime).expect_err(text);
+            assert!(refused.contains(why), "{text:?}: {refused}");
+        }
+    }
+}

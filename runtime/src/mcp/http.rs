@@ -1,0 +1,677 @@
+//! MCP over Streamable HTTP: `toolcell serve --http ADDR`.
+//!
+//! rmcp's Streamable HTTP service speaks the protocol: the stateless 2026-07-28 era (every
+//! request stands alone, so any replica can answer it) and the session-based 2025-11-25
+//! handshake for older clients. Around it, this module is what a server shared by many clients
+//! needs and rmcp leaves to its user:
+//!
+//! - **No anonymous access off loopback.** Binding an address that is not loopback without a
+//!   tokens file or OAuth configuration is refused before anything listens
+//!   ([`check_exposure`]). With either, every request to `/mcp` and `/metrics` must carry
+//!   `Authorization: Bearer TOKEN`: a static token ([`super::auth`]) or a JWT access token
+//!   ([`super::oauth`]); without a good one the answer is `401` with `WWW-Authenticate:
+//!   Bearer` (naming the protected-resource metadata under OAuth), and a call that needs a
+//!   scope the token lacks gets `403` with `error="insufficient_scope"`.
+//! - **Tenants.** A token names its tenant ([`super::auth`]): the call runs as that agent, in
+//!   that tenant's workspace, and the audit line names it.
+//! - **DNS rebinding.** `Host` must be one of the allowed hosts (loopback names by default) and
+//!   a browser's `Origin`, if sent, one of the allowed origins (loopback by default): a page
+//!   elsewhere cannot reach a local server through a name that resolves to 127.0.0.1.
+//! - **Fair shares.** At most [`MAX_REQUESTS_PER_CLIENT`] requests of one client (a tenant, or
+//!   a peer address when there are no tokens) are in flight; more get `429`. Request bodies
+//!   are read to at most [`MAX_REQUEST_BODY_BYTES`] (`413` past it). Calls beyond the pool's
+//!   slots wait for one, as everywhere.
+//! - **Cancellation.** A client that closes a call's stream, or sends
+//!   `notifications/cancelled`, stops its instance.
+//! - **Operations.** `GET /healthz` (the process serves), `GET /readyz` (it accepts calls; 503
+//!   once it drains), `GET /metrics` (Prometheus, [`super::metrics`]). On SIGTERM or SIGINT
+//!   the server stops accepting connections, lets calls in flight finish for the grace period,
+//!   stops the rest (each answers `cancelled`), and exits 0.
+
+use super::McpServer;
+use super::auth::{Tenant, Tokens};
+use super::metrics::{Metrics, Refusal};
+use super::oauth::{OAuth, Principal};
+use crate::limits::MAX_ARGUMENT_BYTES;
+use crate::{Runtime, StopToken};
+use anyhow::Context as _;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Where MCP is served.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The longest request body read: a call's arguments are at most [`MAX_ARGUMENT_BYTES`], and
+/// the JSON-RPC envelope around them is small; anything longer would be refused anyway.
+pub const MAX_REQUEST_BODY_BYTES: usize = 2 * MAX_ARGUMENT_BYTES;
+
+/// How many requests one client may have in flight: a quarter of the pool's slots, so that
+/// four busy clients cannot starve a fifth.
+pub const MAX_REQUESTS_PER_CLIENT: usize = crate::engine::POOL_SLOTS as usize / 4;
+
+/// How many connections are served at once; one more is closed as it is accepted. Each holds
+/// a descriptor and a task: this keeps a flood of idle connections from exhausting them.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a client may take to send a request's headers (a slow client holding connections
+/// open without finishing a request is the oldest way to exhaust a server).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long calls in flight may run on after SIGTERM, by default, before they are stopped.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// After the calls still running at the end of the grace period are stopped, how long their
+/// `cancelled` answers have to reach their clients before the process exits.
+pub const CANCELLED_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How the HTTP server is set up (`toolcell serve --http`).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The address to listen on (port 0: any free port, printed at start).
+    pub addr: SocketAddr,
+    /// The bearer tokens file ([`super::auth`]); this or `oauth` is required unless `addr` is
+    /// loopback.
+    pub tokens: Option<PathBuf>,
+    /// The OAuth resource server's configuration ([`super::oauth`]).
+    pub oauth: Option<PathBuf>,
+    /// Hosts (`name` or `name:port`) the `Host` header may name; empty: loopback names only.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port|:*]`) a browser's `Origin` header may name; empty:
+    /// loopback origins only.
+    pub allowed_origins: Vec<String>,
+    /// How long calls in flight may run on after SIGTERM.
+    pub grace: Duration,
+}
+
+/// Whether serving at `addr` is allowed: an address other than loopback needs authentication
+/// (`auth_given`) and the names clients will reach it by (`hosts_given`), since the default
+/// allow-list holds loopback names only.
+pub fn check_exposure(addr: SocketAddr, auth_given: bool, hosts_given: bool) -> Result<(), String> {
+    if is_loopback(addr.ip()) {
+        return Ok(());
+    }
+    if !auth_given {
+        return Err(format!(
+            "refusing to serve MCP on {addr} without authentication: anyone who can reach it \
+             could run tools. Give --tokens FILE (see `toolcell token`) or --oauth FILE, or \
+             bind a loopback address such as 127.0.0.1"
+        ));
+    }
+    if !hosts_given {
+        return Err(format!(
+            "serving on {addr}: give --allow-host with each name clients use to reach this \
+             server (the Host header is checked; only loopback names are allowed by default)"
+        ));
+    }
+    Ok(())
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+type BoxResponse = Response<BoxBody<Bytes, Infallible>>;
+
+/// How callers prove who they are.
+#[derive(Debug)]
+pub enum Auth {
+    /// Nobody needs to (loopback only): calls run in the runtime's default context.
+    None,
+    /// Static bearer tokens, each naming a tenant.
+    Tokens(Tokens),
+    /// JWT access tokens from an authorization server.
+    OAuth(Box<OAuth>),
+}
+
+/// Who a request is from, once authenticated.
+enum Caller {
+    Anonymous,
+    Token(Arc<Tenant>),
+    OAuth(Principal),
+}
+
+impl Caller {
+    fn tenant(&self) -> Option<&Arc<Tenant>> {
+        match self {
+            Caller::Anonymous => None,
+            Caller::Token(tenant) => Some(tenant),
+            Caller::OAuth(principal) => Some(&principal.tenant),
+        }
+    }
+}
+
+/// The calls running now, so shutdown can wait for them and stop the rest.
+#[derive(Default)]
+pub(crate) struct Running {
+    next: AtomicU64,
+    calls: Mutex<HashMap<u64, StopToken>>,
+    idle: tokio::sync::Notify,
+}
+
+impl Running {
+    /// Note a call that `stop` stops; it is forgotten when the guard drops.
+    pub(crate) fn enter(self: &Arc<Self>, stop: StopToken) -> RunningGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, stop);
+        RunningGuard {
+            running: Arc::clone(self),
+            id,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, StopToken>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn stop_all(&self) {
+        for stop in self.lock().values() {
+            stop.stop();
+        }
+    }
+
+    async fn until_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Forgets its call when dropped.
+pub(crate) struct RunningGuard {
+    running: Arc<Running>,
+    id: u64,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut calls = self.running.lock();
+        calls.remove(&self.id);
+        if calls.is_empty() {
+            self.running.idle.notify_waiters();
+        }
+    }
+}
+
+/// Everything a request is handled with.
+struct Front {
+    runtime: Arc<Runtime>,
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    auth: Auth,
+    metrics: Arc<Metrics>,
+    /// Requests in flight per client (a tenant's name, or a peer address).
+    per_client: Mutex<HashMap<String, usize>>,
+    draining: AtomicBool,
+}
+
+/// A client's place among [`MAX_REQUESTS_PER_CLIENT`], given back when dropped.
+struct ClientPermit<'a> {
+    front: &'a Front,
+    client: String,
+}
+
+impl Drop for ClientPermit<'_> {
+    fn drop(&mut self) {
+        let mut counts = self
+            .front
+            .per_client
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = counts.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.client);
+            }
+        }
+    }
+}
+
+impl Front {
+    fn permit(&self, client: String) -> Option<ClientPermit<'_>> {
+        let mut counts = self
+            .per_client
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = counts.entry(client.clone()).or_insert(0);
+        if *count >= MAX_REQUESTS_PER_CLIENT {
+            return None;
+        }
+        *count += 1;
+        Some(ClientPermit {
+            front: self,
+            client,
+        })
+    }
+
+    /// Who the request's bearer token says it is from; with no authentication configured
+    /// (loopback only), anonymous, and calls run in the default context.
+    fn authenticate<B>(&self, request: &Request<B>) -> Result<Caller, Box<BoxResponse>> {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let refused = |challenge: String| {
+            self.metrics.refused(Refusal::Unauthenticated);
+            Box::new(respond(
+                StatusCode::UNAUTHORIZED,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                "a valid bearer token is required\n",
+            ))
+        };
+        match &self.auth {
+            Auth::None => Ok(Caller::Anonymous),
+            Auth::Tokens(tokens) => match presented.and_then(|token| tokens.check(token)) {
+                Some(tenant) => Ok(Caller::Token(tenant)),
+                None if presented.is_some() => Err(refused(
+                    r#"Bearer realm="toolcell", error="invalid_token""#.to_owned(),
+                )),
+                None => Err(refused(r#"Bearer realm="toolcell""#.to_owned())),
+            },
+            Auth::OAuth(oauth) => {
+                let metadata = oauth.metadata_url();
+                let Some(token) = presented else {
+                    return Err(refused(format!(r#"Bearer resource_metadata="{metadata}""#)));
+                };
+                oauth.verify(token).map(Caller::OAuth).map_err(|why| {
+                    refused(format!(
+                        r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{}""#,
+                        why.replace(['"', '\\'], "'")
+                    ))
+                })
+            }
+        }
+    }
+}
+
+/// The tools a request body calls: each `tools/call`'s name, and for `call_tool`, the tool it
+/// calls (a batch is looked through too).
+fn called_tools(body: &[u8]) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let messages = match value {
+        serde_json::Value::Array(messages) => messages,
+        message => vec![message],
+    };
+    let mut tools = Vec::new();
+    for message in &messages {
+        if message["method"] != "tools/call" {
+            continue;
+        }
+        if let Some(name) = message["params"]["name"].as_str() {
+            tools.push(name.to_owned());
+            if name == crate::CALL_TOOL
+                && let Some(inner) = message["params"]["arguments"]["name"].as_str()
+            {
+                tools.push(inner.to_owned());
+            }
+        }
+    }
+    tools
+}
+
+fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: &str) -> BoxResponse {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_owned())).boxed());
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let Ok(value) = header::HeaderValue::from_str(value) {
+            response.headers_mut().insert(name.clone(), value);
+        }
+    }
+    response
+        .headers_mut()
+        .entry(header::CONTENT_TYPE)
+        .or_insert(header::HeaderValue::from_static(
+            "text/plain; charset=utf-8",
+        ));
+    response
+}
+
+async fn route(
+    front: Arc<Front>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Result<BoxResponse, Infallible> {
+    let path = request.uri().path().to_owned();
+    let get = request.method() == Method::GET;
+    Ok(match path.as_str() {
+        "/healthz" if get => respond(StatusCode::OK, &[], "ok\n"),
+        "/readyz" if get => {
+            if front.draining.load(Ordering::Relaxed) {
+                respond(StatusCode::SERVICE_UNAVAILABLE, &[], "draining\n")
+            } else {
+                respond(StatusCode::OK, &[], "ready\n")
+            }
+        }
+        "/metrics" if get => match front.authenticate(&request) {
+            Ok(_) => respond(
+                StatusCode::OK,
+                &[(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                &front.metrics.render(&front.runtime),
+            ),
+            Err(refused) => *refused,
+        },
+        metadata if get && metadata.starts_with(super::oauth::METADATA_PATH) => match &front.auth {
+            Auth::OAuth(oauth) => respond(
+                StatusCode::OK,
+                &[(header::CONTENT_TYPE, "application/json")],
+                &oauth.metadata(),
+            ),
+            _ => respond(
+                StatusCode::NOT_FOUND,
+                &[],
+                "no OAuth here: this server takes static tokens or none\n",
+            ),
+        },
+        MCP_PATH => {
+            if front.draining.load(Ordering::Relaxed) {
+                return Ok(respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &[(header::RETRY_AFTER, "1")],
+                    "shutting down\n",
+                ));
+            }
+            let caller = match front.authenticate(&request) {
+                Ok(caller) => caller,
+                Err(refused) => return Ok(*refused),
+            };
+            let client = match caller.tenant() {
+                Some(tenant) => format!("tenant:{}", tenant.name),
+                None => format!("peer:{}", peer.ip()),
+            };
+            let Some(_permit) = front.permit(client) else {
+                front.metrics.refused(Refusal::TooManyRequests);
+                return Ok(respond(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &[(header::RETRY_AFTER, "1")],
+                    "too many requests in flight for this client\n",
+                ));
+            };
+            // The body, read to its limit here, so a too-large one is refused before MCP and
+            // a call's tool is known for the scope check.
+            let (mut parts, body) = request.into_parts();
+            let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)
+                .collect()
+                .await
+            {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) => {
+                    if error.is::<http_body_util::LengthLimitError>() {
+                        front.metrics.refused(Refusal::BodyTooLarge);
+                        return Ok(respond(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            &[],
+                            &format!(
+                                "a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"
+                            ),
+                        ));
+                    }
+                    return Ok(respond(
+                        StatusCode::BAD_REQUEST,
+                        &[],
+                        "the request body was cut off\n",
+                    ));
+                }
+            };
+            if let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, &caller) {
+                let tools = called_tools(&body);
+                let lacking = std::iter::once(None)
+                    .chain(tools.iter().map(|tool| Some(tool.as_str())))
+                    .find_map(|tool| oauth.missing_scope(principal, tool));
+                if let Some(scope) = lacking {
+                    return Ok(respond(
+                        StatusCode::FORBIDDEN,
+                        &[(
+                            header::WWW_AUTHENTICATE,
+                            &format!(
+                                r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
+                                oauth.metadata_url()
+                            ),
+                        )],
+                        &format!("this call needs the scope {scope:?}\n"),
+                    ));
+                }
+            }
+            if let Some(tenant) = caller.tenant() {
+                parts.extensions.insert(Arc::clone(tenant));
+            }
+            let request = Request::from_parts(parts, Full::new(body));
+            let mut mcp = front.mcp.clone();
+            match tower_service::Service::call(&mut mcp, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            &[],
+            "not found: MCP is served at /mcp; /healthz, /readyz and /metrics report on it\n",
+        ),
+    })
+}
+
+/// Serve `runtime` over Streamable HTTP as `options` say, until SIGTERM or SIGINT.
+pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> {
+    check_exposure(
+        options.addr,
+        options.tokens.is_some() || options.oauth.is_some(),
+        !options.allowed_hosts.is_empty(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let runtime = Arc::new(runtime);
+    let auth = match (&options.tokens, &options.oauth) {
+        (Some(_), Some(_)) => anyhow::bail!("give --tokens or --oauth, not both"),
+        (Some(path), None) => {
+            Auth::Tokens(Tokens::load(path, &runtime).map_err(anyhow::Error::msg)?)
+        }
+        (None, Some(path)) => Auth::OAuth(Box::new(
+            OAuth::load(path, &runtime).map_err(anyhow::Error::msg)?,
+        )),
+        (None, None) => Auth::None,
+    };
+    let executor = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("toolcell-http")
+        .enable_time()
+        .enable_io()
+        .build()
+        .context("starting the server's async runtime")?;
+    let served = executor.block_on(serve_http_on(Arc::clone(&runtime), auth, options));
+    executor.shutdown_timeout(super::SHUTDOWN_GRACE);
+    // As in `serve`: the runtime's own tokio runtime is dropped outside async code.
+    drop(runtime);
+    served
+}
+
+async fn serve_http_on(
+    runtime: Arc<Runtime>,
+    auth: Auth,
+    options: HttpOptions,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let running = Arc::new(Running::default());
+    let sessions_end = CancellationToken::new();
+    let hosts = if options.allowed_hosts.is_empty() {
+        vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ]
+    } else {
+        options.allowed_hosts.clone()
+    };
+    let origins = if options.allowed_origins.is_empty() {
+        vec![
+            "http://localhost:*".to_owned(),
+            "http://127.0.0.1:*".to_owned(),
+            "http://[::1]:*".to_owned(),
+        ]
+    } else {
+        options.allowed_origins.clone()
+    };
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_legacy_session_mode(true)
+        .with_json_response(true)
+        .with_cancellation_token(sessions_end.clone());
+    let server =
+        McpServer::new(Arc::clone(&runtime)).for_http(Arc::clone(&metrics), Arc::clone(&running));
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let front = Arc::new(Front {
+        runtime,
+        mcp,
+        auth,
+        metrics,
+        per_client: Mutex::new(HashMap::new()),
+        draining: AtomicBool::new(false),
+    });
+
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("listening on {}", options.addr))?;
+    let local = listener.local_addr().context("the listening address")?;
+    // How a supervisor or a test learns the port when 0 was asked for.
+    eprintln!("toolcell: serving MCP at http://{local}{MCP_PATH}");
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors, or a connection reset before it was accepted: the
+                    // listener itself is fine. Pause so a persistent error does not spin.
+                    tracing::warn!(%error, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let front = Arc::clone(&front);
+        let service =
+            hyper::service::service_fn(move |request| route(Arc::clone(&front), peer, request));
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an HTTP connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+
+    // Draining: accept nothing more, finish what runs.
+    front.draining.store(true, Ordering::Relaxed);
+    drop(listener);
+    eprintln!(
+        "toolcell: shutting down: {} call(s) in flight, {} s to finish",
+        running.count(),
+        options.grace.as_secs_f64()
+    );
+    let connections_done = graceful.shutdown();
+    tokio::pin!(connections_done);
+    let finished = tokio::time::timeout(options.grace, running.until_idle()).await;
+    if finished.is_err() {
+        // Past the grace period: stop what still runs; each call answers `cancelled`.
+        running.stop_all();
+        let _ = tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, running.until_idle()).await;
+    }
+    // Every call has answered. A connection closes once its answer is written; what stays
+    // open after that is a legacy session's event stream, which ends when the sessions do.
+    // (Ending the sessions first would race the answers: rmcp drops an answer not yet
+    // handed over when its server's token is cancelled.)
+    if tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, &mut connections_done)
+        .await
+        .is_err()
+    {
+        sessions_end.cancel();
+        if tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, &mut connections_done)
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections still open at exit");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_may_go_without_authentication() {
+        for addr in [
+            "127.0.0.1:0",
+            "127.8.9.10:80",
+            "[::1]:0",
+            "[::ffff:127.0.0.1]:0",
+        ] {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            assert_eq!(check_exposure(addr, false, false), Ok(()), "{addr}");
+        }
+        for addr in ["0.0.0.0:8080", "[::]:0", "10.0.0.1:80", "192.168.1.2:0"] {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            let refused = check_exposure(addr, false, true).expect_err("refused");
+            assert!(
+                refused.contains("without authentication"),
+                "{addr}: {refused}"
+            );
+            let refused = check_exposure(addr, true, false).expect_err("refused");
+            assert!(refused.contains("--allow-host"), "{addr}: {refused}");
+            assert_eq!(check_exposure(addr, true, true), Ok(()), "{addr}");
+        }
+    }
+}

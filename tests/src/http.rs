@@ -1,0 +1,835 @@
+//! `toolcell serve --http`: MCP over Streamable HTTP on loopback, driven by the Python `mcp`
+//! client in both eras and by raw HTTP requests for what a client library would not send
+//! (no token, a foreign Host or Origin, a closed stream, a SIGTERM mid-call).
+
+use crate::mcp::python_with_mcp;
+use crate::support::{exclusive, toolcell_command, tools_dir};
+use serde_json::Value;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = toolcell_command()
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start toolcell serve --http");
+        let mut reader = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut seen = String::new();
+        let addr = loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).expect("read stderr") == 0 {
+                let _ = child.wait();
+                panic!("the server ended before listening:\n{seen}");
+            }
+            seen.push_str(&line);
+            if let Some(url) = line
+                .trim_end()
+                .strip_prefix("toolcell: serving MCP at http://")
+            {
+                break url
+                    .trim_end_matches("/mcp")
+                    .parse()
+                    .expect("the address it listens on");
+            }
+        };
+        let stderr = Arc::new(Mutex::new(seen));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            for line in reader.lines().map_while(Result::ok) {
+                rest.push_str(&line);
+                rest.push('\n');
+                sink.lock().expect("stderr").push_str(&format!("{line}\n"));
+            }
+        });
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response: status, headers (lower-cased names), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {self:?}"))
+    }
+}
+
+/// Send one request on a fresh connection (`Connection: close`) and read the whole answer.
+/// A `Host` header is added unless `headers` has one.
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("send");
+    stream.write_all(body.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the answer");
+    parse_answer(&raw)
+}
+
+fn parse_answer(raw: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The headers of a stateless (2026-07-28) `tools/call` of `tool`, with `token` if given: the
+/// era's `Mcp-Method` and `Mcp-Name` repeat the body's method and tool for routers.
+fn mcp_headers(token: Option<&str>, tool: &str) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("Content-Type", "application/json".to_owned()),
+        ("Accept", "application/json, text/event-stream".to_owned()),
+        ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+        ("Mcp-Method", "tools/call".to_owned()),
+        ("Mcp-Name", tool.to_owned()),
+    ];
+    if let Some(token) = token {
+        headers.push(("Authorization", format!("Bearer {token}")));
+    }
+    headers
+}
+
+/// A stateless (2026-07-28) `tools/call` request: its `_meta` carries the protocol version
+/// and the client's capabilities, as every request of that era does.
+fn call_body(tool: &str, arguments: Value) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": tool, "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string()
+}
+
+/// A stateless `tools/call` of `tool` with `arguments`, as `token`'s tenant.
+fn call(addr: SocketAddr, token: Option<&str>, tool: &str, arguments: Value) -> Answer {
+    let headers = mcp_headers(token, tool);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    request(addr, "POST", "/mcp", &headers, &call_body(tool, arguments))
+}
+
+/// The text of a `tools/call` answer, and whether it is an error.
+fn call_text(answer: &Answer) -> (String, bool) {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let json = answer.json();
+    let result = &json["result"];
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {json}"))
+        .to_owned();
+    (text, result["isError"].as_bool().unwrap_or(false))
+}
+
+/// A tokens file with one token per `(tenant, workspace)`, and the tokens.
+fn tokens_file(
+    dir: &std::path::Path,
+    tenants: &[(&str, Option<&std::path::Path>)],
+) -> (std::path::PathBuf, Vec<String>) {
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    for (tenant, workspace) in tenants {
+        let mut command = toolcell_command();
+        command.args(["token", tenant]);
+        if let Some(workspace) = workspace {
+            command.arg("--dir").arg(workspace);
+        }
+        let output = command.output().expect("toolcell token");
+        assert!(output.status.success(), "{output:?}");
+        let printed = String::from_utf8(output.stdout).expect("UTF-8");
+        let (token, table) = printed.split_once('\n').expect("token, then table");
+        assert!(
+            !table.contains(token),
+            "the table holds the token's hash, not the token"
+        );
+        tokens.push(token.to_owned());
+        text.push_str(table);
+        text.push('\n');
+    }
+    let path = dir.join("tokens.toml");
+    std::fs::write(&path, text).expect("tokens file");
+    (path, tokens)
+}
+
+#[test]
+fn the_python_mcp_client_calls_over_http_in_both_eras_with_a_token() {
+    let _guard = exclusive();
+    let python = python_with_mcp();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/http_client.py");
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let (file, tokens) = tokens_file(tools.path(), &[("team-a", None)]);
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--tokens",
+        &file.to_string_lossy(),
+    ]);
+    for mode in ["auto", "legacy"] {
+        let output = Command::new(&python)
+            .arg(&script)
+            .arg(server.url())
+            .arg(&tokens[0])
+            .arg(mode)
+            .output()
+            .expect("run the client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{stdout}");
+        assert!(
+            output.status.success() && stdout.contains("client: all checks passed"),
+            "{mode}: {stdout}\n{stderr}\nserver: {}",
+            server.stderr()
+        );
+    }
+    // The same client without the token gets nowhere.
+    let refused = Command::new(&python)
+        .arg(&script)
+        .arg(server.url())
+        .arg("-")
+        .arg("auto")
+        .output()
+        .expect("run the client");
+    assert!(
+        !refused.status.success(),
+        "a client without a token connected"
+    );
+}
+
+#[test]
+fn without_a_known_token_every_request_gets_401_and_the_challenge() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None)]);
+    let server = Server::start(&["--tokens", &file.to_string_lossy()]);
+    for token in [None, Some("not-a-token"), Some(&tokens[0][1..])] {
+        let answer = call(
+            server.addr,
+            token,
+            "echo",
+            serde_json::json!({"text": "hi"}),
+        );
+        assert_eq!(answer.status, 401, "{token:?}: {answer:?}");
+        let challenge = answer.header("www-authenticate").unwrap_or_default();
+        assert!(challenge.starts_with("Bearer"), "{challenge}");
+        assert_eq!(
+            challenge.contains("invalid_token"),
+            token.is_some(),
+            "{challenge}"
+        );
+    }
+    let metrics = request(server.addr, "GET", "/metrics", &[], "");
+    assert_eq!(metrics.status, 401, "metrics need the token too");
+    // The probes do not.
+    assert_eq!(request(server.addr, "GET", "/healthz", &[], "").status, 200);
+    assert_eq!(request(server.addr, "GET", "/readyz", &[], "").status, 200);
+    let (text, error) = call_text(&call(
+        server.addr,
+        Some(&tokens[0]),
+        "echo",
+        serde_json::json!({"text": "in"}),
+    ));
+    assert_eq!((text.as_str(), error), ("in", false));
+}
+
+#[test]
+fn a_foreign_host_or_origin_is_refused() {
+    let server = Server::start(&[]);
+    let body = &call_body("echo", serde_json::json!({"text": "hi"}));
+    let headers = mcp_headers(None, "echo");
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend_from_slice(extra);
+        request(server.addr, "POST", "/mcp", &all, body)
+    };
+    // A page at attacker.example whose name now resolves to 127.0.0.1 (DNS rebinding).
+    let rebound = with(&[("Host", "attacker.example")]);
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+    let foreign = with(&[("Origin", "http://attacker.example")]);
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    // The same request from loopback, with and without a loopback Origin, is served.
+    assert_eq!(call_text(&with(&[])).0, "hi");
+    assert_eq!(
+        call_text(&with(&[("Origin", "http://localhost:3000")])).0,
+        "hi"
+    );
+}
+
+#[test]
+fn a_non_loopback_bind_without_authentication_is_refused_at_start() {
+    for (args, why) in [
+        (
+            &["serve", "--http", "0.0.0.0:0"][..],
+            "without authentication",
+        ),
+        (&["serve", "--http", "[::]:0"][..], "without authentication"),
+        (
+            &["serve", "--http", "0.0.0.0:0", "--tokens", "/nonexistent"][..],
+            "--allow-host",
+        ),
+    ] {
+        let started = Instant::now();
+        let output = toolcell_command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolcell runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+        // Refused before anything is loaded or bound.
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+}
+
+#[test]
+fn two_tenants_interleaved_never_touch_each_others_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (workspace, secret) in [(&a, "alpha secret"), (&b, "bravo secret")] {
+        std::fs::create_dir(workspace).expect("workspace");
+        std::fs::write(workspace.join("notes.txt"), secret).expect("file");
+    }
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", Some(&a)), ("team-b", Some(&b))]);
+    let audit = dir.path().join("audit.jsonl");
+    let server = Server::start(&[
+        "--tokens",
+        &file.to_string_lossy(),
+        "--audit",
+        &audit.to_string_lossy(),
+    ]);
+    let b_file = b.canonicalize().expect("b").join("notes.txt");
+    let a_file = a.canonicalize().expect("a").join("notes.txt");
+    std::thread::scope(|scope| {
+        for (token, own, other) in [
+            (&tokens[0], "alpha", &b_file),
+            (&tokens[1], "bravo", &a_file),
+        ] {
+            let addr = server.addr;
+            scope.spawn(move || {
+                for _ in 0..5 {
+                    let (text, error) = call_text(&call(
+                        addr,
+                        Some(token),
+                        "read_file",
+                        serde_json::json!({"path": "notes.txt"}),
+                    ));
+                    assert!(
+                        !error
+                            && text.contains(own)
+                            && !text.contains(if own == "alpha" { "bravo" } else { "alpha" }),
+                        "{own}: {text}"
+                    );
+                    let (text, error) = call_text(&call(
+                        addr,
+                        Some(token),
+                        "read_file",
+                        serde_json::json!({"path": other.to_string_lossy()}),
+                    ));
+                    assert!(
+                        error && !text.contains("secret"),
+                        "{own} read the other tenant's file: {text}"
+                    );
+                }
+            });
+        }
+    });
+    let lines: Vec<Value> = std::fs::read_to_string(&audit)
+        .expect("audit")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 20, "one line per call");
+    for tenant in ["team-a", "team-b"] {
+        let theirs: Vec<&Value> = lines
+            .iter()
+            .filter(|line| line["agent"] == tenant)
+            .collect();
+        assert_eq!(theirs.len(), 10, "{tenant}'s calls are audited as {tenant}");
+        let workspace = if tenant == "team-a" { &a } else { &b };
+        let root = workspace.canonicalize().expect("workspace");
+        assert!(
+            theirs
+                .iter()
+                .all(|line| line["workspace"] == root.to_string_lossy().as_ref()),
+            "{tenant}: {theirs:?}"
+        );
+    }
+}
+
+#[test]
+fn metrics_count_what_was_called() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None)]);
+    let server = Server::start(&["--tokens", &file.to_string_lossy()]);
+    let token = Some(tokens[0].as_str());
+    for text in ["a", "b", "c"] {
+        assert_eq!(
+            call_text(&call(
+                server.addr,
+                token,
+                "echo",
+                serde_json::json!({"text": text})
+            ))
+            .0,
+            text
+        );
+    }
+    let (_, error) = call_text(&call(
+        server.addr,
+        token,
+        "echo",
+        serde_json::json!({"text": 7}),
+    ));
+    assert!(error);
+    assert_eq!(
+        call(server.addr, None, "echo", serde_json::json!({"text": "x"})).status,
+        401
+    );
+    let bearer = format!("Bearer {}", tokens[0]);
+    let metrics = request(
+        server.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(metrics.status, 200, "{metrics:?}");
+    for line in [
+        r#"toolcell_calls_total{tool="echo",outcome="result"} 3"#,
+        r#"toolcell_calls_total{tool="echo",outcome="failed"} 1"#,
+        r#"toolcell_http_refusals_total{reason="unauthenticated"} 1"#,
+        r#"toolcell_call_duration_seconds_count{tool="echo"} 4"#,
+        "toolcell_slots_in_use 0",
+    ] {
+        assert!(
+            metrics.body.lines().any(|l| l == line),
+            "no {line:?} in:\n{}",
+            metrics.body
+        );
+    }
+}
+
+/// Wait until `/metrics` says `slots` calls hold a slot (a condition, not a duration).
+fn wait_for_slots(addr: SocketAddr, bearer: Option<&str>, slots: usize) {
+    let headers: Vec<(&str, &str)> = bearer
+        .map(|b| vec![("Authorization", b)])
+        .unwrap_or_default();
+    let wanted = format!("toolcell_slots_in_use {slots}");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        let metrics = request(addr, "GET", "/metrics", &headers, "");
+        if metrics.body.lines().any(|line| line == wanted) {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    panic!("never reached {wanted}");
+}
+
+#[test]
+fn sigterm_answers_every_call_in_flight_and_exits_0_within_the_grace_period() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let mut server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--grace-secs",
+        "1",
+    ]);
+    let addr = server.addr;
+    let answers = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(move || call(addr, None, "hostile", serde_json::json!({"do": "spin"})))
+            })
+            .collect();
+        wait_for_slots(addr, None, 2);
+        let sent = Command::new("kill")
+            .args(["-TERM", &server.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let signalled = Instant::now();
+        let answers: Vec<Answer> = calls
+            .into_iter()
+            .map(|call| call.join().expect("a call"))
+            .collect();
+        let status = server.child.wait().expect("the server exits");
+        let exited = signalled.elapsed();
+        assert_eq!(status.code(), Some(0), "{}", server.stderr());
+        // 1 s of grace, then the calls are stopped and answered; the spinning guest's own
+        // deadline (5 s) is never reached.
+        assert!(
+            exited < Duration::from_secs(4),
+            "exited {exited:?} after SIGTERM"
+        );
+        answers
+    });
+    for answer in &answers {
+        let (text, error) = call_text(answer);
+        assert!(error && text.contains("Cancelled"), "{text}");
+    }
+}
+
+#[test]
+fn closing_a_calls_stream_stops_its_instance() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--pool-slots",
+        "1",
+    ]);
+    // A call that spins until its 5 s deadline holds the one slot; its client goes away.
+    let body = &call_body("hostile", serde_json::json!({"do": "spin"}));
+    let mut stream = TcpStream::connect(server.addr).expect("connect");
+    let headers: String = mcp_headers(None, "hostile")
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+        server.addr,
+        body.len()
+    )
+    .expect("send");
+    wait_for_slots(server.addr, None, 1);
+    drop(stream);
+    // The next call needs that slot: it is answered once the spinning instance has stopped.
+    let started = Instant::now();
+    let (text, error) = call_text(&call(
+        server.addr,
+        None,
+        "echo",
+        serde_json::json!({"text": "next"}),
+    ));
+    let took = started.elapsed();
+    println!("the next call on a one-slot server answered {took:?} after the stream closed");
+    assert_eq!((text.as_str(), error), ("next", false));
+    assert!(
+        took < Duration::from_secs(2),
+        "the spinning call kept its slot: {took:?}"
+    );
+}
+
+/// A P-256 signing key made for one test, its public half as a JWK Set, and tokens it signs.
+struct Issuer {
+    pkcs8: Vec<u8>,
+    kid: String,
+}
+
+impl Issuer {
+    fn new(kid: &str) -> Issuer {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &rng,
+        )
+        .expect("a key");
+        Issuer {
+            pkcs8: pkcs8.as_ref().to_vec(),
+            kid: kid.to_owned(),
+        }
+    }
+
+    fn jwks(&self) -> Value {
+        use base64::Engine as _;
+        use ring::signature::KeyPair as _;
+        let rng = ring::rand::SystemRandom::new();
+        let pair = ring::signature::EcdsaKeyPair::from_pkcs8(
+            &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &self.pkcs8,
+            &rng,
+        )
+        .expect("the key");
+        // An uncompressed point: 0x04, then x and y.
+        let point = pair.public_key().as_ref();
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        serde_json::json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": self.kid,
+            "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+        }]})
+    }
+
+    fn token(&self, claims: Value) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_ec_der(&self.pkcs8),
+        )
+        .expect("a signed token")
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+#[test]
+fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
+    const RESOURCE: &str = "https://tools.test/mcp";
+    const ISSUER: &str = "https://auth.test";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = dir.path().join("a");
+    std::fs::create_dir(&workspace).expect("workspace");
+    std::fs::write(workspace.join("notes.txt"), "alpha").expect("a file");
+    let issuer = Issuer::new("test-1");
+    std::fs::write(dir.path().join("jwks.json"), issuer.jwks().to_string()).expect("jwks");
+    std::fs::write(
+        dir.path().join("oauth.toml"),
+        format!(
+            "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\njwks_file = \"jwks.json\"\n\
+             scope = \"mcp:tools\"\n[tool_scopes]\nread_file = \"files:read\"\necho = \"echo:use\"\n\
+             [tenants.team-a]\nworkspace = \"{}\"\n",
+            workspace.display()
+        ),
+    )
+    .expect("oauth config");
+    let server = Server::start(&["--oauth", &dir.path().join("oauth.toml").to_string_lossy()]);
+    let claims = |changes: Value| {
+        let mut claims = serde_json::json!({
+            "iss": ISSUER, "aud": RESOURCE, "sub": "team-a",
+            "exp": now() + 300, "iat": now(), "scope": "mcp:tools",
+        });
+        for (key, value) in changes.as_object().expect("an object") {
+            claims[key] = value.clone();
+        }
+        claims
+    };
+    let metadata_url = "https://tools.test/.well-known/oauth-protected-resource/mcp";
+
+    // The protected-resource metadata (RFC 9728), at the path the challenge names.
+    let metadata = request(
+        server.addr,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        &[],
+        "",
+    );
+    assert_eq!(metadata.status, 200, "{metadata:?}");
+    let metadata = metadata.json();
+    assert_eq!(metadata["resource"], RESOURCE);
+    assert_eq!(
+        metadata["authorization_servers"],
+        serde_json::json!([ISSUER])
+    );
+
+    // No token: 401, and where to learn how to get one.
+    let answer = call(server.addr, None, "echo", serde_json::json!({"text": "hi"}));
+    assert_eq!(answer.status, 401);
+    assert_eq!(
+        answer.header("www-authenticate"),
+        Some(format!(r#"Bearer resource_metadata="{metadata_url}""#).as_str())
+    );
+
+    // A good token, for a tool that needs no scope of its own.
+    let good = issuer.token(claims(serde_json::json!({})));
+    let (_, error) = call_text(&call(
+        server.addr,
+        Some(&good),
+        "clock",
+        serde_json::json!({}),
+    ));
+    assert!(!error);
+
+    // Refused as invalid tokens, each with its reason.
+    let stranger = Issuer::new("test-1");
+    for (token, why) in [
+        (
+            issuer.token(claims(serde_json::json!({"aud": "https://other.test/mcp"}))),
+            "not for",
+        ),
+        (
+            issuer.token(claims(serde_json::json!({"exp": now() - 3600}))),
+            "expired",
+        ),
+        (
+            issuer.token(claims(serde_json::json!({"iss": "https://evil.test"}))),
+            "not from",
+        ),
+        (
+            issuer.token(claims(serde_json::json!({"sub": "team-b"}))),
+            "not a tenant",
+        ),
+        (stranger.token(claims(serde_json::json!({}))), "signature"),
+        ("not.a.jwt".to_owned(), "not a JWT"),
+    ] {
+        let answer = call(
+            server.addr,
+            Some(&token),
+            "echo",
+            serde_json::json!({"text": "hi"}),
+        );
+        assert_eq!(answer.status, 401, "{why}: {answer:?}");
+        let challenge = answer.header("www-authenticate").unwrap_or_default();
+        assert!(
+            challenge.contains(r#"error="invalid_token""#)
+                && challenge.contains(why)
+                && challenge.contains(metadata_url),
+            "{why}: {challenge}"
+        );
+    }
+
+    // A token without a tool's scope: 403 insufficient_scope, naming the scope, whether the
+    // tool is called by name or through call_tool; with it, the call runs (in the tenant's
+    // workspace).
+    for (tool, arguments, scope, answer) in [
+        (
+            "read_file",
+            serde_json::json!({"path": "notes.txt"}),
+            "files:read",
+            "alpha",
+        ),
+        (
+            "echo",
+            serde_json::json!({"text": "direct"}),
+            "echo:use",
+            "direct",
+        ),
+        (
+            "call_tool",
+            serde_json::json!({"name": "echo", "arguments": {"text": "via"}}),
+            "echo:use",
+            "via",
+        ),
+    ] {
+        let refused = call(server.addr, Some(&good), tool, arguments.clone());
+        assert_eq!(refused.status, 403, "{tool}: {refused:?}");
+        let challenge = refused.header("www-authenticate").unwrap_or_default();
+        assert!(
+            challenge.contains(r#"error="insufficient_scope""#)
+                && challenge.contains(&format!(r#"scope="{scope}""#))
+                && challenge.contains(metadata_url),
+            "{challenge}"
+        );
+        let scoped = issuer.token(claims(
+            serde_json::json!({"scope": format!("mcp:tools {scope}")}),
+        ));
+        let (text, error) = call_text(&call(server.addr, Some(&scoped), tool, arguments));
+        assert!(!error && text.contains(answer), "{tool}: {text}");
+    }
+    // Without the server's own scope, nothing.
+    let unscoped = issuer.token(claims(serde_json::json!({"scope": "files:read"})));
+    assert_eq!(
+        call(server.addr, Some(&unscoped), "clock", serde_json::json!({})).status,
+        403
+    );
+}
