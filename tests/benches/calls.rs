@@ -394,7 +394,7 @@ fn main() {
                 p50: run.p50,
                 p99: run.p99,
             });
-            served.push((window, run));
+            served.push((format!("stdio, {window} in flight"), run));
             continue;
         };
         let mut rounds = Vec::new();
@@ -402,6 +402,24 @@ fn main() {
             rounds.push((serve(baseline), serve(&binary)));
         }
         compared.push((window, rounds));
+    }
+    // The same echo over Streamable HTTP (stateless 2026-07-28 requests), driven by wrk.
+    let name =
+        format!("echo served over MCP HTTP (wrk, {HTTP_CONNECTIONS} connections): round trip");
+    if bench.selects(&name) {
+        match serve_echo_http(&binary, &warm, &cache.path().join("cache.key")) {
+            Some(run) => {
+                bench.cases.push(Case {
+                    name,
+                    p50: run.p50,
+                    p99: run.p99,
+                });
+                served.push((format!("HTTP, {HTTP_CONNECTIONS} connections (wrk)"), run));
+            }
+            None => {
+                println!("(wrk is not installed: the HTTP case is skipped; apt-get install wrk)")
+            }
+        }
     }
     let throughput = |threads: usize| -> f64 {
         let started = Instant::now();
@@ -483,6 +501,128 @@ struct Served {
     p99: Duration,
     calls_per_second: f64,
     cpu_per_call: Duration,
+}
+
+/// Connections wrk keeps open against the HTTP server: as many requests as one client may
+/// have in flight (more are answered 429).
+const HTTP_CONNECTIONS: usize = toolcell::mcp::http::MAX_REQUESTS_PER_CLIENT;
+/// How long wrk warms the HTTP server up, then measures it.
+const HTTP_WARMUP: &str = "2s";
+const HTTP_RUN: &str = "5s";
+
+/// Serve echo over HTTP from `binary` and load it with wrk (one thread, [`HTTP_CONNECTIONS`]
+/// connections, each answer's status checked, one answer's body checked first); the server's
+/// CPU is measured over the measured run. `None` without wrk.
+fn serve_echo_http(
+    binary: &std::path::Path,
+    cache: &std::path::Path,
+    key: &std::path::Path,
+) -> Option<Served> {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    Command::new("wrk").arg("--version").output().ok()?;
+    let ticks_per_second: u64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100);
+    let mut child = Command::new(binary)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env(toolcell::CACHE_DIR_ENV, cache)
+        .env(toolcell::CACHE_KEY_ENV, key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start toolcell serve --http");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).expect("stderr") > 0,
+            "the server ended"
+        );
+        if let Some(url) = line.trim_end().strip_prefix("toolcell: serving MCP at ") {
+            break url.to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "echo"),
+    ];
+    // One request by hand: the answer must be echo's, not an error wrk would count as a 200.
+    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect");
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream
+        .write_all(format!("{head}\r\n{body}").as_bytes())
+        .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("the answer");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains(r#""text":"hello""#),
+        "echo over HTTP answered: {answer}"
+    );
+    let script = tempfile::NamedTempFile::new().expect("a script file");
+    let mut lua = format!("wrk.method = \"POST\"\nwrk.body = [[{body}]]\n");
+    for (name, value) in headers {
+        lua.push_str(&format!("wrk.headers[\"{name}\"] = \"{value}\"\n"));
+    }
+    lua.push_str(
+        "done = function(summary, latency, requests)\n\
+         io.write(string.format(\"toolcell-bench %d %d %d %d %d\\n\", summary.requests, \
+         summary.duration, summary.errors.status + summary.errors.connect + summary.errors.read \
+         + summary.errors.write + summary.errors.timeout, latency:percentile(50), latency:percentile(99)))\n\
+         end\n",
+    );
+    std::fs::write(script.path(), lua).expect("the script");
+    let wrk = |duration: &str| -> (u64, u64, u64, u64, u64) {
+        let out = Command::new("wrk")
+            .args([
+                "-t1",
+                &format!("-c{HTTP_CONNECTIONS}"),
+                &format!("-d{duration}"),
+                "-s",
+            ])
+            .arg(script.path())
+            .arg(&url)
+            .output()
+            .expect("run wrk");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let numbers: Vec<u64> = text
+            .lines()
+            .find_map(|line| line.strip_prefix("toolcell-bench "))
+            .unwrap_or_else(|| panic!("wrk printed no summary: {text}"))
+            .split_whitespace()
+            .map(|n| n.parse().expect("a number"))
+            .collect();
+        (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
+    };
+    wrk(HTTP_WARMUP);
+    let cpu_before = cpu_time(child.id(), ticks_per_second);
+    let (requests, duration_us, errors, p50_us, p99_us) = wrk(HTTP_RUN);
+    let cpu = cpu_time(child.id(), ticks_per_second) - cpu_before;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(errors, 0, "wrk saw errors");
+    Some(Served {
+        p50: Duration::from_micros(p50_us),
+        p99: Duration::from_micros(p99_us),
+        calls_per_second: requests as f64 / (duration_us as f64 / 1e6),
+        cpu_per_call: cpu / u32::try_from(requests).unwrap_or(u32::MAX).max(1),
+    })
 }
 
 /// The CPU time (user + system, all threads) process `pid` has used so far.
@@ -600,18 +740,18 @@ fn in_process_p50(cases: &[Case]) -> f64 {
         .map_or(f64::NAN, |case| case.p50.as_secs_f64())
 }
 
-fn print_served(cases: &[Case], served: &[(usize, Served)]) {
+fn print_served(cases: &[Case], served: &[(String, Served)]) {
     if served.is_empty() {
         return;
     }
     let in_process = in_process_p50(cases);
     println!();
-    println!("| echo served over MCP stdio | calls/s | server CPU per call | / in-process p50 |");
+    println!("| echo served over MCP | calls/s | server CPU per call | / in-process p50 |");
     println!("|---|---:|---:|---:|");
-    for (window, run) in served {
+    for (how, run) in served {
         let cpu = run.cpu_per_call.as_secs_f64();
         println!(
-            "| {window} in flight | {:.0} | {:.1} µs | {:.1}x |",
+            "| {how} | {:.0} | {:.1} µs | {:.1}x |",
             run.calls_per_second,
             cpu * 1e6,
             cpu / in_process

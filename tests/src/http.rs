@@ -198,8 +198,12 @@ fn mcp_headers(token: Option<&str>, tool: &str) -> Vec<(&'static str, String)> {
 /// A stateless (2026-07-28) `tools/call` request: its `_meta` carries the protocol version
 /// and the client's capabilities, as every request of that era does.
 fn call_body(tool: &str, arguments: Value) -> String {
+    call_body_with_id(1, tool, arguments)
+}
+
+fn call_body_with_id(id: u64, tool: &str, arguments: Value) -> String {
     serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {
             "name": tool, "arguments": arguments,
             "_meta": {
@@ -831,5 +835,145 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
     assert_eq!(
         call(server.addr, Some(&unscoped), "clock", serde_json::json!({})).status,
         403
+    );
+}
+
+/// The audit lines of a file, parsed.
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+/// nginx from the distribution's packages (`.ci/run` installs it).
+fn nginx() -> std::path::PathBuf {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.is_file())
+        .expect("nginx is needed for the load-balancer test (apt-get install nginx-light)")
+}
+
+/// A free loopback port (a listener's, released; nothing else on this machine picks ports
+/// from the ephemeral range's low end in the moment between).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn two_replicas_behind_nginx_serve_as_one_and_survive_losing_one() {
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let audits = [
+        dir.path().join("audit-1.jsonl"),
+        dir.path().join("audit-2.jsonl"),
+    ];
+    let mut replicas: Vec<Option<Server>> = audits
+        .iter()
+        .map(|audit| Some(Server::start(&["--audit", &audit.to_string_lossy()])))
+        .collect();
+    let upstreams: String = replicas
+        .iter()
+        .flatten()
+        .map(|replica| format!("server {} max_fails=1 fail_timeout=60s;\n", replica.addr))
+        .collect();
+    let port = free_port();
+    let prefix = dir.path();
+    for temp in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        std::fs::create_dir(prefix.join(temp)).expect("nginx temp dir");
+    }
+    let config = format!(
+        "daemon off;\nmaster_process off;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {p}/body;\n proxy_temp_path {p}/proxy;\n\
+         fastcgi_temp_path {p}/fastcgi;\n uwsgi_temp_path {p}/uwsgi;\n scgi_temp_path {p}/scgi;\n\
+         upstream toolcell {{\n{upstreams}}}\n\
+         server {{\n listen 127.0.0.1:{port};\n location / {{\n  proxy_pass http://toolcell;\n\
+           proxy_set_header Host 127.0.0.1;\n  proxy_buffering off;\n\
+           proxy_next_upstream error timeout;\n }}\n }}\n}}\n",
+        p = prefix.display()
+    );
+    std::fs::write(prefix.join("nginx.conf"), config).expect("nginx.conf");
+    let mut nginx = Command::new(nginx())
+        .arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(prefix.join("nginx.conf"))
+        .arg("-e")
+        .arg(prefix.join("error.log"))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _nginx = Kill(&mut nginx);
+    let front: SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
+    let started = Instant::now();
+    while TcpStream::connect(front).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "nginx did not listen"
+        );
+        std::thread::yield_now();
+    }
+
+    const CALLS: u64 = 200;
+    let mut seen_before_kill = [0, 0];
+    for id in 0..CALLS {
+        if id == CALLS / 2 {
+            for (seen, audit) in seen_before_kill.iter_mut().zip(&audits) {
+                *seen = audit_lines(audit).len();
+            }
+            // One replica dies mid-run; nginx finds it refusing connections and moves on.
+            drop(replicas[0].take());
+        }
+        let text = format!("call {id}");
+        let headers = mcp_headers(None, "echo");
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let answer = request(
+            front,
+            "POST",
+            "/mcp",
+            &headers,
+            &call_body_with_id(id, "echo", serde_json::json!({"text": text})),
+        );
+        let (answered, error) = call_text(&answer);
+        assert_eq!(
+            (answered.as_str(), error),
+            (text.as_str(), false),
+            "call {id}"
+        );
+        assert_eq!(answer.json()["id"], id, "call {id} answered as another");
+    }
+    assert!(
+        seen_before_kill.iter().all(|&lines| lines > 0),
+        "the calls before the kill were not spread over both replicas: {seen_before_kill:?}"
+    );
+    // Every call ran once, on one replica or the other.
+    let mut ids: Vec<u64> = audits
+        .iter()
+        .flat_map(|audit| audit_lines(audit))
+        .map(|line| {
+            line["call_id"]
+                .as_str()
+                .and_then(|id| id.parse().ok())
+                .expect("a call id")
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (0..CALLS).collect::<Vec<_>>(),
+        "each call ran exactly once"
     );
 }
