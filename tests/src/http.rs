@@ -331,6 +331,20 @@ fn without_a_known_token_every_request_gets_401_and_the_challenge() {
     }
     let metrics = request(server.addr, "GET", "/metrics", &[], "");
     assert_eq!(metrics.status, 401, "metrics need the token too");
+    // Two Authorization headers, one of them good: which one counts is not left to chance.
+    let good = format!("Bearer {}", tokens[0]);
+    let headers = mcp_headers(None, "echo");
+    let mut two: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    two.push(("Authorization", "Bearer wrong"));
+    two.push(("Authorization", &good));
+    let answer = request(
+        server.addr,
+        "POST",
+        "/mcp",
+        &two,
+        &call_body("echo", serde_json::json!({"text": "hi"})),
+    );
+    assert_eq!(answer.status, 400, "{answer:?}");
     // The probes do not.
     assert_eq!(request(server.addr, "GET", "/healthz", &[], "").status, 200);
     assert_eq!(request(server.addr, "GET", "/readyz", &[], "").status, 200);
@@ -358,6 +372,16 @@ fn a_foreign_host_or_origin_is_refused() {
     assert_eq!(rebound.status, 403, "{rebound:?}");
     let foreign = with(&[("Origin", "http://attacker.example")]);
     assert_eq!(foreign.status, 403, "{foreign:?}");
+    // The metrics too: a rebinding page cannot read them.
+    let metrics = request(
+        server.addr,
+        "GET",
+        "/metrics",
+        &[("Host", "attacker.example")],
+        "",
+    );
+    assert_eq!(metrics.status, 403, "{metrics:?}");
+    assert_eq!(request(server.addr, "GET", "/metrics", &[], "").status, 200);
     // The same request from loopback, with and without a loopback Origin, is served.
     assert_eq!(call_text(&with(&[])).0, "hi");
     assert_eq!(
@@ -696,7 +720,12 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
     std::fs::create_dir(&workspace).expect("workspace");
     std::fs::write(workspace.join("notes.txt"), "alpha").expect("a file");
     let issuer = Issuer::new("test-1");
-    std::fs::write(dir.path().join("jwks.json"), issuer.jwks().to_string()).expect("jwks");
+    // Another family's key, naming no algorithm and no key id, ahead of the issuer's: it must
+    // not stop the search for the key that fits.
+    let mut jwks = issuer.jwks();
+    let keys = jwks["keys"].as_array_mut().expect("keys");
+    keys.insert(0, serde_json::json!({"kty": "RSA", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw", "e": "AQAB"}));
+    std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).expect("jwks");
     std::fs::write(
         dir.path().join("oauth.toml"),
         format!(
@@ -976,4 +1005,94 @@ fn two_replicas_behind_nginx_serve_as_one_and_survive_losing_one() {
         (0..CALLS).collect::<Vec<_>>(),
         "each call ran exactly once"
     );
+}
+
+#[test]
+fn no_session_is_kept_in_either_era() {
+    let server = Server::start(&[]);
+    // A 2025-11-25 client's handshake is answered, and no session id is handed out: nothing
+    // for the server to hold, for a client to pile up, or for another tenant to reuse.
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "0"}},
+    });
+    let answer = request(
+        server.addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &initialize.to_string(),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.header("mcp-session-id"), None, "{answer:?}");
+    // No stream to hold open either.
+    let stream = request(
+        server.addr,
+        "GET",
+        "/mcp",
+        &[("Accept", "text/event-stream")],
+        "",
+    );
+    assert_eq!(stream.status, 405, "{stream:?}");
+}
+
+#[test]
+fn one_peer_cannot_take_every_connection() {
+    use toolcell::mcp::http::MAX_CONNECTIONS_PER_PEER;
+    let server = Server::start(&[]);
+    let held: Vec<TcpStream> = (0..MAX_CONNECTIONS_PER_PEER)
+        .map(|_| TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    // Each is accepted (and idle) once /healthz answers on the last one.
+    let last = held.last().expect("a connection");
+    let mut last = last.try_clone().expect("clone");
+    write!(
+        last,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.addr
+    )
+    .expect("send");
+    let mut first_line = [0u8; 12];
+    last.read_exact(&mut first_line).expect("an answer");
+    assert_eq!(&first_line, b"HTTP/1.1 200");
+    // One more from the same address is closed unanswered.
+    let mut extra = TcpStream::connect(server.addr).expect("connect");
+    extra
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let _ = write!(
+        extra,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    let mut answer = Vec::new();
+    let _ = extra.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    // Another peer (127.0.0.2, loopback too) still gets in.
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
+        .expect("bind 127.0.0.2");
+    socket
+        .connect(&server.addr.into())
+        .expect("connect from 127.0.0.2");
+    let mut other: TcpStream = socket.into();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        other,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    )
+    .expect("send");
+    let mut answer = Vec::new();
+    other.read_to_end(&mut answer).expect("an answer");
+    assert_eq!(parse_answer(&answer).status, 200);
+    drop(held);
 }

@@ -1,8 +1,10 @@
 //! MCP over Streamable HTTP: `toolcell serve --http ADDR`.
 //!
 //! rmcp's Streamable HTTP service speaks the protocol: the stateless 2026-07-28 era (every
-//! request stands alone, so any replica can answer it) and the session-based 2025-11-25
-//! handshake for older clients. Around it, this module is what a server shared by many clients
+//! request stands alone, so any replica can answer it) and the 2025-11-25 `initialize`
+//! handshake for older clients, served without sessions (the server assigns no
+//! `Mcp-Session-Id`, which that era allows; a `GET` stream is answered `405`), so every request
+//! of either era stands alone. Around it, this module is what a server shared by many clients
 //! needs and rmcp leaves to its user:
 //!
 //! - **No anonymous access off loopback.** Binding an address that is not loopback without a
@@ -66,9 +68,18 @@ pub const MAX_REQUESTS_PER_CLIENT: usize = crate::engine::POOL_SLOTS as usize / 
 /// a descriptor and a task: this keeps a flood of idle connections from exhausting them.
 pub const MAX_CONNECTIONS: usize = 1024;
 
+/// How many of those connections one peer address may hold: a quarter, so that one client
+/// flooding the server with idle connections leaves room for the others. (A proxy in front
+/// is one peer: size its connection pool below this.)
+pub const MAX_CONNECTIONS_PER_PEER: usize = MAX_CONNECTIONS / 4;
+
 /// How long a client may take to send a request's headers (a slow client holding connections
 /// open without finishing a request is the oldest way to exhaust a server).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client may take to send a request's body once its headers are in (`408` past
+/// it): a body that never ends would otherwise hold one of its client's places for good.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long calls in flight may run on after SIGTERM, by default, before they are stopped.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -220,6 +231,44 @@ impl Drop for RunningGuard {
     }
 }
 
+/// One peer's place among [`MAX_CONNECTIONS_PER_PEER`], given back when dropped.
+struct PeerConnection {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    peer: IpAddr,
+}
+
+impl PeerConnection {
+    fn enter(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, peer: IpAddr) -> Option<PeerConnection> {
+        let mut map = counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = map.entry(peer).or_insert(0);
+        if *count >= MAX_CONNECTIONS_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(PeerConnection {
+            counts: Arc::clone(counts),
+            peer,
+        })
+    }
+}
+
+impl Drop for PeerConnection {
+    fn drop(&mut self) {
+        let mut map = self
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = map.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&self.peer);
+            }
+        }
+    }
+}
+
 /// Everything a request is handled with.
 struct Front {
     runtime: Arc<Runtime>,
@@ -229,6 +278,8 @@ struct Front {
     /// Requests in flight per client (a tenant's name, or a peer address).
     per_client: Mutex<HashMap<String, usize>>,
     draining: AtomicBool,
+    /// The `Host` names allowed (rmcp checks them on `/mcp`; the front on `/metrics`).
+    hosts: Vec<String>,
 }
 
 /// A client's place among [`MAX_REQUESTS_PER_CLIENT`], given back when dropped.
@@ -254,6 +305,26 @@ impl Drop for ClientPermit<'_> {
 }
 
 impl Front {
+    /// Whether the `Host` header names an allowed host: an entry `name` allows it on any port,
+    /// `name:port` on that port only.
+    fn host_allowed(&self, headers: &http::HeaderMap) -> bool {
+        let Some(host) = headers
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+        else {
+            return false;
+        };
+        let host = host.trim().to_ascii_lowercase();
+        let name = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => host.split(':').next().unwrap_or_default(),
+        };
+        self.hosts.iter().any(|allowed| {
+            let allowed = allowed.to_ascii_lowercase();
+            allowed == host || allowed.trim_start_matches('[').trim_end_matches(']') == name
+        })
+    }
+
     fn permit(&self, client: String) -> Option<ClientPermit<'_>> {
         let mut counts = self
             .per_client
@@ -273,6 +344,21 @@ impl Front {
     /// Who the request's bearer token says it is from; with no authentication configured
     /// (loopback only), anonymous, and calls run in the default context.
     fn authenticate<B>(&self, request: &Request<B>) -> Result<Caller, Box<BoxResponse>> {
+        if request
+            .headers()
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .count()
+            > 1
+        {
+            // RFC 6750, section 2: one method, once. Which one a proxy or a server would pick
+            // is exactly what an attacker wants to choose.
+            return Err(Box::new(respond(
+                StatusCode::BAD_REQUEST,
+                &[],
+                "more than one Authorization header\n",
+            )));
+        }
         let presented = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -374,7 +460,19 @@ async fn route(
                 respond(StatusCode::OK, &[], "ready\n")
             }
         }
+        "/metrics" if get && !front.host_allowed(request.headers()) => respond(
+            StatusCode::FORBIDDEN,
+            &[],
+            "Forbidden: Host header is not allowed\n",
+        ),
         "/metrics" if get => match front.authenticate(&request) {
+            Ok(Caller::OAuth(principal)) if matches!(&front.auth, Auth::OAuth(oauth) if oauth.missing_scope(&principal, None).is_some()) => {
+                respond(
+                    StatusCode::FORBIDDEN,
+                    &[],
+                    "the token lacks this server's scope\n",
+                )
+            }
             Ok(_) => respond(
                 StatusCode::OK,
                 &[(
@@ -424,10 +522,19 @@ async fn route(
             // The body, read to its limit here, so a too-large one is refused before MCP and
             // a call's tool is known for the scope check.
             let (mut parts, body) = request.into_parts();
-            let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)
-                .collect()
-                .await
-            {
+            let collected = tokio::time::timeout(
+                BODY_READ_TIMEOUT,
+                http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES).collect(),
+            )
+            .await;
+            let Ok(collected) = collected else {
+                return Ok(respond(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &[(header::CONNECTION, "close")],
+                    "the request body did not arrive in time\n",
+                ));
+            };
+            let body = match collected {
                 Ok(collected) => collected.to_bytes(),
                 Err(error) => {
                     if error.is::<http_body_util::LengthLimitError>() {
@@ -543,11 +650,16 @@ async fn serve_http_on(
     } else {
         options.allowed_origins.clone()
     };
+    let hosts_allowed = hosts.clone();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
-        .with_legacy_session_mode(true)
+        // No sessions, in either era: toolcell keeps no state between requests, and a session
+        // would be memory a client can make the server hold (rmcp keeps each for minutes, with
+        // no bound on how many), a stream it can keep open, and an id another tenant could
+        // reuse. A 2025-11-25 client still shakes hands; each of its requests stands alone.
+        .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_cancellation_token(sessions_end.clone());
     let server =
@@ -564,6 +676,7 @@ async fn serve_http_on(
         metrics,
         per_client: Mutex::new(HashMap::new()),
         draining: AtomicBool::new(false),
+        hosts: hosts_allowed,
     });
 
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -575,6 +688,7 @@ async fn serve_http_on(
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_peer: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
     loop {
@@ -596,6 +710,10 @@ async fn serve_http_on(
             drop(stream);
             continue;
         };
+        let Some(peer_permit) = PeerConnection::enter(&per_peer, peer.ip()) else {
+            drop(stream);
+            continue;
+        };
         let front = Arc::clone(&front);
         let service =
             hyper::service::service_fn(move |request| route(Arc::clone(&front), peer, request));
@@ -608,6 +726,7 @@ async fn serve_http_on(
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "an HTTP connection ended with an error");
             }
+            drop(peer_permit);
             drop(permit);
         });
     }

@@ -164,17 +164,34 @@ impl OAuth {
             let Ok(key) = DecodingKey::from_jwk(jwk) else {
                 continue;
             };
-            // A key is used only with the algorithm it names, or with every allowed one of its
-            // family when it names none.
+            // A key is used only with the algorithm it names, or with every allowed algorithm of
+            // its own family (EC, RSA, OKP) when it names none.
+            use jsonwebtoken::jwk::AlgorithmParameters;
+            let of_family = |alg: &Algorithm| match &jwk.algorithm {
+                AlgorithmParameters::EllipticCurve(_) => {
+                    matches!(alg, Algorithm::ES256 | Algorithm::ES384)
+                }
+                AlgorithmParameters::RSA(_) => matches!(
+                    alg,
+                    Algorithm::RS256
+                        | Algorithm::RS384
+                        | Algorithm::RS512
+                        | Algorithm::PS256
+                        | Algorithm::PS384
+                        | Algorithm::PS512
+                ),
+                AlgorithmParameters::OctetKeyPair(_) => matches!(alg, Algorithm::EdDSA),
+                AlgorithmParameters::OctetKey(_) => false,
+            };
             let family: Vec<Algorithm> = match jwk.common.key_algorithm {
                 Some(named) => named
                     .to_string()
                     .parse::<Algorithm>()
                     .ok()
-                    .filter(|alg| algorithms.contains(alg))
+                    .filter(|alg| algorithms.contains(alg) && of_family(alg))
                     .into_iter()
                     .collect(),
-                None => algorithms.clone(),
+                None => algorithms.iter().copied().filter(of_family).collect(),
             };
             for alg in family {
                 keys.push((jwk.common.key_id.clone(), key.clone(), alg));
@@ -272,8 +289,17 @@ impl OAuth {
                         ErrorKind::InvalidSignature => "the signature does not verify".to_owned(),
                         _ => "the token does not verify".to_owned(),
                     };
-                    // Only a bad signature means another key might fit.
-                    if !matches!(error.kind(), ErrorKind::InvalidSignature) {
+                    // A failed claim check is the token's; anything else (the signature, the
+                    // key's form) may be this key's, and another key may fit.
+                    let claims_failed = matches!(
+                        error.kind(),
+                        ErrorKind::ExpiredSignature
+                            | ErrorKind::ImmatureSignature
+                            | ErrorKind::InvalidAudience
+                            | ErrorKind::InvalidIssuer
+                            | ErrorKind::MissingRequiredClaim(_)
+                    );
+                    if claims_failed {
                         return Err(last);
                     }
                 }
