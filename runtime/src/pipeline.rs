@@ -301,7 +301,7 @@ impl Runtime {
         arguments: &str,
         options: &CallOptions,
     ) -> CallReport {
-        self.run_in(id, name, arguments, &self.default_context, options)
+        self.handle_report_in(id, name, arguments, &self.default_context, options)
             .await
     }
 

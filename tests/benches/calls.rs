@@ -520,13 +520,7 @@ fn serve_echo_http(
 ) -> Option<Served> {
     use std::io::{BufRead as _, Read as _, Write as _};
     Command::new("wrk").arg("--version").output().ok()?;
-    let ticks_per_second: u64 = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100);
+    let ticks_per_second = ticks_per_second();
     let mut child = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0"])
         .env(toolcell::CACHE_DIR_ENV, cache)
@@ -625,6 +619,17 @@ fn serve_echo_http(
     })
 }
 
+/// The kernel's clock ticks per second, the unit of `/proc/PID/stat`'s CPU times.
+fn ticks_per_second() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100)
+}
+
 /// The CPU time (user + system, all threads) process `pid` has used so far.
 fn cpu_time(pid: u32, ticks_per_second: u64) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
@@ -649,13 +654,7 @@ fn serve_echo(
     window: usize,
 ) -> Served {
     use std::io::{BufRead as _, Write as _};
-    let ticks_per_second: u64 = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100);
+    let ticks_per_second = ticks_per_second();
     let mut child = Command::new(binary)
         .arg("serve")
         .env(toolcell::CACHE_DIR_ENV, cache)

@@ -231,39 +231,51 @@ impl Drop for RunningGuard {
     }
 }
 
-/// One peer's place among [`MAX_CONNECTIONS_PER_PEER`], given back when dropped.
-struct PeerConnection {
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    peer: IpAddr,
+/// How many places each key (a client, a peer address) holds, each place given back when its
+/// [`Place`] drops.
+struct Counts<K: std::hash::Hash + Eq + Clone>(Arc<Mutex<HashMap<K, usize>>>);
+
+impl<K: std::hash::Hash + Eq + Clone> Default for Counts<K> {
+    fn default() -> Self {
+        Counts(Arc::default())
+    }
 }
 
-impl PeerConnection {
-    fn enter(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, peer: IpAddr) -> Option<PeerConnection> {
-        let mut map = counts
+impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
+    /// A place for `key`, unless it holds `max` already.
+    fn enter(&self, key: K, max: usize) -> Option<Place<K>> {
+        let mut counts = self
+            .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = map.entry(peer).or_insert(0);
-        if *count >= MAX_CONNECTIONS_PER_PEER {
+        let count = counts.entry(key.clone()).or_insert(0);
+        if *count >= max {
             return None;
         }
         *count += 1;
-        Some(PeerConnection {
-            counts: Arc::clone(counts),
-            peer,
+        Some(Place {
+            counts: Arc::clone(&self.0),
+            key,
         })
     }
 }
 
-impl Drop for PeerConnection {
+/// One place among a key's [`Counts`].
+struct Place<K: std::hash::Hash + Eq + Clone> {
+    counts: Arc<Mutex<HashMap<K, usize>>>,
+    key: K,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Drop for Place<K> {
     fn drop(&mut self) {
-        let mut map = self
+        let mut counts = self
             .counts
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = map.get_mut(&self.peer) {
+        if let Some(count) = counts.get_mut(&self.key) {
             *count -= 1;
             if *count == 0 {
-                map.remove(&self.peer);
+                counts.remove(&self.key);
             }
         }
     }
@@ -276,32 +288,10 @@ struct Front {
     auth: Auth,
     metrics: Arc<Metrics>,
     /// Requests in flight per client (a tenant's name, or a peer address).
-    per_client: Mutex<HashMap<String, usize>>,
+    per_client: Counts<String>,
     draining: AtomicBool,
     /// The `Host` names allowed (rmcp checks them on `/mcp`; the front on `/metrics`).
     hosts: Vec<String>,
-}
-
-/// A client's place among [`MAX_REQUESTS_PER_CLIENT`], given back when dropped.
-struct ClientPermit<'a> {
-    front: &'a Front,
-    client: String,
-}
-
-impl Drop for ClientPermit<'_> {
-    fn drop(&mut self) {
-        let mut counts = self
-            .front
-            .per_client
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = counts.get_mut(&self.client) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.client);
-            }
-        }
-    }
 }
 
 impl Front {
@@ -322,22 +312,6 @@ impl Front {
         self.hosts.iter().any(|allowed| {
             let allowed = allowed.to_ascii_lowercase();
             allowed == host || allowed.trim_start_matches('[').trim_end_matches(']') == name
-        })
-    }
-
-    fn permit(&self, client: String) -> Option<ClientPermit<'_>> {
-        let mut counts = self
-            .per_client
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = counts.entry(client.clone()).or_insert(0);
-        if *count >= MAX_REQUESTS_PER_CLIENT {
-            return None;
-        }
-        *count += 1;
-        Some(ClientPermit {
-            front: self,
-            client,
         })
     }
 
@@ -511,7 +485,7 @@ async fn route(
                 Some(tenant) => format!("tenant:{}", tenant.name),
                 None => format!("peer:{}", peer.ip()),
             };
-            let Some(_permit) = front.permit(client) else {
+            let Some(_place) = front.per_client.enter(client, MAX_REQUESTS_PER_CLIENT) else {
                 front.metrics.refused(Refusal::TooManyRequests);
                 return Ok(respond(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -674,7 +648,7 @@ async fn serve_http_on(
         mcp,
         auth,
         metrics,
-        per_client: Mutex::new(HashMap::new()),
+        per_client: Counts::default(),
         draining: AtomicBool::new(false),
         hosts: hosts_allowed,
     });
@@ -688,7 +662,7 @@ async fn serve_http_on(
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let per_peer: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let per_peer: Counts<IpAddr> = Counts::default();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
     loop {
@@ -710,7 +684,7 @@ async fn serve_http_on(
             drop(stream);
             continue;
         };
-        let Some(peer_permit) = PeerConnection::enter(&per_peer, peer.ip()) else {
+        let Some(peer_place) = per_peer.enter(peer.ip(), MAX_CONNECTIONS_PER_PEER) else {
             drop(stream);
             continue;
         };
@@ -726,7 +700,7 @@ async fn serve_http_on(
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "an HTTP connection ended with an error");
             }
-            drop(peer_permit);
+            drop(peer_place);
             drop(permit);
         });
     }
