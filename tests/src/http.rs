@@ -1096,3 +1096,58 @@ fn one_peer_cannot_take_every_connection() {
     assert_eq!(parse_answer(&answer).status, 200);
     drop(held);
 }
+
+#[test]
+fn a_cancel_notification_stops_the_call_it_names() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--pool-slots",
+        "1",
+    ]);
+    let addr = server.addr;
+    std::thread::scope(|scope| {
+        let spinning = scope.spawn(move || {
+            let headers = mcp_headers(None, "hostile");
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            request(
+                addr,
+                "POST",
+                "/mcp",
+                &headers,
+                &call_body_with_id(42, "hostile", serde_json::json!({"do": "spin"})),
+            )
+        });
+        wait_for_slots(addr, None, 1);
+        let cancel = serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 42, "reason": "the user moved on"},
+        });
+        let sent = Instant::now();
+        let answer = request(
+            addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "notifications/cancelled"),
+            ],
+            &cancel.to_string(),
+        );
+        assert!(answer.status < 300, "{answer:?}");
+        let spun = spinning.join().expect("the spinning call");
+        let took = sent.elapsed();
+        let (text, error) = call_text(&spun);
+        assert!(error && text.contains("Cancelled"), "{text}");
+        // The spinning guest's own deadline is 5 s.
+        assert!(
+            took < Duration::from_secs(2),
+            "answered {took:?} after the cancel"
+        );
+    });
+}

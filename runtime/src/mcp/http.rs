@@ -173,22 +173,37 @@ impl Caller {
 #[derive(Default)]
 pub(crate) struct Running {
     next: AtomicU64,
-    calls: Mutex<HashMap<u64, StopToken>>,
+    /// Each call's client and request id (how a `notifications/cancelled` names it), and what
+    /// stops it.
+    calls: Mutex<HashMap<u64, (CallKey, StopToken)>>,
     idle: tokio::sync::Notify,
 }
 
+/// Which client made a call, and the JSON-RPC id it gave it: a client can cancel its own
+/// calls only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallKey {
+    pub(crate) client: Option<ClientKey>,
+    pub(crate) request: String,
+}
+
+/// The client a request came from, as the front counts it (a tenant, or a peer address); put
+/// in the request's extensions for the MCP handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientKey(pub(crate) String);
+
 impl Running {
     /// Note a call that `stop` stops; it is forgotten when the guard drops.
-    pub(crate) fn enter(self: &Arc<Self>, stop: StopToken) -> RunningGuard {
+    pub(crate) fn enter(self: &Arc<Self>, key: CallKey, stop: StopToken) -> RunningGuard {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, stop);
+        self.lock().insert(id, (key, stop));
         RunningGuard {
             running: Arc::clone(self),
             id,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, StopToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (CallKey, StopToken)>> {
         self.calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -199,9 +214,20 @@ impl Running {
     }
 
     fn stop_all(&self) {
-        for stop in self.lock().values() {
+        for (_, stop) in self.lock().values() {
             stop.stop();
         }
+    }
+
+    /// Stop the calls `key` names (a client's request id); how many there were.
+    fn stop(&self, key: &CallKey) -> usize {
+        let calls = self.lock();
+        let mut stopped = 0;
+        for (_, stop) in calls.values().filter(|(call, _)| call == key) {
+            stop.stop();
+            stopped += 1;
+        }
+        stopped
     }
 
     async fn until_idle(&self) {
@@ -213,6 +239,27 @@ impl Running {
             notified.await;
         }
     }
+}
+
+/// The request ids a body's `notifications/cancelled` messages name (a batch is looked
+/// through too), as the MCP handler writes request ids.
+fn cancelled_requests(body: &[u8]) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let messages = match value {
+        serde_json::Value::Array(messages) => messages,
+        message => vec![message],
+    };
+    messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/cancelled")
+        .filter_map(|message| match &message["params"]["requestId"] {
+            serde_json::Value::Number(number) => Some(number.to_string()),
+            serde_json::Value::String(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Forgets its call when dropped.
@@ -292,6 +339,8 @@ struct Front {
     draining: AtomicBool,
     /// The `Host` names allowed (rmcp checks them on `/mcp`; the front on `/metrics`).
     hosts: Vec<String>,
+    /// The calls running now.
+    running: Arc<Running>,
 }
 
 impl Front {
@@ -485,7 +534,10 @@ async fn route(
                 Some(tenant) => format!("tenant:{}", tenant.name),
                 None => format!("peer:{}", peer.ip()),
             };
-            let Some(_place) = front.per_client.enter(client, MAX_REQUESTS_PER_CLIENT) else {
+            let Some(_place) = front
+                .per_client
+                .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
+            else {
                 front.metrics.refused(Refusal::TooManyRequests);
                 return Ok(respond(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -547,6 +599,16 @@ async fn route(
                     ));
                 }
             }
+            // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
+            // names: the front stops that call, if it is this client's.
+            for request in cancelled_requests(&body) {
+                let key = CallKey {
+                    client: Some(ClientKey(client.clone())),
+                    request,
+                };
+                front.running.stop(&key);
+            }
+            parts.extensions.insert(ClientKey(client.clone()));
             if let Some(tenant) = caller.tenant() {
                 parts.extensions.insert(Arc::clone(tenant));
             }
@@ -651,6 +713,7 @@ async fn serve_http_on(
         per_client: Counts::default(),
         draining: AtomicBool::new(false),
         hosts: hosts_allowed,
+        running: Arc::clone(&running),
     });
 
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -743,6 +806,27 @@ async fn serve_http_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cancellation_stops_only_the_calls_of_its_own_client() {
+        let running = Arc::new(Running::default());
+        let key = |client: &str, request: &str| CallKey {
+            client: Some(ClientKey(client.to_owned())),
+            request: request.to_owned(),
+        };
+        let (a, b) = (StopToken::new(), StopToken::new());
+        let _a = running.enter(key("tenant:a", "7"), a.clone());
+        let _b = running.enter(key("tenant:b", "7"), b.clone());
+        assert_eq!(running.stop(&key("tenant:c", "7")), 0);
+        assert_eq!(running.stop(&key("tenant:a", "8")), 0);
+        assert!(!a.is_stopped() && !b.is_stopped());
+        assert_eq!(running.stop(&key("tenant:b", "7")), 1);
+        assert!(!a.is_stopped() && b.is_stopped());
+        assert_eq!(
+            cancelled_requests(br#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"method":"notifications/cancelled","params":{"requestId":"x"}},{"method":"tools/call","params":{"requestId":9}}]"#),
+            ["7", "x"]
+        );
+    }
 
     #[test]
     fn only_loopback_may_go_without_authentication() {

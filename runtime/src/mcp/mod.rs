@@ -174,10 +174,18 @@ impl ServerHandler for McpServer {
             None => self.runtime.default_context(),
         };
         let started = std::time::Instant::now();
-        let _running = self
-            .http
-            .as_ref()
-            .map(|(_, running)| running.enter(stop.clone()));
+        let _running = self.http.as_ref().map(|(_, running)| {
+            let client = context
+                .extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+                .cloned();
+            let key = http::CallKey {
+                client,
+                request: id.clone(),
+            };
+            running.enter(key, stop.clone())
+        });
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
         // own per request; a pointer is cheaper to move than kilobytes of state.
         let mut call = Box::pin(self.runtime.handle_report_in(
