@@ -197,11 +197,7 @@ fn mcp_headers(token: Option<&str>, tool: &str) -> Vec<(&'static str, String)> {
 
 /// A stateless (2026-07-28) `tools/call` request: its `_meta` carries the protocol version
 /// and the client's capabilities, as every request of that era does.
-fn call_body(tool: &str, arguments: Value) -> String {
-    call_body_with_id(1, tool, arguments)
-}
-
-fn call_body_with_id(id: u64, tool: &str, arguments: Value) -> String {
+fn call_body(id: u64, tool: &str, arguments: Value) -> String {
     serde_json::json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {
@@ -217,9 +213,28 @@ fn call_body_with_id(id: u64, tool: &str, arguments: Value) -> String {
 
 /// A stateless `tools/call` of `tool` with `arguments`, as `token`'s tenant.
 fn call(addr: SocketAddr, token: Option<&str>, tool: &str, arguments: Value) -> Answer {
+    call_with(addr, token, 1, tool, arguments, &[])
+}
+
+/// [`call`] with the request id `id`, and `extra` headers after the usual ones.
+fn call_with(
+    addr: SocketAddr,
+    token: Option<&str>,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+    extra: &[(&str, &str)],
+) -> Answer {
     let headers = mcp_headers(token, tool);
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    request(addr, "POST", "/mcp", &headers, &call_body(tool, arguments))
+    let mut headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    headers.extend_from_slice(extra);
+    request(
+        addr,
+        "POST",
+        "/mcp",
+        &headers,
+        &call_body(id, tool, arguments),
+    )
 }
 
 /// The text of a `tools/call` answer, and whether it is an error.
@@ -333,16 +348,13 @@ fn without_a_known_token_every_request_gets_401_and_the_challenge() {
     assert_eq!(metrics.status, 401, "metrics need the token too");
     // Two Authorization headers, one of them good: which one counts is not left to chance.
     let good = format!("Bearer {}", tokens[0]);
-    let headers = mcp_headers(None, "echo");
-    let mut two: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    two.push(("Authorization", "Bearer wrong"));
-    two.push(("Authorization", &good));
-    let answer = request(
+    let answer = call_with(
         server.addr,
-        "POST",
-        "/mcp",
-        &two,
-        &call_body("echo", serde_json::json!({"text": "hi"})),
+        None,
+        1,
+        "echo",
+        serde_json::json!({"text": "hi"}),
+        &[("Authorization", "Bearer wrong"), ("Authorization", &good)],
     );
     assert_eq!(answer.status, 400, "{answer:?}");
     // The probes do not.
@@ -360,12 +372,15 @@ fn without_a_known_token_every_request_gets_401_and_the_challenge() {
 #[test]
 fn a_foreign_host_or_origin_is_refused() {
     let server = Server::start(&[]);
-    let body = &call_body("echo", serde_json::json!({"text": "hi"}));
-    let headers = mcp_headers(None, "echo");
-    let with = |extra: &[(&'static str, &'static str)]| {
-        let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        all.extend_from_slice(extra);
-        request(server.addr, "POST", "/mcp", &all, body)
+    let with = |extra: &[(&str, &str)]| {
+        call_with(
+            server.addr,
+            None,
+            1,
+            "echo",
+            serde_json::json!({"text": "hi"}),
+            extra,
+        )
     };
     // A page at attacker.example whose name now resolves to 127.0.0.1 (DNS rebinding).
     let rebound = with(&[("Host", "attacker.example")]);
@@ -621,7 +636,7 @@ fn closing_a_calls_stream_stops_its_instance() {
         "1",
     ]);
     // A call that spins until its 5 s deadline holds the one slot; its client goes away.
-    let body = &call_body("hostile", serde_json::json!({"do": "spin"}));
+    let body = &call_body(1, "hostile", serde_json::json!({"do": "spin"}));
     let mut stream = TcpStream::connect(server.addr).expect("connect");
     let headers: String = mcp_headers(None, "hostile")
         .iter()
@@ -967,14 +982,13 @@ fn two_replicas_behind_nginx_serve_as_one_and_survive_losing_one() {
             drop(replicas[0].take());
         }
         let text = format!("call {id}");
-        let headers = mcp_headers(None, "echo");
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let answer = request(
+        let answer = call_with(
             front,
-            "POST",
-            "/mcp",
-            &headers,
-            &call_body_with_id(id, "echo", serde_json::json!({"text": text})),
+            None,
+            id,
+            "echo",
+            serde_json::json!({"text": text}),
+            &[],
         );
         let (answered, error) = call_text(&answer);
         assert_eq!(
@@ -1110,15 +1124,13 @@ fn a_cancel_notification_stops_the_call_it_names() {
     let addr = server.addr;
     std::thread::scope(|scope| {
         let spinning = scope.spawn(move || {
-            let headers = mcp_headers(None, "hostile");
-            let headers: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            request(
+            call_with(
                 addr,
-                "POST",
-                "/mcp",
-                &headers,
-                &call_body_with_id(42, "hostile", serde_json::json!({"do": "spin"})),
+                None,
+                42,
+                "hostile",
+                serde_json::json!({"do": "spin"}),
+                &[],
             )
         });
         wait_for_slots(addr, None, 1);

@@ -241,27 +241,6 @@ impl Running {
     }
 }
 
-/// The request ids a body's `notifications/cancelled` messages name (a batch is looked
-/// through too), as the MCP handler writes request ids.
-fn cancelled_requests(body: &[u8]) -> Vec<String> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return Vec::new();
-    };
-    let messages = match value {
-        serde_json::Value::Array(messages) => messages,
-        message => vec![message],
-    };
-    messages
-        .iter()
-        .filter(|message| message["method"] == "notifications/cancelled")
-        .filter_map(|message| match &message["params"]["requestId"] {
-            serde_json::Value::Number(number) => Some(number.to_string()),
-            serde_json::Value::String(text) => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Forgets its call when dropped.
 pub(crate) struct RunningGuard {
     running: Arc<Running>,
@@ -423,31 +402,51 @@ impl Front {
     }
 }
 
-/// The tools a request body calls: each `tools/call`'s name, and for `call_tool`, the tool it
-/// calls (a batch is looked through too).
-fn called_tools(body: &[u8]) -> Vec<String> {
+/// What the front reads of a request body's messages (a batch is looked through too).
+#[derive(Debug, Default, PartialEq)]
+struct Peeked {
+    /// Each `tools/call`'s tool, and for `call_tool`, the tool it calls: for the scope check.
+    called: Vec<String>,
+    /// The request ids of `notifications/cancelled` messages, as the MCP handler writes
+    /// request ids: the calls to stop.
+    cancelled: Vec<String>,
+}
+
+/// The marker of a body that may cancel a call: without it (and without OAuth's scope check)
+/// the front does not parse the body at all, and rmcp's parse is its only one.
+const CANCEL_MARKER: &[u8] = b"notifications/cancelled";
+
+/// Read `body` once for what the front needs. Parsed as a `serde_json::Value`, which keeps the
+/// last of duplicate keys, as rmcp's parse does, so the tool checked is the tool run.
+fn peek(body: &[u8]) -> Peeked {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return Vec::new();
+        return Peeked::default();
     };
     let messages = match value {
         serde_json::Value::Array(messages) => messages,
         message => vec![message],
     };
-    let mut tools = Vec::new();
+    let mut peeked = Peeked::default();
     for message in &messages {
-        if message["method"] != "tools/call" {
-            continue;
-        }
-        if let Some(name) = message["params"]["name"].as_str() {
-            tools.push(name.to_owned());
-            if name == crate::CALL_TOOL
-                && let Some(inner) = message["params"]["arguments"]["name"].as_str()
-            {
-                tools.push(inner.to_owned());
+        let params = &message["params"];
+        if message["method"] == "tools/call" {
+            if let Some(name) = params["name"].as_str() {
+                peeked.called.push(name.to_owned());
+                if name == crate::CALL_TOOL
+                    && let Some(inner) = params["arguments"]["name"].as_str()
+                {
+                    peeked.called.push(inner.to_owned());
+                }
+            }
+        } else if message["method"] == "notifications/cancelled" {
+            match &params["requestId"] {
+                serde_json::Value::Number(number) => peeked.cancelled.push(number.to_string()),
+                serde_json::Value::String(text) => peeked.cancelled.push(text.clone()),
+                _ => {}
             }
         }
     }
-    tools
+    peeked
 }
 
 fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: &str) -> BoxResponse {
@@ -580,10 +579,22 @@ async fn route(
                     ));
                 }
             };
-            if let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, &caller) {
-                let tools = called_tools(&body);
+            let scoped = match (&front.auth, &caller) {
+                (Auth::OAuth(oauth), Caller::OAuth(principal)) => Some((oauth, principal)),
+                _ => None,
+            };
+            let peeked = if scoped.is_some()
+                || body
+                    .windows(CANCEL_MARKER.len())
+                    .any(|window| window == CANCEL_MARKER)
+            {
+                peek(&body)
+            } else {
+                Peeked::default()
+            };
+            if let Some((oauth, principal)) = scoped {
                 let lacking = std::iter::once(None)
-                    .chain(tools.iter().map(|tool| Some(tool.as_str())))
+                    .chain(peeked.called.iter().map(|tool| Some(tool.as_str())))
                     .find_map(|tool| oauth.missing_scope(principal, tool));
                 if let Some(scope) = lacking {
                     return Ok(respond(
@@ -601,7 +612,7 @@ async fn route(
             }
             // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
             // names: the front stops that call, if it is this client's.
-            for request in cancelled_requests(&body) {
+            for request in peeked.cancelled {
                 let key = CallKey {
                     client: Some(ClientKey(client.clone())),
                     request,
@@ -823,8 +834,11 @@ mod tests {
         assert_eq!(running.stop(&key("tenant:b", "7")), 1);
         assert!(!a.is_stopped() && b.is_stopped());
         assert_eq!(
-            cancelled_requests(br#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"method":"notifications/cancelled","params":{"requestId":"x"}},{"method":"tools/call","params":{"requestId":9}}]"#),
-            ["7", "x"]
+            peek(br#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"method":"notifications/cancelled","params":{"requestId":"x"}},{"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"echo"}}}]"#),
+            Peeked {
+                called: vec!["call_tool".to_owned(), "echo".to_owned()],
+                cancelled: vec!["7".to_owned(), "x".to_owned()],
+            }
         );
     }
 
