@@ -2,9 +2,7 @@
 //! directories, component bytes, native tools), its policy, its engine and its defaults.
 
 use crate::builtin::BUILTIN_TOOLS;
-use crate::cache::{
-    CacheStats, CompileCache, default_cache_dir, default_cache_key_file, sha256_hex,
-};
+use crate::cache::{CacheStats, CompileCache, default_cache_dir, default_cache_key_file};
 use crate::context::{CallContext, DEFAULT_AGENT};
 use crate::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
 use crate::gate::{Approver, Gate};
@@ -291,25 +289,25 @@ impl RuntimeBuilder {
             };
             runtime.cache_stats.record(outcome);
             let policy = self.policy.tool(&loaded.info.name);
-            // Hash the component only when the policy pins it.
-            if let Some(pin) = &policy.sha256 {
-                let digest = sha256_hex(&bytes);
-                if *pin != digest {
-                    runtime.load_errors.push(LoadError {
-                        source: loaded.source,
-                        message: format!(
-                            "its sha256 is {digest}, but the policy pins {} to {pin}",
-                            loaded.info.name
-                        ),
-                    });
-                    continue;
-                }
+            let digest = entry.digest().to_owned();
+            if let Some(pin) = &policy.sha256
+                && *pin != digest
+            {
+                runtime.load_errors.push(LoadError {
+                    source: loaded.source,
+                    message: format!(
+                        "its sha256 is {digest}, but the policy pins {} to {pin}",
+                        loaded.info.name
+                    ),
+                });
+                continue;
             }
             let tool = Tool {
                 info: loaded.info,
                 schema: loaded.schema,
                 policy,
                 source: loaded.source,
+                digest: Some(digest),
                 executable: Executable::Wasm(loaded.pre),
             };
             runtime.add(tool, &mut order);
@@ -332,6 +330,7 @@ impl RuntimeBuilder {
                         info,
                         schema,
                         source,
+                        digest: None,
                         executable: Executable::Native(native),
                     };
                     runtime.add(tool, &mut order);

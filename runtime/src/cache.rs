@@ -146,8 +146,8 @@ impl CompileCache {
 
     /// The cache entry for `bytes` (the component is hashed once, here).
     pub(crate) fn entry(&self, engine: &Engine, bytes: &[u8]) -> CacheEntry {
+        let component: [u8; 32] = Sha256::digest(bytes).into();
         let store = self.store.as_ref().map(|(dir, key)| {
-            let component: [u8; 32] = Sha256::digest(bytes).into();
             let mut hasher = Sha256Hasher::default();
             engine.precompile_compatibility_hash().hash(&mut hasher);
             let engine_hash = hasher.0.finalize();
@@ -165,13 +165,18 @@ impl CompileCache {
                 bound,
             }
         });
-        CacheEntry { store }
+        CacheEntry {
+            digest: hex(&component),
+            store,
+        }
     }
 }
 
 /// Where one component's compiled form lives in the cache, if a cache is in use.
 #[derive(Clone)]
 pub(crate) struct CacheEntry {
+    /// The component's sha256, as lowercase hex: its identity (policy pins check it).
+    digest: String,
     store: Option<EntryStore>,
 }
 
@@ -184,6 +189,11 @@ struct EntryStore {
 }
 
 impl CacheEntry {
+    /// The component's sha256, as lowercase hex.
+    pub(crate) fn digest(&self) -> &str {
+        &self.digest
+    }
+
     /// True when an entry exists (for progress reporting; it is still verified when read).
     pub(crate) fn exists(&self) -> bool {
         self.store

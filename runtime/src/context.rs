@@ -6,6 +6,7 @@
 //! number of agents and workspaces at once.
 
 use crate::limits::CallOptions;
+use crate::policy::Policy;
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub struct CallContext {
     agent: String,
     workspace: Option<Arc<Workspace>>,
     cwd: PathBuf,
+    policy: Option<Arc<Policy>>,
 }
 
 impl Default for CallContext {
@@ -31,6 +33,7 @@ impl Default for CallContext {
             agent: DEFAULT_AGENT.to_owned(),
             workspace: None,
             cwd: PathBuf::new(),
+            policy: None,
         }
     }
 }
@@ -42,7 +45,24 @@ impl CallContext {
             agent: agent.into(),
             workspace,
             cwd: PathBuf::new(),
+            policy: None,
         }
+    }
+
+    /// This context's calls decided by `policy` instead of the runtime's: each tool's rules,
+    /// limits, result class and `sha256` pin, and the `[files]` rules. What the runtime
+    /// protects by name (its policy, audit and tokens files) stays protected, and which tools
+    /// are core (listed to a model) is still the runtime's policy's choice. A server gives
+    /// each tenant its own this way; check it first with
+    /// [`Runtime::check_policy`](crate::Runtime::check_policy).
+    pub fn with_policy(mut self, policy: Arc<Policy>) -> CallContext {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// The policy this context's calls are decided by, if not the runtime's.
+    pub fn policy(&self) -> Option<&Arc<Policy>> {
+        self.policy.as_ref()
     }
 
     /// This context with its working directory at `cwd`: relative paths in a call's

@@ -141,12 +141,27 @@ impl FileRules {
                 ));
             }
         }
-        if self
-            .protected_files
-            .iter()
-            .any(|file| workspace.root().join(path) == *file)
+        self.check_protected_files(workspace, CapabilityKind::FilesystemWrite, path)
+    }
+
+    /// Whether `kind` on `path` leaves the files this runtime protects by name (its policy,
+    /// audit and tokens files) alone: what holds whatever policy a call runs under.
+    pub(crate) fn check_protected_files(
+        &self,
+        workspace: &Workspace,
+        kind: CapabilityKind,
+        path: &Path,
+    ) -> Result<(), String> {
+        if kind == CapabilityKind::FilesystemWrite
+            && self
+                .protected_files
+                .iter()
+                .any(|file| workspace.root().join(path) == *file)
         {
-            return Err("it is the policy or the audit file: no tool may write it".to_owned());
+            return Err(
+                "it is a policy, audit or tokens file of this server: no tool may write it"
+                    .to_owned(),
+            );
         }
         Ok(())
     }

@@ -141,6 +141,9 @@ pub(crate) struct Scope<'a> {
     pub(crate) workspace: Option<&'a Workspace>,
     /// Relative to the workspace, already checked to lie inside it ("" for its root).
     pub(crate) cwd: &'a Path,
+    /// The rules on files of the call's own policy, if its context has one (else the
+    /// runtime's). The files the runtime protects by name are protected either way.
+    pub(crate) files: Option<&'a FileRules>,
 }
 
 /// The access gate of one runtime: the same for every workspace, and, if a person can be
@@ -193,6 +196,11 @@ enum FsGrant {
 impl Gate {
     pub(crate) fn new(approver: Option<Arc<dyn Approver>>, files: FileRules) -> Gate {
         Gate { approver, files }
+    }
+
+    /// Protect the file at `path` from every tool's writes.
+    pub(crate) fn protect(&mut self, path: &Path) {
+        self.files = std::mem::take(&mut self.files).protecting(path);
     }
 
     /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
@@ -347,8 +355,14 @@ impl Gate {
             .map_err(|why| refuse(kind, &requested, &why))?;
         let shown = display(&resolved.path);
         let is_dir = resolved.path == resolved.dir;
-        self.files
+        scope
+            .files
+            .unwrap_or(&self.files)
             .check(workspace, kind, &resolved.path, is_dir)
+            .and_then(|()| {
+                self.files
+                    .check_protected_files(workspace, kind, &resolved.path)
+            })
             .map_err(|why| refuse(kind, &shown, &why))?;
         let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
             rule.roots
@@ -729,6 +743,7 @@ mod tests {
             agent: "agent",
             workspace: Some(&workspace),
             cwd: Path::new(""),
+            files: None,
         };
         let mut arguments = serde_json::json!({ "path": "a/." });
         let (grants, granted) = Gate::new(None, FileRules::default())

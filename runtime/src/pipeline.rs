@@ -35,6 +35,7 @@ use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
 use crate::workspace::Workspace;
 use crate::{DenyReason, Dispatch, FailureKind, ToolPort, ToolRequest, ToolResponse, dispatch};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,8 @@ pub(crate) struct Tool {
     pub(crate) schema: ArgumentSchema,
     pub(crate) policy: ToolPolicy,
     pub(crate) source: String,
+    /// A component's sha256 (lowercase hex); none for a native tool.
+    pub(crate) digest: Option<String>,
     pub(crate) executable: Executable,
 }
 
@@ -163,6 +166,28 @@ impl Runtime {
     /// runtime, whatever the number of workspaces and agents it serves.
     pub fn engine(&self) -> &wasmtime::Engine {
         self.wasm.engine()
+    }
+
+    /// Whether `policy` can decide calls of this runtime (see [`CallContext::with_policy`]):
+    /// a policy that sets a fuel limit needs a runtime that meters fuel.
+    pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), String> {
+        if policy.sets_fuel() && !self.wasm.meters_fuel() {
+            return Err(
+                "it sets a fuel limit, but this runtime does not meter fuel (set one \
+                        in the runtime's own policy, or build it with \
+                        RuntimeBuilder::fuel_metering(true))"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Protect the file at `path` (absolute, or relative to the current directory) from every
+    /// tool's writes, whatever policy a call runs under: as
+    /// [`RuntimeBuilder::protect`](crate::RuntimeBuilder::protect), for files a front end reads
+    /// after the runtime is built (a server's tokens file, its tenants' policies).
+    pub fn protect(&mut self, path: &Path) {
+        self.gate.protect(path);
     }
 
     /// The context calls get when they name none: the builder's workspace and agent.
@@ -326,7 +351,33 @@ impl Runtime {
                 ),
             ));
         }
-        let limits = tool.policy.limits.overridden_by(options);
+        // The call's own policy (a tenant's), or the runtime's.
+        let tool_policy = match context.policy() {
+            Some(policy) => policy.entry(name).map(Cow::Borrowed).unwrap_or_default(),
+            None => Cow::Borrowed(&tool.policy),
+        };
+        if let Some(pin) = &tool_policy.sha256
+            && tool.digest.as_ref() != Some(pin)
+        {
+            return refused(
+                DenyReason::Capability {
+                    capability: "run".to_owned(),
+                    resource: name.to_owned(),
+                    why: match &tool.digest {
+                        Some(digest) => format!(
+                            "its component's sha256 is {digest}, but this call's policy pins \
+                             it to {pin}"
+                        ),
+                        None => format!(
+                            "this call's policy pins it to the sha256 {pin}, but it is a \
+                             native tool"
+                        ),
+                    },
+                }
+                .into(),
+            );
+        }
+        let limits = tool_policy.limits.overridden_by(options);
         if limits.fuel.is_some() && !self.wasm.meters_fuel() {
             return CallReport::host_answer(ToolResponse::failed(
                 FailureKind::Internal,
@@ -372,10 +423,11 @@ impl Runtime {
                 agent: context.agent(),
                 workspace: context.workspace().map(Arc::as_ref),
                 cwd: context.cwd(),
+                files: context.policy().map(|policy| policy.files()),
             };
             match self
                 .gate
-                .decide(name, &tool.info, &tool.policy, &scope, &mut checked)
+                .decide(name, &tool.info, &tool_policy, &scope, &mut checked)
             {
                 Ok(decided) => decided,
                 Err(refusal) => return refused(refusal),
@@ -449,7 +501,7 @@ impl Runtime {
         {
             // Set by the policy and by what the tool declares, never by the tool's answer:
             // text from the network is data, not instructions.
-            *class = tool.policy.class;
+            *class = tool_policy.class;
             *untrusted = tool.info.uses_network();
         }
         report

@@ -177,6 +177,11 @@ impl Policy {
         &self.files
     }
 
+    /// The entry of `tool`, if the policy has one.
+    pub fn entry(&self, tool: &str) -> Option<&ToolPolicy> {
+        self.tools.get(tool)
+    }
+
     /// The policy of `tool`: its entry, or the default (nothing) if it has none.
     pub fn tool(&self, tool: &str) -> ToolPolicy {
         self.tools.get(tool).cloned().unwrap_or_default()

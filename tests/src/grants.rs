@@ -253,7 +253,7 @@ fn protected_paths_are_never_granted_for_writing() {
             json!({ "path": path, "content": "x" }),
         );
         assert!(
-            matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("protected") || why.contains("policy or the audit")),
+            matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("protected") || why.contains("no tool may write it")),
             "{path}: {response:?}"
         );
     }

@@ -510,6 +510,150 @@ fn two_tenants_interleaved_never_touch_each_others_files() {
     }
 }
 
+/// Tenant A runs under a policy of its own (in its workspace, beside the tokens file): reads
+/// only below `public/`, writes anywhere without asking, `echo` pinned to other bytes. Tenant B
+/// has none and runs under the server's (the embedded default: reads anywhere in its
+/// workspace, writes only with a person's approval, which no one can give here).
+#[test]
+fn each_tenant_is_decided_by_its_own_policy_and_neither_can_rewrite_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for workspace in [&a, &b] {
+        std::fs::create_dir_all(workspace.join("public")).expect("workspace");
+        std::fs::write(workspace.join("secret.txt"), "private").expect("file");
+        std::fs::write(workspace.join("public/readme.txt"), "open").expect("file");
+    }
+    let policy = a.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[tools.read_file]\nfilesystem.read = {{ access = \"allow\", roots = [\"public\"] }}\n\
+             [tools.write_file]\nfilesystem.write = {{ access = \"allow\", roots = [\".\"] }}\n\
+             [tools.echo]\nsha256 = \"{}\"\n",
+            "0".repeat(64)
+        ),
+    )
+    .expect("policy");
+    let (file, tokens) = tokens_file(&a, &[("team-a", Some(&a)), ("team-b", Some(&b))]);
+    let text = std::fs::read_to_string(&file).expect("tokens");
+    // The first table is team-a's: its policy, named relative to the tokens file.
+    let text = text.replacen(
+        "tenant = \"team-a\"\n",
+        "tenant = \"team-a\"\npolicy = \"policy.toml\"\n",
+        1,
+    );
+    std::fs::write(&file, &text).expect("tokens");
+    let before = (
+        std::fs::read(&policy).expect("policy"),
+        std::fs::read(&file).expect("tokens"),
+    );
+    let server = Server::start(&["--tokens", &file.to_string_lossy()]);
+    let (team_a, team_b) = (Some(tokens[0].as_str()), Some(tokens[1].as_str()));
+    let ask = |token, tool: &str, args: Value| call_text(&call(server.addr, token, tool, args));
+
+    // Reads: A only below public/, B anywhere in its workspace.
+    let (text, error) = ask(
+        team_a,
+        "read_file",
+        serde_json::json!({"path": "public/readme.txt"}),
+    );
+    assert!(!error && text.starts_with("open\n"), "{text}");
+    let (text, error) = ask(
+        team_a,
+        "read_file",
+        serde_json::json!({"path": "secret.txt"}),
+    );
+    assert!(
+        error && text.contains("not allowed") && !text.contains("private"),
+        "{text}"
+    );
+    let (text, error) = ask(
+        team_b,
+        "read_file",
+        serde_json::json!({"path": "secret.txt"}),
+    );
+    assert!(!error && text.starts_with("private\n"), "{text}");
+    // Writes: A's policy allows them, except to the files that decide what it may do; B's
+    // (the server's) gates them and nobody can approve over HTTP.
+    let write = |token, path: &str| {
+        ask(
+            token,
+            "write_file",
+            serde_json::json!({"path": path, "content": "rewritten"}),
+        )
+    };
+    assert!(!write(team_a, "out.txt").1, "A's policy allows writes");
+    assert_eq!(
+        std::fs::read_to_string(a.join("out.txt")).expect("written"),
+        "rewritten"
+    );
+    for protected in ["policy.toml", "tokens.toml"] {
+        let (text, error) = write(team_a, protected);
+        assert!(
+            error && text.contains("no tool may write"),
+            "{protected}: {text}"
+        );
+    }
+    assert_eq!(
+        (
+            std::fs::read(&policy).expect("policy"),
+            std::fs::read(&file).expect("tokens")
+        ),
+        before,
+        "neither file changed"
+    );
+    let (text, error) = write(team_b, "out.txt");
+    assert!(error && text.contains("approval"), "{text}");
+    assert!(!b.join("out.txt").exists());
+    // A's pin refuses the echo component for A alone.
+    let (text, error) = ask(team_a, "echo", serde_json::json!({"text": "hi"}));
+    assert!(error && text.contains("pins it to 0000"), "{text}");
+    assert_eq!(
+        ask(team_b, "echo", serde_json::json!({"text": "hi"})),
+        ("hi".to_owned(), false)
+    );
+}
+
+/// A tenant's policy that cannot be read, parsed or honoured stops the server at start, with
+/// the tenant's name.
+#[test]
+fn a_tenant_policy_that_cannot_be_used_stops_the_server_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (policy, why) in [
+        (None, "reading"),
+        (Some("[tools.echo]\ncore = maybe\n"), "policy.toml"),
+        (
+            Some("[tools.echo]\nlimits = { fuel = 1000 }\n"),
+            "does not meter fuel",
+        ),
+    ] {
+        let path = dir.path().join("policy.toml");
+        match policy {
+            Some(text) => std::fs::write(&path, text).expect("policy"),
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        let (file, _) = tokens_file(dir.path(), &[("team-a", None)]);
+        let text = std::fs::read_to_string(&file).expect("tokens").replace(
+            "tenant = \"team-a\"\n",
+            "tenant = \"team-a\"\npolicy = \"policy.toml\"\n",
+        );
+        std::fs::write(&file, text).expect("tokens");
+        let output = toolcell_command()
+            .args(["serve", "--http", "127.0.0.1:0", "--tokens"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolcell serve");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains("team-a") && stderr.contains(why),
+            "{why}: {output:?}"
+        );
+    }
+}
+
 #[test]
 fn metrics_count_what_was_called() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -377,6 +377,71 @@ fn a_native_tool_s_paths_start_from_the_call_s_working_directory() {
     );
 }
 
+/// Two agents of one runtime in one workspace, one under a policy of its own: the gate, the
+/// pins and the result class are decided by the policy of each call's context, for native and
+/// wasm tools alike.
+#[test]
+fn each_context_s_calls_are_decided_by_its_own_policy() {
+    let (_temp, ws) = workspace();
+    let natives = Natives::new();
+    let runtime = runtime(&ws, &natives);
+    let own = Policy::from_toml(&format!(
+        "[tools.native_read]\nclass = \"confidential\"\n\
+         filesystem.read = {{ access = \"allow\", roots = [\"sub\"] }}\n\
+         [tools.read_file]\nsha256 = \"{}\"\n",
+        "f".repeat(64)
+    ))
+    .expect("policy");
+    runtime.check_policy(&own).expect("usable");
+    let server_s = runtime.context("agent-a", &ws).expect("context");
+    let its_own = runtime
+        .context("agent-b", &ws)
+        .expect("context")
+        .with_policy(Arc::new(own));
+    let run = |context: &CallContext, tool: &str, path: &str| {
+        runtime
+            .run_blocking(
+                &Call::new("t", tool, json!({ "path": path }).to_string())
+                    .in_context(context.clone()),
+            )
+            .response
+    };
+    // The runtime's policy: the whole workspace, public results.
+    assert!(matches!(
+        run(&server_s, "native_read", "a.txt"),
+        ToolResponse::Result { ref text, class: toolcell::Class::Public, .. } if text == "inside"
+    ));
+    // Its own: only below sub/, and what it reads is confidential.
+    assert!(matches!(
+        run(&its_own, "native_read", "a.txt"),
+        ToolResponse::Denied {
+            reason: DenyReason::Capability { .. }
+        }
+    ));
+    assert!(matches!(
+        run(&its_own, "native_read", "sub/b.txt"),
+        ToolResponse::Result { ref text, class: toolcell::Class::Confidential, .. }
+            if text == "below"
+    ));
+    // Its pin on the read_file component refuses it for this context alone.
+    assert!(!run(&server_s, "read_file", "a.txt").is_error());
+    match run(&its_own, "read_file", "a.txt") {
+        ToolResponse::Denied {
+            reason: DenyReason::Capability {
+                capability, why, ..
+            },
+        } => assert!(
+            capability == "run" && why.contains("pins it to ffff"),
+            "{why}"
+        ),
+        other => panic!("expected the pin to refuse it, got {other:?}"),
+    }
+    // A policy that needs fuel this runtime does not meter is refused before any call.
+    let fuel =
+        Policy::from_toml("[tools.native_read]\nlimits = { fuel = 1000 }\n").expect("policy");
+    assert!(runtime.check_policy(&fuel).is_err());
+}
+
 /// A served runtime lists a native tool and calls it, over an in-memory MCP connection.
 #[test]
 fn serve_lists_and_calls_a_native_tool() {

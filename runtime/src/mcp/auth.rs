@@ -9,11 +9,15 @@
 //! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # sha256sum of the token
 //! tenant = "team-a"
 //! workspace = "/srv/team-a"     # optional: the tenant's files (none: no file tool is granted)
+//! policy = "team-a.toml"        # optional: its own policy (relative to this file's directory)
 //! ```
 //!
 //! `toolcell token` prints a fresh random token and its table. A tenant is an agent of its own
 //! (the audit line names it) with its own workspace, whose saved rules are its own; a call made
-//! with tenant A's token is resolved in A's workspace and can name nothing outside it.
+//! with tenant A's token is resolved in A's workspace and can name nothing outside it. A tenant
+//! with a `policy` has its calls decided by that policy alone (its rules, limits, pins and
+//! `[files]`), not the server's `--policy`; which tools are listed (`core`) stays the server's.
+//! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
 use crate::context::CallContext;
@@ -58,12 +62,49 @@ struct TokenEntry {
     sha256: String,
     tenant: String,
     workspace: Option<PathBuf>,
+    policy: Option<PathBuf>,
+}
+
+/// The tenant `name`, its calls made in `workspace` (if any) and decided by the policy file at
+/// `policy` (if any; relative to `base`, the directory of the file that names it). The policy
+/// file is protected from every tool's writes.
+pub(crate) fn tenant(
+    runtime: &mut Runtime,
+    name: &str,
+    workspace: Option<&Path>,
+    policy: Option<&Path>,
+    base: &Path,
+) -> Result<Arc<Tenant>, String> {
+    crate::info::check_tool_name(name)
+        .map_err(|_| format!("tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"))?;
+    let workspace =
+        match workspace {
+            Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
+                format!("tenant {name:?}: workspace {}: {error}", dir.display())
+            })?),
+            None => None,
+        };
+    let mut context = CallContext::new(name, workspace);
+    if let Some(policy) = policy {
+        let path = base.join(policy);
+        let loaded =
+            crate::Policy::from_file(&path).map_err(|error| format!("tenant {name:?}: {error}"))?;
+        runtime
+            .check_policy(&loaded)
+            .map_err(|why| format!("tenant {name:?}: the policy {}: {why}", path.display()))?;
+        runtime.protect(&path);
+        context = context.with_policy(Arc::new(loaded));
+    }
+    Ok(Arc::new(Tenant {
+        name: name.to_owned(),
+        context,
+    }))
 }
 
 impl Tokens {
     /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
     /// [`Workspace`](crate::Workspace) per directory, shared by tenants that name the same one).
-    pub fn load(path: &Path, runtime: &Runtime) -> Result<Tokens, String> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, String> {
         use std::io::Read as _;
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
         let file = std::fs::File::open(path).map_err(|error| why(error.to_string()))?;
@@ -79,7 +120,10 @@ impl Tokens {
             return Err(why("no [[token]] tables: nobody could call".to_owned()));
         }
         let mut entries: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
-        let mut tenants: Vec<Arc<Tenant>> = Vec::new();
+        // Each tenant once, with the workspace and policy its first table named.
+        let mut tenants: Vec<(Arc<Tenant>, Option<PathBuf>, Option<PathBuf>)> = Vec::new();
+        let base = path.parent().unwrap_or(Path::new("."));
+        runtime.protect(path);
         for entry in parsed.token {
             let hash = parse_hash(&entry.sha256).ok_or_else(|| {
                 why(format!(
@@ -93,43 +137,29 @@ impl Tokens {
                     entry.tenant
                 )));
             }
-            crate::info::check_tool_name(&entry.tenant).map_err(|_| {
-                why(format!(
-                    "tenant {:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-",
-                    entry.tenant
-                ))
-            })?;
-            let tenant = match tenants.iter().find(|tenant| tenant.name == entry.tenant) {
-                Some(tenant) => {
-                    let same = tenant.context.workspace().map(|w| w.root().to_owned())
-                        == entry
-                            .workspace
-                            .as_ref()
-                            .and_then(|dir| dir.canonicalize().ok());
-                    if !same {
+            let tenant = match tenants
+                .iter()
+                .find(|(tenant, ..)| tenant.name == entry.tenant)
+            {
+                Some((tenant, workspace, policy)) => {
+                    if *workspace != entry.workspace || *policy != entry.policy {
                         return Err(why(format!(
-                            "tenant {:?} is given two workspaces",
+                            "tenant {:?} is given two workspaces or policies",
                             entry.tenant
                         )));
                     }
                     Arc::clone(tenant)
                 }
                 None => {
-                    let workspace = match &entry.workspace {
-                        Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
-                            why(format!(
-                                "tenant {:?}: workspace {}: {error}",
-                                entry.tenant,
-                                dir.display()
-                            ))
-                        })?),
-                        None => None,
-                    };
-                    let tenant = Arc::new(Tenant {
-                        context: CallContext::new(entry.tenant.clone(), workspace),
-                        name: entry.tenant,
-                    });
-                    tenants.push(Arc::clone(&tenant));
+                    let tenant = tenant(
+                        runtime,
+                        &entry.tenant,
+                        entry.workspace.as_deref(),
+                        entry.policy.as_deref(),
+                        base,
+                    )
+                    .map_err(why)?;
+                    tenants.push((Arc::clone(&tenant), entry.workspace, entry.policy));
                     tenant
                 }
             };
@@ -228,8 +258,8 @@ mod tests {
                 .expect("file")
                 .contains(&a_token)
         );
-        let runtime = runtime();
-        let tokens = Tokens::load(&file, &runtime).expect("tokens");
+        let mut runtime = runtime();
+        let tokens = Tokens::load(&file, &mut runtime).expect("tokens");
         assert_eq!(tokens.len(), 2);
         let a = tokens.check(&a_token).expect("a's token");
         assert_eq!(a.name, "team-a");
@@ -251,7 +281,7 @@ mod tests {
     #[test]
     fn a_bad_tokens_file_is_refused_with_its_reason() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let runtime = runtime();
+        let mut runtime = runtime();
         let hash = "a".repeat(64);
         for (text, why) in [
             ("", "no [[token]]"),
@@ -282,7 +312,7 @@ mod tests {
         ] {
             let file = dir.path().join("tokens.toml");
             std::fs::write(&file, text).expect("file");
-            let refused = Tokens::load(&file, &runtime).expect_err(text);
+            let refused = Tokens::load(&file, &mut runtime).expect_err(text);
             assert!(refused.contains(why), "{text:?}: {refused}");
         }
     }

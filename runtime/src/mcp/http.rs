@@ -646,17 +646,18 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
         !options.allowed_hosts.is_empty(),
     )
     .map_err(anyhow::Error::msg)?;
-    let runtime = Arc::new(runtime);
+    let mut runtime = runtime;
     let auth = match (&options.tokens, &options.oauth) {
         (Some(_), Some(_)) => anyhow::bail!("give --tokens or --oauth, not both"),
         (Some(path), None) => {
-            Auth::Tokens(Tokens::load(path, &runtime).map_err(anyhow::Error::msg)?)
+            Auth::Tokens(Tokens::load(path, &mut runtime).map_err(anyhow::Error::msg)?)
         }
         (None, Some(path)) => Auth::OAuth(Box::new(
-            OAuth::load(path, &runtime).map_err(anyhow::Error::msg)?,
+            OAuth::load(path, &mut runtime).map_err(anyhow::Error::msg)?,
         )),
         (None, None) => Auth::None,
     };
+    let runtime = Arc::new(runtime);
     let executor = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("toolcell-http")

@@ -17,6 +17,7 @@
 //!
 //! [tenants.team-a]                               # a tenant the claim may name
 //! workspace = "/srv/team-a"
+//! policy = "team-a.toml"                         # optional: its own policy (see auth.rs)
 //! ```
 //!
 //! A token is accepted when its signature verifies with a key of the set (by `kid` when the
@@ -28,7 +29,6 @@
 
 use super::auth::Tenant;
 use crate::Runtime;
-use crate::context::CallContext;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -71,6 +71,7 @@ struct OAuthFile {
 #[serde(deny_unknown_fields)]
 struct TenantEntry {
     workspace: Option<PathBuf>,
+    policy: Option<PathBuf>,
 }
 
 /// A verified caller: its tenant, and the scopes its token grants.
@@ -124,7 +125,7 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 impl OAuth {
     /// Read the configuration at `path` and the key set it names, opening each tenant's
     /// workspace in `runtime`.
-    pub fn load(path: &Path, runtime: &Runtime) -> Result<OAuth, String> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, String> {
         let why = |what: String| format!("the OAuth configuration {}: {what}", path.display());
         let parsed: OAuthFile =
             toml::from_str(&read_bounded(path).map_err(&why)?).map_err(|e| why(e.to_string()))?;
@@ -211,28 +212,19 @@ impl OAuth {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let mut tenants = HashMap::new();
+        let base = path.parent().unwrap_or(Path::new("."));
+        runtime.protect(path);
+        runtime.protect(&jwks_path);
         for (name, entry) in parsed.tenants {
-            crate::info::check_tool_name(&name).map_err(|_| {
-                why(format!(
-                    "tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"
-                ))
-            })?;
-            let workspace = match &entry.workspace {
-                Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
-                    why(format!(
-                        "tenant {name:?}: workspace {}: {error}",
-                        dir.display()
-                    ))
-                })?),
-                None => None,
-            };
-            tenants.insert(
-                name.clone(),
-                Arc::new(Tenant {
-                    context: CallContext::new(name.clone(), workspace),
-                    name,
-                }),
-            );
+            let tenant = super::auth::tenant(
+                runtime,
+                &name,
+                entry.workspace.as_deref(),
+                entry.policy.as_deref(),
+                base,
+            )
+            .map_err(&why)?;
+            tenants.insert(name, tenant);
         }
         if tenants.is_empty() {
             return Err(why(
