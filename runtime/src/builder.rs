@@ -10,7 +10,7 @@ use crate::limits::DEFAULT_RESULT_CAP;
 use crate::load::LoadError;
 use crate::native::NativeTool;
 use crate::pipeline::{Executable, Runtime, Tool};
-use crate::policy::Policy;
+use crate::policy::{Policy, ToolPolicy};
 use crate::registry::{Entry, Registry};
 use crate::validate::ArgumentSchema;
 use crate::wasm::WasmExecutor;
@@ -50,6 +50,16 @@ pub struct RuntimeBuilder {
     agent: String,
     approver: Option<Arc<dyn Approver>>,
     protected: Vec<PathBuf>,
+    pulled: Vec<String>,
+    store: Option<PathBuf>,
+}
+
+/// Where a component loaded from the store came from.
+struct Provenance {
+    /// The manifest digest (what signatures sign).
+    digest: String,
+    /// The tool the policy's `source` loads under this name, if it was named there.
+    named: Option<String>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -82,6 +92,8 @@ impl Runtime {
             agent: DEFAULT_AGENT.to_owned(),
             approver: None,
             protected: Vec::new(),
+            pulled: Vec::new(),
+            store: crate::oci::Store::default_dir(),
         }
     }
 }
@@ -96,6 +108,20 @@ impl RuntimeBuilder {
     /// Also load every `*.wasm` file in `dir`, in file-name order.
     pub fn tools_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.dirs.push(dir.into());
+        self
+    }
+
+    /// Also load the pulled tool `reference` (`oci://REGISTRY/REPOSITORY:TAG` or
+    /// `@sha256:…`) from the store, without the network: a tag through the workspace's
+    /// `toolcell.lock`. See [`crate::oci`]; `toolcell pull` puts it there.
+    pub fn pulled(mut self, reference: impl Into<String>) -> Self {
+        self.pulled.push(reference.into());
+        self
+    }
+
+    /// Where pulled tools are stored (default [`crate::oci::Store::default_dir`]).
+    pub fn store(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store = Some(dir.into());
         self
     }
 
@@ -210,7 +236,7 @@ impl RuntimeBuilder {
     /// A tool that cannot be loaded does not stop the others: it is left out and listed in
     /// [`Runtime::load_errors`]. This fails only when the host cannot run at all, or a tools
     /// directory or the default workspace cannot be opened.
-    pub fn build(self) -> anyhow::Result<Runtime> {
+    pub fn build(mut self) -> anyhow::Result<Runtime> {
         let mut sources = Vec::new();
         if self.builtin {
             for (name, bytes) in BUILTIN_TOOLS {
@@ -223,7 +249,9 @@ impl RuntimeBuilder {
             sources.extend(read);
             unreadable.extend(refused);
         }
-        sources.extend(self.components);
+        sources.append(&mut self.components);
+        let provenance = self.pulled_sources(&mut sources, &mut unreadable);
+        let mut keys = KeyRing::default();
 
         let fuel_metering = self
             .fuel_metering
@@ -289,6 +317,20 @@ impl RuntimeBuilder {
             };
             runtime.cache_stats.record(outcome);
             let policy = self.policy.tool(&loaded.info.name);
+            if let Err(message) = check_provenance(
+                &self.policy,
+                self.store.as_deref(),
+                &loaded.info.name,
+                &policy,
+                provenance.get(&loaded.source),
+                &mut keys,
+            ) {
+                runtime.load_errors.push(LoadError {
+                    source: loaded.source,
+                    message,
+                });
+                continue;
+            }
             let digest = entry.digest().to_owned();
             if let Some(pin) = &policy.sha256
                 && *pin != digest
@@ -350,6 +392,152 @@ impl RuntimeBuilder {
                 .collect(),
         );
         Ok(runtime)
+    }
+}
+
+impl RuntimeBuilder {
+    /// Read the pulled tools (named to the builder and in the policy's `source`s) from the
+    /// store into `sources`; what cannot be read goes to `refused`. Returns where each came
+    /// from, by source.
+    fn pulled_sources(
+        &mut self,
+        sources: &mut Vec<Source>,
+        refused: &mut Vec<LoadError>,
+    ) -> HashMap<String, Provenance> {
+        let mut provenance = HashMap::new();
+        let named = self
+            .pulled
+            .iter()
+            .map(|reference| (None, reference.clone()))
+            .chain(
+                self.policy
+                    .sources()
+                    .iter()
+                    .map(|(tool, reference)| (Some(tool.clone()), reference.clone())),
+            )
+            .collect::<Vec<_>>();
+        if named.is_empty() {
+            return provenance;
+        }
+        let lock_path = self
+            .workspace
+            .as_ref()
+            .map(|dir| dir.join(crate::oci::LOCK_FILE));
+        if let Some(path) = &lock_path {
+            // What decides which bytes a tag loads is no tool's to write.
+            self.protected.push(path.clone());
+        }
+        let lock = lock_path.map(crate::oci::Lock::open).transpose();
+        let store = self.store.clone().map(crate::oci::Store::new);
+        for (tool, text) in named {
+            let loaded = crate::oci::ToolRef::parse(&text).and_then(|reference| {
+                let store = store
+                    .as_ref()
+                    .ok_or_else(|| "no store directory (set $TOOLCELL_STORE)".to_owned())?;
+                let lock = lock.as_ref().map_err(Clone::clone)?;
+                crate::oci::load(&reference, store, lock.as_ref())
+            });
+            match loaded {
+                Ok(stored) => {
+                    provenance.insert(
+                        stored.source.clone(),
+                        Provenance {
+                            digest: stored.digest,
+                            named: tool,
+                        },
+                    );
+                    sources.push((stored.source, stored.bytes));
+                }
+                Err(message) => refused.push(LoadError {
+                    source: tool
+                        .map_or_else(|| text.clone(), |tool| format!("{text} (tool {tool})")),
+                    message,
+                }),
+            }
+        }
+        provenance
+    }
+}
+
+/// Whether the tool `name`, loaded from where `provenance` says (a registry, or `None`
+/// for anywhere else), may load under `policy`: the name the policy's `source` gave it,
+/// and the signatures it requires. The error names the tool.
+fn check_provenance(
+    policy_file: &Policy,
+    store: Option<&Path>,
+    name: &str,
+    policy: &ToolPolicy,
+    provenance: Option<&Provenance>,
+    keys: &mut KeyRing,
+) -> Result<(), String> {
+    if let Some(Provenance {
+        named: Some(named), ..
+    }) = provenance
+        && named != name
+    {
+        return Err(format!(
+            "the policy's tools.{named}.source is a component that calls itself {name:?}"
+        ));
+    }
+    let mut required: Vec<&PathBuf> = policy.signed_by.iter().collect();
+    if provenance.is_some() {
+        required.extend(&policy_file.registry().signed_by);
+    }
+    if required.is_empty() {
+        return Ok(());
+    }
+    let Some(provenance) = provenance else {
+        return Err(format!(
+            "{name} must be signed (its policy's signed_by), and only a tool pulled from a \
+             registry carries a signature"
+        ));
+    };
+    let trusted = keys
+        .read(&required)
+        .map_err(|why| format!("{name}: {why}"))?;
+    let store = store
+        .map(crate::oci::Store::new)
+        .ok_or_else(|| format!("{name}: no store directory"))?;
+    let signatures = store
+        .signatures(&provenance.digest)
+        .map_err(|why| format!("{name}: {why}"))?;
+    crate::oci::signing::signers(&provenance.digest, &signatures, &trusted)
+        .map(drop)
+        .map_err(|why| {
+            format!(
+                "{name} ({}) is refused: {why} (keys: {})",
+                provenance.digest,
+                required
+                    .iter()
+                    .map(|path| path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// The public keys a build's policy names, each read once.
+#[derive(Default)]
+struct KeyRing {
+    keys: HashMap<PathBuf, crate::oci::signing::TrustedKey>,
+}
+
+impl KeyRing {
+    /// The keys at `paths`, read now if not before.
+    fn read(
+        &mut self,
+        paths: &[&PathBuf],
+    ) -> Result<Vec<&crate::oci::signing::TrustedKey>, String> {
+        for path in paths {
+            if !self.keys.contains_key(*path) {
+                let key = crate::oci::signing::TrustedKey::read(path)?;
+                self.keys.insert((*path).clone(), key);
+            }
+        }
+        Ok(paths
+            .iter()
+            .filter_map(|path| self.keys.get(*path))
+            .collect())
     }
 }
 

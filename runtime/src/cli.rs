@@ -25,9 +25,19 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "toolcell", version, about)]
 pub struct Cli {
-    /// Also load every *.wasm component in this directory.
+    /// Also load every *.wasm component in this directory, or the pulled tool
+    /// oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST) from the store; repeatable.
+    #[arg(long, global = true, value_name = "DIR|oci://REF")]
+    tools: Vec<String>,
+
+    /// Load only the tools --tools and the policy name, not the ones built into toolcell.
+    #[arg(long, global = true)]
+    no_builtin: bool,
+
+    /// Where pulled tools are stored (default: $TOOLCELL_STORE, or toolcell/store in the
+    /// user's local data directory).
     #[arg(long, global = true, value_name = "DIR")]
-    tools: Option<PathBuf>,
+    store: Option<PathBuf>,
 
     /// Compile every component afresh and cache nothing (the cache lives in
     /// $TOOLCELL_CACHE_DIR, or toolcell/ in the user's cache directory).
@@ -158,6 +168,47 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Fetch a tool from an OCI registry into the store, check every digest, and lock its
+    /// tag's digest in the workspace's toolcell.lock. Later loads need no network.
+    Pull {
+        /// oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST.
+        reference: String,
+        /// Accept a locked tag that now names other bytes, and lock the new digest.
+        #[arg(long)]
+        update: bool,
+        /// Allow plain HTTP to this registry (host:port); loopback registries always may.
+        #[arg(long = "insecure-registry", value_name = "HOST")]
+        insecure: Vec<String>,
+    },
+    /// Publish a component to an OCI registry as a wasm artifact; prints its digest.
+    Push {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// oci://REGISTRY/REPOSITORY:TAG.
+        reference: String,
+        /// Allow plain HTTP to this registry (host:port); loopback registries always may.
+        #[arg(long = "insecure-registry", value_name = "HOST")]
+        insecure: Vec<String>,
+    },
+    /// Sign a tool in a registry with a key, as `cosign sign --key` does (an encrypted key's
+    /// password comes from $COSIGN_PASSWORD).
+    Sign {
+        /// The private key (cosign's encrypted PEM, or PKCS#8 PEM).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// oci://REGISTRY/REPOSITORY:TAG or @sha256:DIGEST.
+        reference: String,
+        /// Allow plain HTTP to this registry (host:port); loopback registries always may.
+        #[arg(long = "insecure-registry", value_name = "HOST")]
+        insecure: Vec<String>,
+    },
+    /// Make a signing key pair, as `cosign generate-key-pair` does: PREFIX.key (encrypted
+    /// with $COSIGN_PASSWORD, empty if unset) and PREFIX.pub.
+    Keygen {
+        /// Where to write them (default: ./cosign).
+        #[arg(default_value = "cosign")]
+        prefix: PathBuf,
+    },
     /// Print the embedded default policy.
     Policy,
     /// Load one component file and print what it says about itself.
@@ -222,6 +273,22 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", crate::policy::DEFAULT_POLICY);
             ExitCode::SUCCESS
         }
+        Command::Pull {
+            ref reference,
+            update,
+            ref insecure,
+        } => pull(&cli, reference, update, insecure),
+        Command::Push {
+            ref file,
+            ref reference,
+            ref insecure,
+        } => push(file, reference, insecure, cli.no_cache),
+        Command::Sign {
+            ref key,
+            ref reference,
+            ref insecure,
+        } => sign(key, reference, insecure),
+        Command::Keygen { ref prefix } => keygen(prefix),
         Command::Serve {
             pool_slots,
             keep_resident_mib,
@@ -477,8 +544,18 @@ fn with_runtime_for(cli: &Cli, needs: Needs, run: impl FnOnce(Runtime) -> ExitCo
     if needs.may_ask && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         builder = builder.approver(std::sync::Arc::new(TerminalApprover));
     }
-    if let Some(dir) = &cli.tools {
-        builder = builder.tools_dir(dir);
+    if cli.no_builtin {
+        builder = builder.builtin_tools(false);
+    }
+    for source in &cli.tools {
+        builder = if source.starts_with(crate::oci::OCI_SCHEME) {
+            builder.pulled(source)
+        } else {
+            builder.tools_dir(source)
+        };
+    }
+    if let Some(dir) = &cli.store {
+        builder = builder.store(dir);
     }
     // No tool may write the files that decide and record what tools may do.
     for file in cli.policy.iter().chain(&cli.audit) {
@@ -566,6 +643,195 @@ fn new_project(
         }
         Err(error) => {
             eprintln!("toolcell: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// A small async runtime for one registry command.
+fn registry_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("toolcell: starting the async runtime: {error}");
+            ExitCode::from(EXIT_FAILED)
+        })
+}
+
+fn parse_reference(text: &str) -> Result<crate::oci::ToolRef, ExitCode> {
+    crate::oci::ToolRef::parse(text).map_err(|why| {
+        eprintln!("toolcell: {why}");
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
+    let run = || -> Result<ExitCode, ExitCode> {
+        let reference = parse_reference(text)?;
+        let usage = |why: String| {
+            eprintln!("toolcell: {why}");
+            ExitCode::from(EXIT_USAGE)
+        };
+        let policy = match &cli.policy {
+            Some(path) => crate::Policy::from_file(path).map_err(usage)?,
+            None => crate::Policy::embedded_default(),
+        };
+        let store = cli
+            .store
+            .clone()
+            .or_else(crate::oci::Store::default_dir)
+            .map(crate::oci::Store::new)
+            .ok_or_else(|| {
+                usage("no store directory: give --store or set $TOOLCELL_STORE".into())
+            })?;
+        let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let mut lock =
+            crate::oci::Lock::open(workspace.join(crate::oci::LOCK_FILE)).map_err(usage)?;
+        let mut keys = Vec::new();
+        for path in &policy.registry().signed_by {
+            keys.push(crate::oci::signing::TrustedKey::read(path).map_err(usage)?);
+        }
+        let options = crate::oci::PullOptions {
+            update,
+            insecure: insecure
+                .iter()
+                .chain(&policy.registry().insecure)
+                .cloned()
+                .collect(),
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            keys,
+        };
+        let pulled = registry_runtime()?
+            .block_on(crate::oci::pull(
+                &reference,
+                &store,
+                Some(&mut lock),
+                &options,
+            ))
+            .map_err(|why| {
+                eprintln!("toolcell: {why}");
+                ExitCode::from(EXIT_FAILED)
+            })?;
+        let at = reference.at(&pulled.digest);
+        println!("{at}");
+        eprintln!(
+            "{}: component {} ({} bytes), {} signature(s){}{}",
+            reference,
+            pulled.component,
+            pulled.bytes,
+            pulled.signatures,
+            if pulled.signers.is_empty() {
+                String::new()
+            } else {
+                format!(", signed by {}", pulled.signers.join(", "))
+            },
+            if pulled.offline {
+                ", from the store"
+            } else {
+                ""
+            },
+        );
+        Ok(ExitCode::SUCCESS)
+    };
+    run().unwrap_or_else(|code| code)
+}
+
+fn push(file: &PathBuf, text: &str, insecure: &[String], no_cache: bool) -> ExitCode {
+    let run = || -> Result<ExitCode, ExitCode> {
+        let reference = parse_reference(text)?;
+        if reference.tag().is_none() || reference.digest().is_some() {
+            eprintln!("toolcell: push to a tag: oci://REGISTRY/REPOSITORY:TAG");
+            return Err(ExitCode::from(EXIT_USAGE));
+        }
+        let bytes = std::fs::read(file).map_err(|error| {
+            eprintln!("toolcell: reading {}: {error}", file.display());
+            ExitCode::from(EXIT_USAGE)
+        })?;
+        // Only what toolcell itself would load is published.
+        let mut builder = Runtime::builder()
+            .builtin_tools(false)
+            .component(file.display().to_string(), bytes.clone());
+        if no_cache {
+            builder = builder.cache_dir(None);
+        }
+        let runtime = builder.build().map_err(|error| {
+            eprintln!("toolcell: {error:#}");
+            ExitCode::from(EXIT_FAILED)
+        })?;
+        if let Some(error) = runtime.load_errors().first() {
+            eprintln!("toolcell: not pushed: {error}");
+            return Err(ExitCode::from(EXIT_FAILED));
+        }
+        drop(runtime);
+        let digest = registry_runtime()?
+            .block_on(crate::oci::push(bytes, &reference, insecure))
+            .map_err(|why| {
+                eprintln!("toolcell: {why}");
+                ExitCode::from(EXIT_FAILED)
+            })?;
+        println!("{}", reference.at(&digest));
+        Ok(ExitCode::SUCCESS)
+    };
+    run().unwrap_or_else(|code| code)
+}
+
+fn sign(key: &std::path::Path, text: &str, insecure: &[String]) -> ExitCode {
+    let run = || -> Result<ExitCode, ExitCode> {
+        let reference = parse_reference(text)?;
+        let key = crate::oci::signing::SigningKey::read(key).map_err(|why| {
+            eprintln!("toolcell: {why}");
+            ExitCode::from(EXIT_USAGE)
+        })?;
+        let (digest, tag) = registry_runtime()?
+            .block_on(crate::oci::sign(&reference, &key, insecure))
+            .map_err(|why| {
+                eprintln!("toolcell: {why}");
+                ExitCode::from(EXIT_FAILED)
+            })?;
+        println!("{}", reference.at(&digest));
+        eprintln!(
+            "signed with {} (the signature is at {tag})",
+            key.id().unwrap_or_default()
+        );
+        Ok(ExitCode::SUCCESS)
+    };
+    run().unwrap_or_else(|code| code)
+}
+
+fn keygen(prefix: &std::path::Path) -> ExitCode {
+    let private = prefix.with_extension("key");
+    let public = prefix.with_extension("pub");
+    let password = std::env::var(crate::oci::signing::PASSWORD_VARIABLE).unwrap_or_default();
+    let written = crate::oci::signing::SigningKey::generate(password.as_bytes()).and_then(
+        |(private_pem, public_pem)| {
+            let create = |path: &std::path::Path, text: &str, mode: u32| {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(path)
+                    .map_err(|error| format!("{}: {error}", path.display()))?;
+                file.write_all(text.as_bytes())
+                    .map_err(|error| format!("{}: {error}", path.display()))
+            };
+            create(&private, &private_pem, 0o600)?;
+            create(&public, &public_pem, 0o644)
+        },
+    );
+    match written {
+        Ok(()) => {
+            println!(
+                "{}
+{}",
+                private.display(),
+                public.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("toolcell: {why}");
             ExitCode::from(EXIT_FAILED)
         }
     }

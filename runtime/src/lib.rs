@@ -98,6 +98,7 @@ mod load;
 pub mod mcp;
 pub mod native;
 pub mod net;
+pub mod oci;
 mod pipeline;
 mod policy;
 mod port;
@@ -136,7 +137,7 @@ pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
 pub use native::{FnTool, GrantedPath, NativeTool, ToolContext, ToolError};
 pub use pipeline::Runtime;
-pub use policy::{Access, DEFAULT_POLICY, Policy, Rule, ToolPolicy};
+pub use policy::{Access, DEFAULT_POLICY, Policy, RegistryRules, Rule, ToolPolicy};
 pub use port::{FakeTools, ToolPort};
 pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
 pub use registry::{

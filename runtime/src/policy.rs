@@ -19,13 +19,21 @@
 //! clock = { access = "allow" }
 //! limits = { timeout_ms = 10000, memory_mib = 128, fuel = 1000000000 }
 //!
+//! source = "oci://ghcr.io/acme/read_file:1.2"   # load it from a registry (see `oci`)
+//! signed_by = ["keys/acme.pub"]     # refuse it unless signed by one of these keys
+//!
+//! [registry]                        # for tools pulled from registries
+//! signed_by = ["keys/team.pub"]     # every pulled tool must be signed by one of these
+//! insecure = ["registry.internal:5000"]  # plain HTTP allowed (loopback registries always are)
+//!
 //! [files]                           # for every tool, whatever its rules say
 //! protected = ["deploy/", "Makefile"]   # never written (besides .git, .toolcell, policy, audit)
 //! deny_read = [".env", ".env.*", "*.pem"] # never read (replaces the default list)
 //! max_read_bytes = 10485760         # the largest file a tool may be handed to read
 //! ```
 //!
-//! Unknown keys are errors that name their line.
+//! Unknown keys are errors that name their line. Key files are relative to the policy file's
+//! directory.
 
 use crate::files::FileRules;
 use crate::{CapabilityKind, Class, Limits};
@@ -84,6 +92,18 @@ pub struct ToolPolicy {
     pub sha256: Option<String>,
     /// The rule for each capability the policy names.
     pub rules: HashMap<CapabilityKind, Rule>,
+    /// If not empty, the tool loads only if it was pulled from a registry with a signature
+    /// by one of these public keys (PEM files).
+    pub signed_by: Vec<PathBuf>,
+}
+
+/// What holds for tools pulled from registries (`[registry]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegistryRules {
+    /// Every pulled tool must be signed by one of these public keys (PEM files).
+    pub signed_by: Vec<PathBuf>,
+    /// Registries (`host[:port]`) that may be reached over plain HTTP besides loopback ones.
+    pub insecure: Vec<String>,
 }
 
 impl ToolPolicy {
@@ -98,6 +118,9 @@ impl ToolPolicy {
 pub struct Policy {
     tools: HashMap<String, ToolPolicy>,
     files: FileRules,
+    registry: RegistryRules,
+    /// The tools the policy loads from a registry: (tool, `oci://` reference), by name.
+    sources: Vec<(String, String)>,
 }
 
 /// The embedded default policy's text.
@@ -117,10 +140,26 @@ impl Policy {
         Policy::from_toml(DEFAULT_POLICY).unwrap_or_default()
     }
 
-    /// Parse a policy file's text. The error names the line of anything wrong.
+    /// Parse a policy file's text. The error names the line of anything wrong. Key files are
+    /// relative to the current directory.
     pub fn from_toml(text: &str) -> Result<Policy, String> {
+        Policy::from_toml_in(text, Path::new(""))
+    }
+
+    /// [`Policy::from_toml`], key files relative to `base`.
+    fn from_toml_in(text: &str, base: &Path) -> Result<Policy, String> {
         let file: PolicyFile = toml::from_str(text).map_err(|error| error.to_string())?;
         let mut policy = Policy::empty();
+        if let Some(registry) = file.registry {
+            policy.registry = RegistryRules {
+                signed_by: registry
+                    .signed_by
+                    .iter()
+                    .map(|key| base.join(key))
+                    .collect(),
+                insecure: registry.insecure,
+            };
+        }
         if let Some(files) = file.files {
             for path in &files.protected {
                 // Lexically normal: `./deploy/` is `deploy`.
@@ -148,7 +187,12 @@ impl Policy {
                 crate::net::HostPattern::parse(host)
                     .map_err(|why| format!("tools.{name}: {why}"))?;
             }
-            policy.tools.insert(name, entry.into_policy());
+            if let Some(source) = &entry.source {
+                crate::oci::ToolRef::parse(source)
+                    .map_err(|why| format!("tools.{name}.source: {why}"))?;
+                policy.sources.push((name.clone(), source.clone()));
+            }
+            policy.tools.insert(name, entry.into_policy(base));
         }
         Ok(policy)
     }
@@ -157,7 +201,18 @@ impl Policy {
     pub fn from_file(path: &std::path::Path) -> Result<Policy, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| format!("reading {}: {error}", path.display()))?;
-        Policy::from_toml(&text).map_err(|error| format!("{}: {error}", path.display()))
+        let base = path.parent().unwrap_or(Path::new(""));
+        Policy::from_toml_in(&text, base).map_err(|error| format!("{}: {error}", path.display()))
+    }
+
+    /// The rules for tools pulled from registries.
+    pub fn registry(&self) -> &RegistryRules {
+        &self.registry
+    }
+
+    /// The tools the policy loads from registries: `(tool, oci:// reference)`, by tool name.
+    pub fn sources(&self) -> &[(String, String)] {
+        &self.sources
     }
 
     /// This policy with `tool`'s entry set to `policy`.
@@ -194,6 +249,16 @@ struct PolicyFile {
     #[serde(default)]
     tools: std::collections::BTreeMap<String, ToolEntry>,
     files: Option<FilesEntry>,
+    registry: Option<RegistryEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryEntry {
+    #[serde(default)]
+    signed_by: Vec<String>,
+    #[serde(default)]
+    insecure: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -218,6 +283,9 @@ struct ToolEntry {
     network: Option<Rule>,
     env: Option<Rule>,
     clock: Option<Rule>,
+    source: Option<String>,
+    #[serde(default)]
+    signed_by: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -236,7 +304,7 @@ struct LimitsEntry {
 }
 
 impl ToolEntry {
-    fn into_policy(self) -> ToolPolicy {
+    fn into_policy(self, base: &Path) -> ToolPolicy {
         let mut limits = Limits::default();
         if let Some(entry) = self.limits {
             if let Some(ms) = entry.timeout_ms {
@@ -269,6 +337,7 @@ impl ToolEntry {
             limits,
             sha256: self.sha256.map(|digest| digest.to_lowercase()),
             rules,
+            signed_by: self.signed_by.iter().map(|key| base.join(key)).collect(),
         }
     }
 }

@@ -51,6 +51,8 @@ mod new_tool;
 #[cfg(test)]
 mod no_ambient_authority;
 #[cfg(test)]
+mod oci;
+#[cfg(test)]
 mod python_tools;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest

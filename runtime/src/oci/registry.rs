@@ -1,0 +1,590 @@
+//! Talking to a registry: credentials, pull, push, and pushing signatures.
+
+use super::signing::{
+    MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, SIGNATURE_MEDIA_TYPE,
+    SigningKey, StoredSignature, TrustedKey, signature_tag,
+};
+use super::{
+    LOCK_FILE, Lock, LockEntry, MAX_MANIFEST_BYTES, Store, ToolRef, check_digest, component_layer,
+    digest_of,
+};
+use crate::builder::MAX_COMPONENT_BYTES;
+use base64::Engine as _;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long connecting to a registry may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a registry may leave a response without a byte: a stalled registry is an error,
+/// not a hung pull.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A bearer token for every registry contacted (a CI job's short-lived token, say).
+pub const TOKEN_VARIABLE: &str = "TOOLCELL_REGISTRY_TOKEN";
+
+/// A user name and password for every registry contacted.
+pub const USERNAME_VARIABLE: &str = "TOOLCELL_REGISTRY_USERNAME";
+/// See [`USERNAME_VARIABLE`].
+pub const PASSWORD_VARIABLE: &str = "TOOLCELL_REGISTRY_PASSWORD";
+
+/// The longest docker `config.json` read.
+pub const MAX_DOCKER_CONFIG_BYTES: u64 = 1 << 20;
+
+/// How a pull goes.
+#[derive(Debug, Default)]
+pub struct PullOptions {
+    /// Accept a locked tag that now resolves to another digest, and lock the new one.
+    pub update: bool,
+    /// Registries (`host[:port]`) that may be reached over plain HTTP besides loopback ones.
+    pub insecure: Vec<String>,
+    /// Show the bytes as they come (on a terminal).
+    pub progress: bool,
+    /// Keys whose signatures, if present and valid, are recorded in the lock as its signers.
+    pub keys: Vec<TrustedKey>,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    /// The manifest's digest.
+    pub digest: String,
+    /// The component layer's digest.
+    pub component: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// How many signatures were found.
+    pub signatures: usize,
+    /// The keys (of [`PullOptions::keys`]) whose signatures verified.
+    pub signers: Vec<String>,
+    /// Nothing was fetched: the artifact was in the store already and the registry was not
+    /// asked (a digest reference), or could not be reached (a locked tag).
+    pub offline: bool,
+}
+
+/// A client for `reference`'s registry: HTTPS, or plain HTTP for a loopback registry or one
+/// named in `insecure`.
+fn client(reference: &ToolRef, insecure: &[String]) -> Client {
+    let registry = reference.registry();
+    let plain = reference.is_loopback() || insecure.iter().any(|allowed| allowed == registry);
+    Client::new(ClientConfig {
+        protocol: if plain {
+            ClientProtocol::HttpsExcept(vec![registry.to_owned()])
+        } else {
+            ClientProtocol::Https
+        },
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        read_timeout: Some(READ_TIMEOUT),
+        ..ClientConfig::default()
+    })
+}
+
+/// The credentials for `registry`: from the environment, else docker's `config.json`, else
+/// none.
+pub fn credentials(registry: &str) -> Result<RegistryAuth, String> {
+    if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
+        return Ok(RegistryAuth::Bearer(token));
+    }
+    if let (Ok(user), Ok(password)) = (
+        std::env::var(USERNAME_VARIABLE),
+        std::env::var(PASSWORD_VARIABLE),
+    ) {
+        return Ok(RegistryAuth::Basic(user, password));
+    }
+    let Some(path) = docker_config_path() else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    let text = match read_bounded_text(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(RegistryAuth::Anonymous);
+        }
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    docker_credentials(&text, registry).map_err(|why| format!("{}: {why}", path.display()))
+}
+
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+fn docker_config_path() -> Option<std::path::PathBuf> {
+    std::env::var_os("DOCKER_CONFIG")
+        .filter(|dir| !dir.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|home| home.join(".docker")))
+        .map(|dir| dir.join("config.json"))
+}
+
+fn read_bounded_text(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    file.take(MAX_DOCKER_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_DOCKER_CONFIG_BYTES {
+        return Err(std::io::Error::other(format!(
+            "longer than {MAX_DOCKER_CONFIG_BYTES} bytes"
+        )));
+    }
+    Ok(text)
+}
+
+#[derive(serde::Deserialize, Default)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct DockerAuth {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    identitytoken: Option<String>,
+}
+
+/// The credentials a docker `config.json` holds for `registry`.
+fn docker_credentials(text: &str, registry: &str) -> Result<RegistryAuth, String> {
+    let config: DockerConfig = serde_json::from_str(text).map_err(|error| error.to_string())?;
+    let entry = config.auths.iter().find_map(|(key, auth)| {
+        let host = key
+            .trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        (host == registry).then_some(auth)
+    });
+    let Some(entry) = entry else {
+        if let Some(helper) = config
+            .cred_helpers
+            .get(registry)
+            .or(config.creds_store.as_ref())
+        {
+            tracing::warn!(
+                registry,
+                helper,
+                "docker credential helpers are not run; set {TOKEN_VARIABLE} or add an auths entry"
+            );
+        }
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let Some(token) = &entry.identitytoken {
+        return Ok(RegistryAuth::Bearer(token.clone()));
+    }
+    if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(RegistryAuth::Basic(user.clone(), password.clone()));
+    }
+    let Some(auth) = &entry.auth else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(auth.trim())
+        .map_err(|_| format!("the auth of {registry} is not base64"))?;
+    let decoded =
+        String::from_utf8(decoded).map_err(|_| format!("the auth of {registry} is not text"))?;
+    let (user, password) = decoded
+        .split_once(':')
+        .ok_or_else(|| format!("the auth of {registry} is not USER:PASSWORD"))?;
+    Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()))
+}
+
+/// Words for a registry's error, with the fix when it is one of credentials.
+fn explain(reference: &ToolRef, auth: &RegistryAuth, error: &OciDistributionError) -> String {
+    let denied = match error {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
+        OciDistributionError::ServerError { code, .. } => matches!(code, 401 | 403),
+        _ => false,
+    };
+    if denied {
+        let given = match auth {
+            RegistryAuth::Anonymous => format!(
+                "no credentials were found for {} (docker's config.json, ${TOKEN_VARIABLE}, \
+                 ${USERNAME_VARIABLE})",
+                reference.registry()
+            ),
+            _ => "the credentials given were refused".to_owned(),
+        };
+        return format!("{reference}: the registry denied access: {given}");
+    }
+    format!("{reference}: {error}")
+}
+
+fn not_found(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
+            )
+        }),
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        _ => false,
+    }
+}
+
+/// Pull `reference` into `store`: resolve a tag (refused if `lock` pins it elsewhere, unless
+/// [`PullOptions::update`]), fetch the manifest and the component, check each against its
+/// digest, fetch the signatures, keep them, and lock a tag.
+pub async fn pull(
+    reference: &ToolRef,
+    store: &Store,
+    lock: Option<&mut Lock>,
+    options: &PullOptions,
+) -> Result<Pulled, String> {
+    let locked = reference
+        .tag()
+        .and(lock.as_deref())
+        .and_then(|lock| lock.get(&reference.key()))
+        .cloned();
+    // A digest already stored needs nothing from the network: bytes are named by their digest.
+    if let Some(digest) = reference.digest()
+        && let Ok(pulled) = stored(store, digest, options)
+    {
+        return Ok(pulled);
+    }
+    let client = client(reference, &options.insecure);
+    let auth = credentials(reference.registry())?;
+    let digest = match reference.digest() {
+        Some(digest) => digest.to_owned(),
+        None => match client.fetch_manifest_digest(reference.oci(), &auth).await {
+            Ok(digest) => digest,
+            Err(error) => {
+                // A locked tag whose artifact is stored still loads: say so, and go on.
+                if let Some(entry) = &locked
+                    && matches!(error, OciDistributionError::RequestError(_))
+                    && let Ok(mut pulled) = stored(store, &entry.digest, options)
+                {
+                    tracing::warn!(%reference, "the registry cannot be reached ({error}); using the locked {}", entry.digest);
+                    pulled.offline = true;
+                    return Ok(pulled);
+                }
+                return Err(explain(reference, &auth, &error));
+            }
+        },
+    };
+    check_digest(&digest).map_err(|why| format!("{reference}: the registry answered {why}"))?;
+    if let Some(entry) = &locked
+        && entry.digest != digest
+        && !options.update
+    {
+        return Err(format!(
+            "{reference} is locked to {} in {LOCK_FILE}, but the registry now has it at {digest}: \
+             the tag moved. Run `toolcell pull --update {reference}` to accept the new bytes",
+            entry.digest
+        ));
+    }
+    let at = reference.at(&digest);
+    let (manifest, component) = if store.has(&digest) {
+        let manifest = store.manifest(&digest)?;
+        let layer = component_layer(&manifest)
+            .map_err(|why| format!("{reference}: {why}"))?
+            .clone();
+        if !store.has(&layer.digest) {
+            fetch_component(&client, &at, &layer, store, options.progress)
+                .await
+                .map_err(|why| format!("{reference}: {why}"))?;
+        }
+        (manifest, layer)
+    } else {
+        let (raw, _) = client
+            .pull_manifest_raw(at.oci(), &auth, &[OCI_IMAGE_MEDIA_TYPE])
+            .await
+            .map_err(|error| explain(reference, &auth, &error))?;
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(format!(
+                "{reference}: its manifest is {} bytes; at most {MAX_MANIFEST_BYTES} are read",
+                raw.len()
+            ));
+        }
+        if digest_of(&raw) != digest {
+            return Err(format!(
+                "{reference}: the manifest the registry sent is {}, not {digest}",
+                digest_of(&raw)
+            ));
+        }
+        let manifest: OciImageManifest = serde_json::from_slice(&raw)
+            .map_err(|error| format!("{reference}: its manifest: {error}"))?;
+        let layer = component_layer(&manifest)
+            .map_err(|why| format!("{reference}: {why}"))?
+            .clone();
+        // The component first, the manifest after: a stored manifest means a stored component.
+        fetch_component(&client, &at, &layer, store, options.progress)
+            .await
+            .map_err(|why| format!("{reference}: {why}"))?;
+        store.write(&digest, &raw)?;
+        (manifest, layer)
+    };
+    drop(manifest);
+    let signatures = fetch_signatures(&client, reference, &auth, &digest).await?;
+    if let Some(signatures) = &signatures {
+        store.write_signatures(&digest, signatures)?;
+    }
+    let mut pulled = stored(store, &digest, options)?;
+    pulled.offline = false;
+    pulled.component = component.digest;
+    if let (Some(lock), Some(_)) = (lock, reference.tag()) {
+        lock.set(LockEntry {
+            reference: reference.key(),
+            digest: digest.clone(),
+            component: pulled.component.clone(),
+            signers: pulled.signers.clone(),
+        });
+        lock.save()?;
+    }
+    Ok(pulled)
+}
+
+/// What the store holds of the manifest `digest`, as a [`Pulled`] (offline).
+fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, String> {
+    let manifest = store.manifest(digest)?;
+    let layer = component_layer(&manifest)?;
+    let component = store.read(&layer.digest, MAX_COMPONENT_BYTES)?;
+    let signatures = store.signatures(digest)?;
+    let keys: Vec<&TrustedKey> = options.keys.iter().collect();
+    let signers = super::signing::signers(digest, &signatures, &keys).unwrap_or_default();
+    Ok(Pulled {
+        digest: digest.to_owned(),
+        component: layer.digest.clone(),
+        bytes: component.len() as u64,
+        signatures: signatures.len(),
+        signers,
+        offline: true,
+    })
+}
+
+/// Fetch the component `layer` of `at` into `store`, at most its declared size, checked
+/// against its digest before it is kept.
+async fn fetch_component(
+    client: &Client,
+    at: &ToolRef,
+    layer: &oci_client::manifest::OciDescriptor,
+    store: &Store,
+    progress: bool,
+) -> Result<(), String> {
+    use futures_util::StreamExt as _;
+    let declared = u64::try_from(layer.size).unwrap_or(0);
+    let bar = progress.then(|| {
+        let bar = indicatif::ProgressBar::new(declared);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("pulling {} (1 layer)", at.repository()));
+        bar
+    });
+    let mut stream = client
+        .pull_blob_stream(at.oci(), layer)
+        .await
+        .map_err(|error| format!("fetching its layer: {error}"))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0).min(1 << 24));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| format!("fetching its layer: {error}"))?;
+        if (bytes.len() + chunk.len()) as u64 > declared {
+            return Err(format!(
+                "the registry sent more than the {declared} bytes its manifest declares"
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+        if let Some(bar) = &bar {
+            bar.set_position(bytes.len() as u64);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let actual = digest_of(&bytes);
+    if actual != layer.digest {
+        return Err(format!(
+            "the layer the registry sent is {actual}, not {} as its manifest says: refused, \
+             nothing kept",
+            layer.digest
+        ));
+    }
+    store.write(&layer.digest, &bytes)
+}
+
+/// The signatures of the manifest `digest` (its `.sig` tag); `None` if they could not be read
+/// (the stored ones, if any, are kept), an empty list if there are none.
+async fn fetch_signatures(
+    client: &Client,
+    reference: &ToolRef,
+    auth: &RegistryAuth,
+    digest: &str,
+) -> Result<Option<Vec<StoredSignature>>, String> {
+    let tag = Reference::with_tag(
+        reference.registry().to_owned(),
+        reference.repository().to_owned(),
+        signature_tag(digest),
+    );
+    let raw = match client
+        .pull_manifest_raw(&tag, auth, &[OCI_IMAGE_MEDIA_TYPE])
+        .await
+    {
+        Ok((raw, _)) => raw,
+        Err(error) if not_found(&error) => return Ok(Some(Vec::new())),
+        Err(error) => {
+            tracing::warn!(%reference, "its signatures could not be read: {error}");
+            return Ok(None);
+        }
+    };
+    if raw.len() > MAX_MANIFEST_BYTES {
+        return Err(format!("{reference}: its signature manifest is too large"));
+    }
+    let manifest: OciImageManifest = serde_json::from_slice(&raw)
+        .map_err(|error| format!("{reference}: its signature manifest: {error}"))?;
+    let mut signatures = Vec::new();
+    for layer in manifest
+        .layers
+        .iter()
+        .filter(|layer| layer.media_type == SIGNATURE_MEDIA_TYPE)
+        .take(MAX_SIGNATURES)
+    {
+        let Some(signature) = layer
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(SIGNATURE_ANNOTATION))
+        else {
+            continue;
+        };
+        if u64::try_from(layer.size).map_or(true, |size| size > MAX_SIGNATURE_PAYLOAD_BYTES)
+            || check_digest(&layer.digest).is_err()
+        {
+            continue;
+        }
+        let mut payload = Vec::new();
+        // pull_blob checks the bytes against the layer's digest.
+        if let Err(error) = client.pull_blob(&tag, layer, &mut payload).await {
+            tracing::warn!(%reference, "a signature layer could not be read: {error}");
+            continue;
+        }
+        signatures.push(StoredSignature {
+            payload: base64::engine::general_purpose::STANDARD.encode(&payload),
+            signature: signature.clone(),
+        });
+    }
+    Ok(Some(signatures))
+}
+
+/// Push the component `bytes` to `reference` (a tag) as a wasm OCI artifact; returns the
+/// manifest's digest. The bytes must be a component (what toolcell can load).
+pub async fn push(
+    bytes: Vec<u8>,
+    reference: &ToolRef,
+    insecure: &[String],
+) -> Result<String, String> {
+    let client = client(reference, insecure);
+    let auth = credentials(reference.registry())?;
+    let (mut config, layer) = oci_wasm::WasmConfig::from_raw_component(bytes, None)
+        .map_err(|error| format!("not a component: {error:#}"))?;
+    // The same bytes always push to the same digest.
+    config.created = Default::default();
+    oci_wasm::WasmClient::new(client.clone())
+        .push(reference.oci(), &auth, layer, config, None)
+        .await
+        .map_err(|error| match error.downcast_ref::<OciDistributionError>() {
+            Some(error) => explain(reference, &auth, error),
+            None => format!("{reference}: {error:#}"),
+        })?;
+    client
+        .fetch_manifest_digest(reference.oci(), &auth)
+        .await
+        .map_err(|error| explain(reference, &auth, &error))
+}
+
+/// Sign the artifact `reference` names with `key` and push the signature to its `.sig` tag,
+/// beside the signatures already there. Returns the signed digest and the signature's tag.
+pub async fn sign(
+    reference: &ToolRef,
+    key: &SigningKey,
+    insecure: &[String],
+) -> Result<(String, String), String> {
+    let client = client(reference, insecure);
+    let auth = credentials(reference.registry())?;
+    let digest = match reference.digest() {
+        Some(digest) => digest.to_owned(),
+        None => client
+            .fetch_manifest_digest(reference.oci(), &auth)
+            .await
+            .map_err(|error| explain(reference, &auth, &error))?,
+    };
+    check_digest(&digest)?;
+    let repository = format!("{}/{}", reference.registry(), reference.repository());
+    let (payload, signature) = key.sign(&repository, &digest)?;
+    let tag = Reference::with_tag(
+        reference.registry().to_owned(),
+        reference.repository().to_owned(),
+        signature_tag(&digest),
+    );
+    // The layers already there stay (cosign appends, too); this one joins them.
+    let mut layers = Vec::new();
+    if let Ok(image) = client.pull(&tag, &auth, vec![SIGNATURE_MEDIA_TYPE]).await {
+        layers.extend(image.layers.into_iter().filter(|layer| {
+            layer.media_type == SIGNATURE_MEDIA_TYPE && layer.data.as_ref() != payload.as_slice()
+        }));
+    }
+    layers.push(ImageLayer::new(
+        payload,
+        SIGNATURE_MEDIA_TYPE.to_owned(),
+        Some(BTreeMap::from([(
+            SIGNATURE_ANNOTATION.to_owned(),
+            signature,
+        )])),
+    ));
+    let config = Config::oci_v1(b"{}".to_vec(), None);
+    let mut manifest = OciImageManifest::build(&layers, &config, None);
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
+    client
+        .push(&tag, &layers, config, &auth, Some(manifest))
+        .await
+        .map_err(|error| explain(reference, &auth, &error))?;
+    Ok((digest, tag.whole()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_config_credentials_are_found_by_registry() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("user:secret");
+        let text = format!(
+            r#"{{"auths": {{"127.0.0.1:5000": {{"auth": "{auth}"}},
+                "https://index.docker.io/v1/": {{"auth": "{auth}"}},
+                "ghcr.io": {{"identitytoken": "tok"}}}}}}"#
+        );
+        assert!(matches!(
+            docker_credentials(&text, "127.0.0.1:5000"),
+            Ok(RegistryAuth::Basic(user, password)) if user == "user" && password == "secret"
+        ));
+        assert!(matches!(
+            docker_credentials(&text, "index.docker.io"),
+            Ok(RegistryAuth::Basic(..))
+        ));
+        assert!(matches!(
+            docker_credentials(&text, "ghcr.io"),
+            Ok(RegistryAuth::Bearer(token)) if token == "tok"
+        ));
+        assert!(matches!(
+            docker_credentials(&text, "127.0.0.1:5001"),
+            Ok(RegistryAuth::Anonymous)
+        ));
+        assert!(docker_credentials("{\"auths\": {\"r\": {\"auth\": \"!!\"}}}", "r").is_err());
+        assert!(docker_credentials("not json", "r").is_err());
+    }
+}
