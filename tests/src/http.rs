@@ -870,6 +870,126 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// A key set served over HTTP on loopback, as an issuer's `jwks_uri`; what it serves can be
+/// changed while it runs (a key rotation). Counts the fetches.
+struct KeyServer {
+    addr: SocketAddr,
+    served: Arc<Mutex<String>>,
+    fetches: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl KeyServer {
+    fn start(jwks: &Value) -> KeyServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let served = Arc::new(Mutex::new(jwks.to_string()));
+        let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (body, count) = (Arc::clone(&served), Arc::clone(&fetches));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head);
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = body.lock().expect("lock").clone();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        KeyServer {
+            addr,
+            served,
+            fetches,
+        }
+    }
+
+    fn serve(&self, jwks: &Value) {
+        *self.served.lock().expect("lock") = jwks.to_string();
+    }
+}
+
+#[test]
+fn a_key_set_from_a_url_is_fetched_at_start_and_again_after_a_rotation() {
+    const RESOURCE: &str = "https://tools.test/mcp";
+    const ISSUER: &str = "https://auth.test";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (old, new) = (Issuer::new("old"), Issuer::new("new"));
+    let keys = KeyServer::start(&old.jwks());
+    std::fs::write(
+        dir.path().join("oauth.toml"),
+        format!(
+            "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\n\
+             jwks_url = \"http://{}/jwks.json\"\njwks_refresh_secs = 1\n[tenants.team-a]\n",
+            keys.addr
+        ),
+    )
+    .expect("oauth config");
+    let server = Server::start(&["--oauth", &dir.path().join("oauth.toml").to_string_lossy()]);
+    let claims = serde_json::json!({
+        "iss": ISSUER, "aud": RESOURCE, "sub": "team-a", "exp": now() + 300, "iat": now(),
+    });
+    let echo = |token: &str| {
+        call(
+            server.addr,
+            Some(token),
+            "echo",
+            serde_json::json!({"text": "k"}),
+        )
+    };
+    assert_eq!(echo(&old.token(claims.clone())).status, 200);
+    assert_eq!(
+        echo(&new.token(claims.clone())).status,
+        401,
+        "a key the issuer has not published yet"
+    );
+    // The issuer rotates: the next fetch brings the new key and drops the old one.
+    keys.serve(&new.jwks());
+    let fetched = keys.fetches.load(std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while echo(&new.token(claims.clone())).status != 200 {
+        assert!(Instant::now() < deadline, "the new key was never fetched");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(keys.fetches.load(std::sync::atomic::Ordering::SeqCst) > fetched);
+    assert_eq!(echo(&old.token(claims)).status, 401, "the old key is gone");
+}
+
+#[test]
+fn a_key_set_url_must_be_https_or_loopback_and_must_answer_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a port");
+    // Nothing is fetched from the first: it is refused before any connection.
+    for (url, why) in [
+        ("http://auth.test/jwks.json", "must be https"),
+        (&format!("http://{closed}/jwks.json"), "the key set at"),
+    ] {
+        std::fs::write(
+            dir.path().join("oauth.toml"),
+            format!(
+                "resource = \"https://tools.test/mcp\"\nissuer = \"https://auth.test\"\n\
+                 jwks_url = \"{url}\"\n[tenants.team-a]\n"
+            ),
+        )
+        .expect("oauth config");
+        let output = toolcell_command()
+            .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
+            .arg(dir.path().join("oauth.toml"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolcell serve");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(why),
+            "{url}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
     const RESOURCE: &str = "https://tools.test/mcp";

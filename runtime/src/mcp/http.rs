@@ -149,7 +149,7 @@ pub enum Auth {
     /// Static bearer tokens, each naming a tenant.
     Tokens(Tokens),
     /// JWT access tokens from an authorization server.
-    OAuth(Box<OAuth>),
+    OAuth(Arc<OAuth>),
 }
 
 /// Who a request is from, once authenticated.
@@ -652,7 +652,7 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
         (Some(path), None) => {
             Auth::Tokens(Tokens::load(path, &mut runtime).map_err(anyhow::Error::msg)?)
         }
-        (None, Some(path)) => Auth::OAuth(Box::new(
+        (None, Some(path)) => Auth::OAuth(Arc::new(
             OAuth::load(path, &mut runtime).map_err(anyhow::Error::msg)?,
         )),
         (None, None) => Auth::None,
@@ -728,6 +728,23 @@ async fn serve_http_on(
         running: Arc::clone(&running),
     });
 
+    // A key set from a URL is fetched again now and then, for as long as the server runs.
+    if let Auth::OAuth(oauth) = &front.auth
+        && let Some((_, every)) = oauth.jwks_url()
+    {
+        let oauth = Arc::clone(oauth);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                match oauth.refresh_keys().await {
+                    Ok(count) => tracing::debug!(count, "the OAuth key set was fetched again"),
+                    Err(why) => tracing::warn!("{why}"),
+                }
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .with_context(|| format!("listening on {}", options.addr))?;

@@ -7,7 +7,9 @@
 //! ```toml
 //! resource = "https://tools.example.com/mcp"    # this server: the tokens' audience
 //! issuer = "https://auth.example.com"            # the only issuer accepted
-//! jwks_file = "/etc/toolcell/jwks.json"          # the issuer's signing keys (a JWK Set)
+//! jwks_file = "/etc/toolcell/jwks.json"          # the issuer's signing keys (a JWK Set),
+//! # or: jwks_url = "https://auth.example.com/jwks.json"  (fetched at start, then every
+//! # jwks_refresh_secs, default 300; https, or http to loopback only)
 //! algorithms = ["ES256", "RS256"]                # default: both
 //! tenant_claim = "sub"                           # the claim that names the tenant (default sub)
 //! scope = "mcp:tools"                            # needed for every call (optional)
@@ -24,8 +26,10 @@
 //! token names one), with an allowed algorithm, and its `iss` is the issuer, its `aud` holds
 //! the resource, `exp` is in the future (and `nbf`, if any, past), and its tenant claim names a
 //! configured tenant. Scopes come from the `scope` claim (space-separated) or `scp` (a list).
-//! The keys are read at start: a server may have no route to the issuer, and a restart picks up
-//! rotated keys.
+//! A key set file is read at start (a server may have no route to the issuer; a restart picks
+//! up rotated keys). A key set URL is fetched at start (the server does not start without it)
+//! and again every `jwks_refresh_secs`; a refresh that fails keeps the keys it had, and says so
+//! in the log.
 
 use super::auth::Tenant;
 use crate::Runtime;
@@ -34,7 +38,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// The longest OAuth configuration or key set read.
 pub const MAX_OAUTH_FILE_BYTES: u64 = 1 << 20;
@@ -46,6 +51,13 @@ pub const MAX_ACCESS_TOKEN_BYTES: usize = 16 * 1024;
 /// Seconds of clock difference allowed between the issuer and this server (`exp`, `nbf`).
 pub const CLOCK_LEEWAY_SECS: u64 = 30;
 
+/// How often a key set URL is fetched again, unless the configuration says otherwise: an
+/// issuer that rotates keys publishes the new one well before it signs with it.
+pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
+
+/// How long fetching the key set may take.
+pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The path of the protected-resource metadata (RFC 9728, section 3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
@@ -54,7 +66,9 @@ pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 struct OAuthFile {
     resource: String,
     issuer: String,
-    jwks_file: PathBuf,
+    jwks_file: Option<PathBuf>,
+    jwks_url: Option<String>,
+    jwks_refresh_secs: Option<u64>,
     #[serde(default)]
     algorithms: Option<Vec<String>>,
     #[serde(default)]
@@ -87,7 +101,10 @@ pub struct Principal {
 pub struct OAuth {
     resource: String,
     issuer: String,
-    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
+    keys: RwLock<Arc<Vec<Key>>>,
+    /// The key set's URL and how often it is fetched again, if it comes from one.
+    jwks_url: Option<(String, Duration)>,
+    algorithms: Vec<Algorithm>,
     validation: Validation,
     tenant_claim: String,
     scope: Option<String>,
@@ -101,7 +118,7 @@ impl std::fmt::Debug for OAuth {
         f.debug_struct("OAuth")
             .field("resource", &self.resource)
             .field("issuer", &self.issuer)
-            .field("keys", &self.keys.len())
+            .field("jwks_url", &self.jwks_url)
             .finish_non_exhaustive()
     }
 }
@@ -122,6 +139,113 @@ fn read_bounded(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
+/// One key of the issuer's set: its id (if it has one), the key, and an algorithm it may be
+/// used with.
+type Key = (Option<String>, DecodingKey, Algorithm);
+
+/// The keys of `jwks` usable with `algorithms`: each with the algorithm it names, or with every
+/// allowed algorithm of its own family (EC, RSA, OKP) when it names none.
+fn usable_keys(jwks: &JwkSet, algorithms: &[Algorithm]) -> Vec<Key> {
+    let mut keys = Vec::new();
+    for jwk in &jwks.keys {
+        let Ok(key) = DecodingKey::from_jwk(jwk) else {
+            continue;
+        };
+        // A key is used only with the algorithm it names, or with every allowed algorithm of
+        // its own family (EC, RSA, OKP) when it names none.
+        use jsonwebtoken::jwk::AlgorithmParameters;
+        let of_family = |alg: &Algorithm| match &jwk.algorithm {
+            AlgorithmParameters::EllipticCurve(_) => {
+                matches!(alg, Algorithm::ES256 | Algorithm::ES384)
+            }
+            AlgorithmParameters::RSA(_) => matches!(
+                alg,
+                Algorithm::RS256
+                    | Algorithm::RS384
+                    | Algorithm::RS512
+                    | Algorithm::PS256
+                    | Algorithm::PS384
+                    | Algorithm::PS512
+            ),
+            AlgorithmParameters::OctetKeyPair(_) => matches!(alg, Algorithm::EdDSA),
+            AlgorithmParameters::OctetKey(_) => false,
+        };
+        let family: Vec<Algorithm> = match jwk.common.key_algorithm {
+            Some(named) => named
+                .to_string()
+                .parse::<Algorithm>()
+                .ok()
+                .filter(|alg| algorithms.contains(alg) && of_family(alg))
+                .into_iter()
+                .collect(),
+            None => algorithms.iter().copied().filter(of_family).collect(),
+        };
+        for alg in family {
+            keys.push((jwk.common.key_id.clone(), key.clone(), alg));
+        }
+    }
+    keys
+}
+
+/// A key set URL must be https, or http to a loopback address.
+fn check_jwks_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|error| format!("jwks_url {url:?}: {error}"))?;
+    let loopback = parsed.host_str().is_some_and(|host| {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => Err(format!(
+            "jwks_url {url:?} must be https (http only to a loopback address)"
+        )),
+    }
+}
+
+/// Fetch the key set at `url`: at most [`MAX_OAUTH_FILE_BYTES`], within
+/// [`JWKS_FETCH_TIMEOUT`], no redirects.
+async fn fetch_jwks(url: &str) -> Result<JwkSet, String> {
+    use futures_util::StreamExt as _;
+    let why = |what: String| format!("the key set at {url}: {what}");
+    let client = reqwest::Client::builder()
+        .timeout(JWKS_FETCH_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| why(error.to_string()))?;
+    let response = client
+        .get(url)
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .map_err(|error| why(error.to_string()))?;
+    if !response.status().is_success() {
+        return Err(why(format!("answered {}", response.status())));
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| why(error.to_string()))?;
+        if (body.len() + chunk.len()) as u64 > MAX_OAUTH_FILE_BYTES {
+            return Err(why(format!("longer than {MAX_OAUTH_FILE_BYTES} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|error| why(error.to_string()))
+}
+
+/// [`fetch_jwks`] from synchronous code (the server's start).
+fn fetch_jwks_blocking(url: &str) -> Result<JwkSet, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| error.to_string())?
+        .block_on(fetch_jwks(url))
+}
+
 impl OAuth {
     /// Read the configuration at `path` and the key set it names, opening each tenant's
     /// workspace in `runtime`.
@@ -137,12 +261,6 @@ impl OAuth {
                     parsed.resource
                 ))
             })?;
-        let jwks_path = path
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(&parsed.jwks_file);
-        let jwks: JwkSet = serde_json::from_str(&read_bounded(&jwks_path).map_err(&why)?)
-            .map_err(|error| why(format!("the key set: {error}")))?;
         let algorithms: Vec<Algorithm> = parsed
             .algorithms
             .unwrap_or_else(|| vec!["ES256".to_owned(), "RS256".to_owned()])
@@ -160,48 +278,31 @@ impl OAuth {
                     })
             })
             .collect::<Result<_, _>>()?;
-        let mut keys = Vec::new();
-        for jwk in &jwks.keys {
-            let Ok(key) = DecodingKey::from_jwk(jwk) else {
-                continue;
-            };
-            // A key is used only with the algorithm it names, or with every allowed algorithm of
-            // its own family (EC, RSA, OKP) when it names none.
-            use jsonwebtoken::jwk::AlgorithmParameters;
-            let of_family = |alg: &Algorithm| match &jwk.algorithm {
-                AlgorithmParameters::EllipticCurve(_) => {
-                    matches!(alg, Algorithm::ES256 | Algorithm::ES384)
-                }
-                AlgorithmParameters::RSA(_) => matches!(
-                    alg,
-                    Algorithm::RS256
-                        | Algorithm::RS384
-                        | Algorithm::RS512
-                        | Algorithm::PS256
-                        | Algorithm::PS384
-                        | Algorithm::PS512
-                ),
-                AlgorithmParameters::OctetKeyPair(_) => matches!(alg, Algorithm::EdDSA),
-                AlgorithmParameters::OctetKey(_) => false,
-            };
-            let family: Vec<Algorithm> = match jwk.common.key_algorithm {
-                Some(named) => named
-                    .to_string()
-                    .parse::<Algorithm>()
-                    .ok()
-                    .filter(|alg| algorithms.contains(alg) && of_family(alg))
-                    .into_iter()
-                    .collect(),
-                None => algorithms.iter().copied().filter(of_family).collect(),
-            };
-            for alg in family {
-                keys.push((jwk.common.key_id.clone(), key.clone(), alg));
+        let base = path.parent().unwrap_or(Path::new("."));
+        let (jwks, jwks_url, source) = match (&parsed.jwks_file, &parsed.jwks_url) {
+            (Some(file), None) => {
+                let file = base.join(file);
+                runtime.protect(&file);
+                let jwks: JwkSet = serde_json::from_str(&read_bounded(&file).map_err(&why)?)
+                    .map_err(|error| why(format!("the key set: {error}")))?;
+                (jwks, None, file.display().to_string())
             }
-        }
+            (None, Some(url)) => {
+                check_jwks_url(url).map_err(&why)?;
+                let jwks = fetch_jwks_blocking(url).map_err(&why)?;
+                let every = parsed
+                    .jwks_refresh_secs
+                    .map_or(DEFAULT_JWKS_REFRESH, |secs| {
+                        Duration::from_secs(secs.max(1))
+                    });
+                (jwks, Some((url.clone(), every)), url.clone())
+            }
+            _ => return Err(why("give jwks_file or jwks_url (one of them)".to_owned())),
+        };
+        let keys = usable_keys(&jwks, &algorithms);
         if keys.is_empty() {
             return Err(why(format!(
-                "{} holds no key usable with {algorithms:?}",
-                jwks_path.display()
+                "{source} holds no key usable with {algorithms:?}"
             )));
         }
         let mut validation = Validation::new(algorithms[0]);
@@ -212,9 +313,7 @@ impl OAuth {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let mut tenants = HashMap::new();
-        let base = path.parent().unwrap_or(Path::new("."));
         runtime.protect(path);
-        runtime.protect(&jwks_path);
         for (name, entry) in parsed.tenants {
             let tenant = super::auth::tenant(
                 runtime,
@@ -235,7 +334,9 @@ impl OAuth {
         Ok(OAuth {
             resource,
             issuer: parsed.issuer,
-            keys,
+            keys: RwLock::new(Arc::new(keys)),
+            jwks_url,
+            algorithms: validation.algorithms.clone(),
             validation,
             tenant_claim: parsed.tenant_claim.unwrap_or_else(|| "sub".to_owned()),
             scope: parsed.scope,
@@ -245,6 +346,41 @@ impl OAuth {
         })
     }
 
+    /// The keys as they are now.
+    fn keys(&self) -> Arc<Vec<Key>> {
+        match self.keys.read() {
+            Ok(keys) => Arc::clone(&keys),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The key set's URL and how often to fetch it again, if the keys come from one.
+    pub fn jwks_url(&self) -> Option<(&str, Duration)> {
+        self.jwks_url
+            .as_ref()
+            .map(|(url, every)| (url.as_str(), *every))
+    }
+
+    /// Fetch the key set from its URL again and use it; on failure (the issuer unreachable,
+    /// a set with no usable key) the keys stay as they were. Returns how many keys there are.
+    pub async fn refresh_keys(&self) -> Result<usize, String> {
+        let Some((url, _)) = &self.jwks_url else {
+            return Ok(self.keys().len());
+        };
+        let keys = usable_keys(&fetch_jwks(url).await?, &self.algorithms);
+        if keys.is_empty() {
+            return Err(format!(
+                "the key set at {url} holds no usable key; kept the old one"
+            ));
+        }
+        let count = keys.len();
+        match self.keys.write() {
+            Ok(mut held) => *held = Arc::new(keys),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(keys),
+        }
+        Ok(count)
+    }
+
     /// Verify `token`: the caller it names, or why it is refused (for `error_description`).
     pub fn verify(&self, token: &str) -> Result<Principal, String> {
         if token.len() > MAX_ACCESS_TOKEN_BYTES {
@@ -252,7 +388,8 @@ impl OAuth {
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| "not a JWT".to_owned())?;
         let mut last = "no key of the issuer's set matches the token".to_owned();
-        for (kid, key, alg) in &self.keys {
+        let keys = self.keys();
+        for (kid, key, alg) in keys.iter() {
             if *alg != header.alg || (header.kid.is_some() && kid.is_some() && *kid != header.kid) {
                 continue;
             }
