@@ -268,6 +268,8 @@ impl RuntimeBuilder {
             .build()
             .context("starting the host's async runtime")?;
 
+        // The keys and trust root that decide which signatures count are no tool's to write.
+        self.protected.extend(self.policy.trust_files());
         let mut runtime = Runtime {
             registry: Registry::default(),
             tools: HashMap::new(),
@@ -416,16 +418,17 @@ impl RuntimeBuilder {
                     .map(|(tool, reference)| (Some(tool.clone()), reference.clone())),
             )
             .collect::<Vec<_>>();
-        if named.is_empty() {
-            return provenance;
-        }
         let lock_path = self
             .workspace
             .as_ref()
             .map(|dir| dir.join(crate::oci::LOCK_FILE));
         if let Some(path) = &lock_path {
-            // What decides which bytes a tag loads is no tool's to write.
+            // What decides which bytes a tag loads is no tool's to write, in this run or the
+            // next (which may pull).
             self.protected.push(path.clone());
+        }
+        if named.is_empty() {
+            return provenance;
         }
         let lock = lock_path.map(crate::oci::Lock::open).transpose();
         let store = self.store.clone().map(crate::oci::Store::new);
@@ -479,11 +482,26 @@ fn check_provenance(
             "the policy's tools.{named}.source is a component that calls itself {name:?}"
         ));
     }
-    let mut required: Vec<&PathBuf> = policy.signed_by.iter().collect();
-    if provenance.is_some() {
-        required.extend(&policy_file.registry().signed_by);
+    if let Some((_, source)) = policy_file.sources().iter().find(|(tool, _)| tool == name)
+        && provenance.and_then(|from| from.named.as_deref()) != Some(name)
+    {
+        // The policy's entry (its grants) is for the artifact it names, not for whatever
+        // component calls itself the same.
+        return Err(format!(
+            "the policy loads {name} from {source}; a component of that name from elsewhere \
+             does not get its entry"
+        ));
     }
-    if required.is_empty() {
+    // Each list that applies must be satisfied on its own: the tool's, and for a pulled tool
+    // the registry's (a vendor's key does not stand in for the team's, nor the other way).
+    let mut groups: Vec<(&str, &[crate::Signer])> = Vec::new();
+    if !policy.signed_by.is_empty() {
+        groups.push(("its policy's signed_by", &policy.signed_by));
+    }
+    if provenance.is_some() && !policy_file.registry().signed_by.is_empty() {
+        groups.push(("[registry] signed_by", &policy_file.registry().signed_by));
+    }
+    if groups.is_empty() {
         return Ok(());
     }
     let Some(provenance) = provenance else {
@@ -492,52 +510,88 @@ fn check_provenance(
              registry carries a signature"
         ));
     };
-    let trusted = keys
-        .read(&required)
-        .map_err(|why| format!("{name}: {why}"))?;
     let store = store
         .map(crate::oci::Store::new)
         .ok_or_else(|| format!("{name}: no store directory"))?;
     let signatures = store
         .signatures(&provenance.digest)
         .map_err(|why| format!("{name}: {why}"))?;
-    crate::oci::signing::signers(&provenance.digest, &signatures, &trusted)
-        .map(drop)
-        .map_err(|why| {
+    for (list, required) in groups {
+        let required: Vec<&crate::Signer> = required.iter().collect();
+        let named = required
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (trusted, identities, root) = keys
+            .read(&required, policy_file.registry().trust_root.as_deref())
+            .map_err(|why| format!("{name}: {why}"))?;
+        let signers = crate::oci::signing::Signers {
+            keys: &trusted,
+            identities: &identities,
+            root,
+        };
+        crate::oci::signing::signers(&provenance.digest, &signatures, signers).map_err(|why| {
             format!(
-                "{name} ({}) is refused: {why} (keys: {})",
-                provenance.digest,
-                required
-                    .iter()
-                    .map(|path| path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "{name} ({}) is refused: {why} ({list}: {named})",
+                provenance.digest
             )
-        })
+        })?;
+    }
+    Ok(())
 }
 
-/// The public keys a build's policy names, each read once.
+/// The public keys and the trust root a build's policy names, each read once.
 #[derive(Default)]
 struct KeyRing {
     keys: HashMap<PathBuf, crate::oci::signing::TrustedKey>,
+    root: Option<crate::oci::signing::TrustRoot>,
 }
 
+/// The keys, identities and trust root a tool's signature is checked against.
+type Required<'a> = (
+    Vec<&'a crate::oci::signing::TrustedKey>,
+    Vec<&'a crate::Identity>,
+    Option<&'a crate::oci::signing::TrustRoot>,
+);
+
 impl KeyRing {
-    /// The keys at `paths`, read now if not before.
-    fn read(
-        &mut self,
-        paths: &[&PathBuf],
-    ) -> Result<Vec<&crate::oci::signing::TrustedKey>, String> {
-        for path in paths {
-            if !self.keys.contains_key(*path) {
-                let key = crate::oci::signing::TrustedKey::read(path)?;
-                self.keys.insert((*path).clone(), key);
+    /// The keys and identities among `signers`, and the trust root at `root` if an identity
+    /// needs it; files are read now if not before.
+    fn read<'a>(
+        &'a mut self,
+        signers: &[&'a crate::Signer],
+        root: Option<&Path>,
+    ) -> Result<Required<'a>, String> {
+        let mut identities = Vec::new();
+        for signer in signers {
+            match signer {
+                crate::Signer::Key(path) if !self.keys.contains_key(path) => {
+                    let key = crate::oci::signing::TrustedKey::read(path)?;
+                    self.keys.insert(path.clone(), key);
+                }
+                crate::Signer::Key(_) => {}
+                crate::Signer::Identity(identity) => identities.push(identity),
             }
         }
-        Ok(paths
+        if !identities.is_empty() && self.root.is_none() {
+            // The policy's parser refuses an identity without a trust root.
+            let path = root.ok_or("a keyless signer needs [registry] trust_root")?;
+            self.root = Some(crate::oci::signing::TrustRoot::read(path)?);
+        }
+        let keys = signers
             .iter()
-            .filter_map(|path| self.keys.get(*path))
-            .collect())
+            .filter_map(|signer| match signer {
+                crate::Signer::Key(path) => self.keys.get(path),
+                crate::Signer::Identity(_) => None,
+            })
+            .collect();
+        let root = if identities.is_empty() {
+            None
+        } else {
+            self.root.as_ref()
+        };
+        Ok((keys, identities, root))
     }
 }
 

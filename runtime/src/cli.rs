@@ -689,9 +689,21 @@ fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
         let mut lock =
             crate::oci::Lock::open(workspace.join(crate::oci::LOCK_FILE)).map_err(usage)?;
         let mut keys = Vec::new();
-        for path in &policy.registry().signed_by {
-            keys.push(crate::oci::signing::TrustedKey::read(path).map_err(usage)?);
+        let mut identities = Vec::new();
+        for signer in &policy.registry().signed_by {
+            match signer {
+                crate::Signer::Key(path) => {
+                    keys.push(crate::oci::signing::TrustedKey::read(path).map_err(usage)?);
+                }
+                crate::Signer::Identity(identity) => identities.push(identity.clone()),
+            }
         }
+        let trust_root = match &policy.registry().trust_root {
+            Some(path) if !identities.is_empty() => {
+                Some(crate::oci::signing::TrustRoot::read(path).map_err(usage)?)
+            }
+            _ => None,
+        };
         let options = crate::oci::PullOptions {
             update,
             insecure: insecure
@@ -701,6 +713,8 @@ fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
                 .collect(),
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             keys,
+            identities,
+            trust_root,
         };
         let pulled = registry_runtime()?
             .block_on(crate::oci::pull(

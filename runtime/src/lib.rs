@@ -137,7 +137,9 @@ pub use limits::{CallOptions, Limits};
 pub use load::LoadError;
 pub use native::{FnTool, GrantedPath, NativeTool, ToolContext, ToolError};
 pub use pipeline::Runtime;
-pub use policy::{Access, DEFAULT_POLICY, Policy, RegistryRules, Rule, ToolPolicy};
+pub use policy::{
+    Access, DEFAULT_POLICY, Identity, Policy, RegistryRules, Rule, Signer, ToolPolicy,
+};
 pub use port::{FakeTools, ToolPort};
 pub use proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
 pub use registry::{

@@ -169,13 +169,25 @@ impl Runtime {
     }
 
     /// Whether `policy` can decide calls of this runtime (see [`CallContext::with_policy`]):
-    /// a policy that sets a fuel limit needs a runtime that meters fuel.
+    /// a policy that sets a fuel limit needs a runtime that meters fuel, and one that says where
+    /// tools come from or who must have signed them is refused (that is decided at load, by
+    /// the runtime's own policy; per call it would be silently ignored).
     pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), String> {
         if policy.sets_fuel() && !self.wasm.meters_fuel() {
             return Err(
                 "it sets a fuel limit, but this runtime does not meter fuel (set one \
                         in the runtime's own policy, or build it with \
                         RuntimeBuilder::fuel_metering(true))"
+                    .to_owned(),
+            );
+        }
+        if policy.decides_provenance() {
+            // Which tools load, from where and signed by whom, is decided once at load, by the
+            // runtime's own policy; a context's policy could not narrow it per call.
+            return Err(
+                "it says where tools come from or who must sign them (source, signed_by, \
+                 [registry]): that is decided once, when tools load, by the server's own \
+                 policy"
                     .to_owned(),
             );
         }

@@ -25,6 +25,12 @@
 //! [registry]                        # for tools pulled from registries
 //! signed_by = ["keys/team.pub"]     # every pulled tool must be signed by one of these
 //! insecure = ["registry.internal:5000"]  # plain HTTP allowed (loopback registries always are)
+//! trust_root = "sigstore/trusted_root.json"  # Fulcio CAs and Rekor keys, for keyless signers
+//!
+//! [tools.fetch]                     # a keyless signer: who signed, vouched for by Fulcio
+//! source = "oci://ghcr.io/acme/fetch:2"
+//! signed_by = [{ issuer = "https://token.actions.githubusercontent.com",
+//!   subject = "https://github.com/acme/fetch/.github/workflows/release.yml@refs/heads/main" }]
 //!
 //! [files]                           # for every tool, whatever its rules say
 //! protected = ["deploy/", "Makefile"]   # never written (besides .git, .toolcell, policy, audit)
@@ -33,7 +39,8 @@
 //! ```
 //!
 //! Unknown keys are errors that name their line. Key files are relative to the policy file's
-//! directory.
+//! directory. A pulled tool with a `signed_by` of its own must meet both lists, each on its
+//! own.
 
 use crate::files::FileRules;
 use crate::{CapabilityKind, Class, Limits};
@@ -93,17 +100,58 @@ pub struct ToolPolicy {
     /// The rule for each capability the policy names.
     pub rules: HashMap<CapabilityKind, Rule>,
     /// If not empty, the tool loads only if it was pulled from a registry with a signature
-    /// by one of these public keys (PEM files).
-    pub signed_by: Vec<PathBuf>,
+    /// by one of these signers.
+    pub signed_by: Vec<Signer>,
+}
+
+/// Who may have signed a tool (an entry of a policy's `signed_by`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signer {
+    /// Whoever holds the private half of this public key (a PEM file).
+    Key(PathBuf),
+    /// A keyless (Fulcio) signer: the certificate the trust root's CA issued names this
+    /// identity, and the signature was logged in a transparency log the trust root names.
+    Identity(Identity),
+}
+
+/// A keyless signer's identity, as Fulcio writes it into the signing certificate. Both parts
+/// must match exactly (no patterns: a pattern is one typo from trusting everyone).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// The OIDC issuer that vouched for the signer (`https://token.actions.githubusercontent.com`).
+    pub issuer: String,
+    /// The certificate's subject: an email address or a URI (a CI workflow's, say).
+    pub subject: String,
+}
+
+impl std::fmt::Display for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Signer::Key(path) => write!(f, "{}", path.display()),
+            Signer::Identity(identity) => write!(f, "{identity}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (issuer {})", self.subject, self.issuer)
+    }
 }
 
 /// What holds for tools pulled from registries (`[registry]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegistryRules {
-    /// Every pulled tool must be signed by one of these public keys (PEM files).
-    pub signed_by: Vec<PathBuf>,
+    /// Every pulled tool must be signed by one of these signers.
+    pub signed_by: Vec<Signer>,
     /// Registries (`host[:port]`) that may be reached over plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
+    /// The Sigstore trust root (`trusted_root.json`, as `cosign --trusted-root` reads it):
+    /// the Fulcio certificate authorities and Rekor keys keyless signers are checked against.
+    /// Required when any `signed_by` names an identity; read from this file only, never
+    /// fetched, so a server with no internet verifies the same.
+    pub trust_root: Option<PathBuf>,
 }
 
 impl ToolPolicy {
@@ -152,12 +200,9 @@ impl Policy {
         let mut policy = Policy::empty();
         if let Some(registry) = file.registry {
             policy.registry = RegistryRules {
-                signed_by: registry
-                    .signed_by
-                    .iter()
-                    .map(|key| base.join(key))
-                    .collect(),
+                signed_by: signers(registry.signed_by, base),
                 insecure: registry.insecure,
+                trust_root: registry.trust_root.map(|path| base.join(path)),
             };
         }
         if let Some(files) = file.files {
@@ -193,6 +238,42 @@ impl Policy {
                 policy.sources.push((name.clone(), source.clone()));
             }
             policy.tools.insert(name, entry.into_policy(base));
+        }
+        let keyless = policy
+            .tools
+            .iter()
+            .flat_map(|(name, tool)| {
+                tool.signed_by
+                    .iter()
+                    .map(move |signer| (name.as_str(), signer))
+            })
+            .chain(
+                policy
+                    .registry
+                    .signed_by
+                    .iter()
+                    .map(|signer| ("registry", signer)),
+            )
+            .find(|(_, signer)| matches!(signer, Signer::Identity(_)));
+        let empty = policy
+            .tools
+            .values()
+            .flat_map(|tool| &tool.signed_by)
+            .chain(&policy.registry.signed_by)
+            .any(|signer| {
+                matches!(signer, Signer::Identity(identity)
+                    if identity.issuer.trim().is_empty() || identity.subject.trim().is_empty())
+            });
+        if empty {
+            return Err("signed_by: a keyless signer needs a non-empty issuer and subject".into());
+        }
+        if let Some((name, signer)) = keyless
+            && policy.registry.trust_root.is_none()
+        {
+            return Err(format!(
+                "{name}: signed_by names the keyless signer {signer}, which needs \
+                 [registry] trust_root (the trusted_root.json to check it against)"
+            ));
         }
         Ok(policy)
     }
@@ -232,6 +313,29 @@ impl Policy {
         &self.files
     }
 
+    /// The files that decide which signatures count: every key `signed_by` names, and the
+    /// trust root.
+    pub fn trust_files(&self) -> Vec<PathBuf> {
+        self.tools
+            .values()
+            .flat_map(|tool| &tool.signed_by)
+            .chain(&self.registry.signed_by)
+            .filter_map(|signer| match signer {
+                Signer::Key(path) => Some(path.clone()),
+                Signer::Identity(_) => None,
+            })
+            .chain(self.registry.trust_root.clone())
+            .collect()
+    }
+
+    /// True if the policy says anything about where tools come from or who signed them
+    /// (`source`, `signed_by`, `[registry]`): what is decided once, when tools load.
+    pub fn decides_provenance(&self) -> bool {
+        !self.sources.is_empty()
+            || self.registry != RegistryRules::default()
+            || self.tools.values().any(|tool| !tool.signed_by.is_empty())
+    }
+
     /// The entry of `tool`, if the policy has one.
     pub fn entry(&self, tool: &str) -> Option<&ToolPolicy> {
         self.tools.get(tool)
@@ -256,9 +360,28 @@ struct PolicyFile {
 #[serde(deny_unknown_fields)]
 struct RegistryEntry {
     #[serde(default)]
-    signed_by: Vec<String>,
+    signed_by: Vec<SignerEntry>,
     #[serde(default)]
     insecure: Vec<String>,
+    trust_root: Option<PathBuf>,
+}
+
+/// A `signed_by` entry: a key file's path, or `{ issuer, subject }`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SignerEntry {
+    Key(PathBuf),
+    Identity(Identity),
+}
+
+fn signers(entries: Vec<SignerEntry>, base: &Path) -> Vec<Signer> {
+    entries
+        .into_iter()
+        .map(|entry| match entry {
+            SignerEntry::Key(path) => Signer::Key(base.join(path)),
+            SignerEntry::Identity(identity) => Signer::Identity(identity),
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -285,7 +408,7 @@ struct ToolEntry {
     clock: Option<Rule>,
     source: Option<String>,
     #[serde(default)]
-    signed_by: Vec<String>,
+    signed_by: Vec<SignerEntry>,
 }
 
 #[derive(Deserialize)]
@@ -337,7 +460,7 @@ impl ToolEntry {
             limits,
             sha256: self.sha256.map(|digest| digest.to_lowercase()),
             rules,
-            signed_by: self.signed_by.iter().map(|key| base.join(key)).collect(),
+            signed_by: signers(self.signed_by, base),
         }
     }
 }

@@ -20,9 +20,14 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Server {
+        Server::start_with_env(args, &[])
+    }
+
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = toolcell_command()
             .args(["serve", "--http", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -626,6 +631,12 @@ fn a_tenant_policy_that_cannot_be_used_stops_the_server_at_start() {
             Some("[tools.echo]\nlimits = { fuel = 1000 }\n"),
             "does not meter fuel",
         ),
+        // Signatures and sources are decided when tools load: per tenant they would be
+        // silently ignored, so they are refused.
+        (
+            Some("[tools.echo]\nsigned_by = [\"team.pub\"]\n"),
+            "decided once, when tools load",
+        ),
     ] {
         let path = dir.path().join("policy.toml");
         match policy {
@@ -927,7 +938,15 @@ fn a_key_set_from_a_url_is_fetched_at_start_and_again_after_a_rotation() {
         ),
     )
     .expect("oauth config");
-    let server = Server::start(&["--oauth", &dir.path().join("oauth.toml").to_string_lossy()]);
+    // A proxy in the environment (nothing listens there) is not used for a loopback key set:
+    // whoever ran it could hand over their own keys.
+    let server = Server::start_with_env(
+        &["--oauth", &dir.path().join("oauth.toml").to_string_lossy()],
+        &[
+            ("HTTP_PROXY", "http://127.0.0.1:9"),
+            ("http_proxy", "http://127.0.0.1:9"),
+        ],
+    );
     let claims = serde_json::json!({
         "iss": ISSUER, "aud": RESOURCE, "sub": "team-a", "exp": now() + 300, "iat": now(),
     });

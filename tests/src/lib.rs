@@ -37,6 +37,8 @@ mod http;
 #[cfg(test)]
 mod js_tools;
 #[cfg(test)]
+mod keyless;
+#[cfg(test)]
 mod loading;
 #[cfg(test)]
 mod mcp;

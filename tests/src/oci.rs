@@ -185,10 +185,14 @@ impl Home {
         toolcell_command()
             .env("TOOLCELL_STORE", self.path("store"))
             .env("DOCKER_CONFIG", self.path("docker"))
+            .env_remove("TOOLCELL_REGISTRY")
             .env_remove("TOOLCELL_REGISTRY_TOKEN")
             .env_remove("TOOLCELL_REGISTRY_USERNAME")
             .env_remove("TOOLCELL_REGISTRY_PASSWORD")
             .env("COSIGN_PASSWORD", "test password")
+            // A proxy nothing listens at: loopback registries must never go through one.
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .env("HTTPS_PROXY", "http://127.0.0.1:9")
             .arg("--workspace")
             .arg(self.path("ws"))
             .args(args)
@@ -335,6 +339,42 @@ fn a_pushed_tool_is_pulled_by_tag_and_digest_and_then_loads_without_the_network(
         assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "offline");
         assert_eq!(home.ok(&["pull", reference]), pushed);
     }
+    // The policy's `source` loads it too (offline), and its entry is for that artifact: the
+    // built-in echo, which calls itself the same, is refused it. A `sha256` pin holds for a
+    // pulled tool as for any other.
+    let policy = home.path("policy.toml");
+    let policy_arg = policy.to_string_lossy().into_owned();
+    std::fs::write(&policy, format!("[tools.echo]\nsource = \"{tag}\"\n")).expect("policy");
+    let output = home.toolcell(&[
+        "--policy",
+        &policy_arg,
+        "call",
+        "echo",
+        r#"{"text":"sourced"}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "sourced");
+    assert!(
+        stderr.contains(&format!("the policy loads echo from {tag}")),
+        "the built-in echo does not get the entry: {stderr}"
+    );
+    std::fs::write(
+        &policy,
+        format!(
+            "[tools.echo]\nsource = \"{tag}\"\nsha256 = \"{}\"\n",
+            "0".repeat(64)
+        ),
+    )
+    .expect("policy");
+    let output = home.toolcell(&["--policy", &policy_arg, "--no-builtin", "list"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("but the policy pins echo to")
+            && !String::from_utf8_lossy(&output.stdout).contains("echo"),
+        "{output:?}"
+    );
+
     // A tag that was never pulled names the fix.
     let never = registry.reference("tools/echo:2.0");
     let output = home.call_echo(&never, "x");
@@ -496,6 +536,34 @@ fn a_required_signature_admits_the_signed_tool_and_refuses_the_others_by_name() 
     call.extend(["call", "echo", r#"{"text":"signed"}"#]);
     assert_eq!(home.ok(&call), "signed", "the rest serve");
 
+    // Both lists apply, each on its own: the registry's (ours) and a tool's own (theirs). A
+    // tool signed by only one of the two is refused, naming the list it failed.
+    std::fs::write(
+        &policy,
+        "[registry]\nsigned_by = [\"ours.pub\"]\n\n[tools.echo]\nsigned_by = [\"theirs.pub\"]\n\
+         [tools.list_dir]\nsigned_by = [\"theirs.pub\"]\n",
+    )
+    .expect("policy");
+    let mut list = args.clone();
+    list.push("list");
+    let output = home.toolcell(&list);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for (tool, list) in [
+        ("echo", "its policy's signed_by"),
+        ("list_dir", "[registry] signed_by"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|line| line.contains(&format!("{tool} (sha256:")) && line.contains(list)),
+            "{tool}: {stderr}"
+        );
+    }
+    assert!(
+        String::from_utf8_lossy(&output.stdout).trim().is_empty(),
+        "{output:?}"
+    );
+
     // A signature required of a tool that was not pulled: refused, by name.
     std::fs::write(&policy, "[tools.echo]\nsigned_by = [\"ours.pub\"]\n").expect("policy");
     let output = home.toolcell(&["--policy", &policy_arg, "list"]);
@@ -505,6 +573,143 @@ fn a_required_signature_admits_the_signed_tool_and_refuses_the_others_by_name() 
             && !String::from_utf8_lossy(&output.stdout).contains("echo "),
         "{stderr}"
     );
+}
+
+/// A tool signed keyless (by a fake Fulcio and Rekor, `keyless.rs`) is pulled with its
+/// certificate and log promise, and loads under a policy naming that identity and the trust
+/// root, offline; under a policy naming another identity it is refused by name.
+#[test]
+fn a_keyless_signed_tool_loads_for_the_identity_the_policy_names_against_a_trust_root_file() {
+    use crate::keyless::{ISSUER, SUBJECT, Signing, Sigstore};
+    let mut registry = Registry::start(&[]);
+    let home = Home::new();
+    let (echo, clock) = (
+        registry.reference("tools/echo:keyless"),
+        registry.reference("tools/clock:keyless"),
+    );
+    let echo_at = home.push("echo", &echo);
+    home.push("clock", &clock);
+    let sigstore = Sigstore::new();
+    let digest = digest_of(&echo_at);
+    let signature = sigstore.sign(&Signing {
+        digest: &digest,
+        ..Signing::default()
+    });
+    let at = toolcell::oci::ToolRef::parse(&echo_at).expect("a reference");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    runtime
+        .block_on(toolcell::oci::attach(&at, &digest, &signature, &[]))
+        .expect("the signature is attached");
+
+    std::fs::write(home.path("trusted_root.json"), sigstore.trusted_root()).expect("root");
+    let policy = home.path("policy.toml");
+    let write_policy = |subject: &str| {
+        std::fs::write(
+            &policy,
+            format!(
+                "[registry]\ntrust_root = \"trusted_root.json\"\n\
+                 signed_by = [{{ issuer = \"{ISSUER}\", subject = \"{subject}\" }}]\n\n\
+                 [tools.echo]\n[tools.clock]\n"
+            ),
+        )
+        .expect("policy")
+    };
+    write_policy(SUBJECT);
+    let policy_arg = policy.to_string_lossy().into_owned();
+    for reference in [&echo, &clock] {
+        home.ok(&["--policy", &policy_arg, "pull", reference]);
+    }
+    assert_eq!(
+        home.lock()
+            .iter()
+            .find(|entry| entry["digest"] == digest.as_str())
+            .map(|entry| entry["signers"].clone()),
+        Some(serde_json::json!([format!("{SUBJECT} (issuer {ISSUER})")])),
+        "the lock names the keyless signer"
+    );
+    registry.stop();
+
+    let args = |extra: &[&str]| -> Vec<String> {
+        [
+            "--policy",
+            &policy_arg,
+            "--no-builtin",
+            "--tools",
+            &echo,
+            "--tools",
+            &clock,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|arg| (*arg).to_owned())
+        .collect()
+    };
+    let run = |extra: &[&str]| {
+        let args = args(extra);
+        home.toolcell(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let output = run(&["call", "echo", r#"{"text":"keyless"}"#]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "keyless");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("clock (sha256:") && stderr.contains("it is not signed"),
+        "the unsigned tool is refused by name: {stderr}"
+    );
+
+    write_policy("mallory@example.org");
+    let output = run(&["list"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("echo ({digest}) is refused"))
+            && stderr.contains(&format!("signed by {SUBJECT} (issuer {ISSUER})")),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("echo "));
+}
+
+/// The files that decide what loads, the keys a policy trusts, its trust root and the lock,
+/// are no tool's to write, even with a write grant on the whole workspace.
+#[test]
+fn no_tool_may_write_the_keys_the_trust_root_or_the_lock() {
+    let home = Home::new();
+    let workspace = home.path("ws");
+    std::fs::create_dir(workspace.join("keys")).expect("dir");
+    home.ok(&["keygen", &workspace.join("keys/team").to_string_lossy()]);
+    std::fs::write(workspace.join("trusted_root.json"), "{}").expect("root");
+    let policy = workspace.join("toolcell.toml");
+    std::fs::write(
+        &policy,
+        "[registry]\nsigned_by = [\"keys/team.pub\"]\ntrust_root = \"trusted_root.json\"\n\n\
+         [tools.write_file]\nfilesystem.write = { access = \"allow\", roots = [\".\"] }\n",
+    )
+    .expect("policy");
+    let policy = policy.to_string_lossy().into_owned();
+    for path in [
+        "keys/team.pub",
+        "trusted_root.json",
+        "toolcell.lock",
+        "notes.txt",
+    ] {
+        let output = home.toolcell(&[
+            "--policy",
+            &policy,
+            "call",
+            "write_file",
+            &serde_json::json!({ "path": path, "content": "forged" }).to_string(),
+        ]);
+        let written = std::fs::read_to_string(workspace.join(path)).unwrap_or_default();
+        if path == "notes.txt" {
+            assert!(output.status.success(), "the grant works: {output:?}");
+            assert_eq!(written, "forged");
+        } else {
+            assert!(!output.status.success(), "{path}: {output:?}");
+            assert_ne!(written, "forged", "{path}");
+        }
+    }
 }
 
 #[test]
@@ -549,6 +754,33 @@ fn a_private_registry_is_pulled_with_docker_credentials_and_refused_without() {
             && stderr.contains("private/echo"),
         "{stderr}"
     );
+
+    // Credentials in the environment go only to the registry $TOOLCELL_REGISTRY names.
+    let with_env = |named: &str| {
+        let mut command = toolcell_command();
+        command
+            .env("TOOLCELL_STORE", home.path("store"))
+            .env("DOCKER_CONFIG", home.path("docker"))
+            .env("TOOLCELL_REGISTRY", named)
+            .env("TOOLCELL_REGISTRY_USERNAME", "ci")
+            .env("TOOLCELL_REGISTRY_PASSWORD", "s3cret")
+            .env_remove("TOOLCELL_REGISTRY_TOKEN")
+            .arg("--workspace")
+            .arg(home.path("ws"))
+            .args(["pull", &tag])
+            .stdin(Stdio::null())
+            .output()
+            .expect("toolcell runs")
+    };
+    let elsewhere = with_env("registry.example:5000");
+    let stderr = String::from_utf8_lossy(&elsewhere.stderr);
+    assert!(
+        !elsewhere.status.success() && stderr.contains("not sent to it"),
+        "{stderr}"
+    );
+    let here = with_env(&registry.addr.to_string());
+    assert!(here.status.success(), "{here:?}");
+    assert_eq!(String::from_utf8_lossy(&here.stdout).trim(), pushed);
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

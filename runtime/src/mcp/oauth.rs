@@ -207,15 +207,18 @@ fn check_jwks_url(url: &str) -> Result<(), String> {
 }
 
 /// Fetch the key set at `url`: at most [`MAX_OAUTH_FILE_BYTES`], within
-/// [`JWKS_FETCH_TIMEOUT`], no redirects.
+/// [`JWKS_FETCH_TIMEOUT`], no redirects. A plain-HTTP (loopback) URL never goes through a
+/// proxy from the environment: whoever ran the proxy could hand over their own keys.
 async fn fetch_jwks(url: &str) -> Result<JwkSet, String> {
     use futures_util::StreamExt as _;
     let why = |what: String| format!("the key set at {url}: {what}");
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .timeout(JWKS_FETCH_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|error| why(error.to_string()))?;
+        .redirect(reqwest::redirect::Policy::none());
+    if !url.starts_with("https://") {
+        builder = builder.no_proxy();
+    }
+    let client = builder.build().map_err(|error| why(error.to_string()))?;
     let response = client
         .get(url)
         .header("Accept", "application/json")

@@ -15,18 +15,21 @@
 //! - **Push** (`toolcell push FILE REF`, [`push`]): the component as a wasm OCI artifact. The
 //!   config's creation time is the epoch, so the same bytes push to the same digest.
 //! - **Signatures** ([`signing`]): cosign's simple-signing format, made (`toolcell sign --key`)
-//!   and verified (policy `signed_by`) in process with the `sigstore` crate.
+//!   and verified (policy `signed_by`) in process with the `sigstore` crate: by a public key,
+//!   or keyless (a Fulcio certificate naming an issuer and subject, and a Rekor bundle) against
+//!   a trust root file, offline. [`attach`] pushes a signature made elsewhere.
 //!
 //! Plain HTTP is used only for a loopback registry, or one the policy or the command line names
 //! as insecure. Registry credentials come from `$TOOLCELL_REGISTRY_TOKEN` (a bearer token),
-//! `$TOOLCELL_REGISTRY_USERNAME` and `$TOOLCELL_REGISTRY_PASSWORD`, or docker's `config.json`
+//! `$TOOLCELL_REGISTRY_USERNAME` and `$TOOLCELL_REGISTRY_PASSWORD` (only for the registry
+//! `$TOOLCELL_REGISTRY` names), or docker's `config.json`
 //! (`$DOCKER_CONFIG`, else `~/.docker`), in that order.
 
 mod registry;
 pub mod signing;
 mod store;
 
-pub use registry::{PullOptions, Pulled, credentials, pull, push, sign};
+pub use registry::{PullOptions, Pulled, attach, credentials, pull, push, sign};
 pub use store::{Lock, LockEntry, Store};
 
 use crate::builder::MAX_COMPONENT_BYTES;
@@ -191,6 +194,10 @@ pub(crate) fn component_layer(
         ));
     }
     check_digest(&layer.digest)?;
+    if layer.urls.as_ref().is_some_and(|urls| !urls.is_empty()) {
+        // A client would fetch these from wherever they point, plain HTTP included.
+        return Err("its layer names URLs to fetch it from elsewhere: refused".to_owned());
+    }
     if u64::try_from(layer.size).map_or(true, |size| size > MAX_COMPONENT_BYTES) {
         return Err(format!(
             "its layer is {} bytes; a component may be at most {MAX_COMPONENT_BYTES}",

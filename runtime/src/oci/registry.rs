@@ -1,14 +1,15 @@
 //! Talking to a registry: credentials, pull, push, and pushing signatures.
 
 use super::signing::{
-    MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_ANNOTATION, SIGNATURE_MEDIA_TYPE,
-    SigningKey, StoredSignature, TrustedKey, signature_tag,
+    MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE, Signers, SigningKey,
+    StoredSignature, TrustRoot, TrustedKey, signature_tag,
 };
 use super::{
     LOCK_FILE, Lock, LockEntry, MAX_MANIFEST_BYTES, Store, ToolRef, check_digest, component_layer,
     digest_of,
 };
 use crate::builder::MAX_COMPONENT_BYTES;
+use crate::policy::Identity;
 use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -25,10 +26,20 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// not a hung pull.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A bearer token for every registry contacted (a CI job's short-lived token, say).
+/// The longest a whole pull may take: a registry that trickles bytes (each read within
+/// [`READ_TIMEOUT`]) must still end. A 256 MiB component at 1 MB/s takes under 5 minutes.
+pub const PULL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The one registry (`host[:port]`) the credentials in the environment are for. Without it
+/// they are not sent anywhere: a token for one registry must not reach whatever registry a
+/// reference or a policy happens to name.
+pub const REGISTRY_VARIABLE: &str = "TOOLCELL_REGISTRY";
+
+/// A bearer token for the registry [`REGISTRY_VARIABLE`] names (a CI job's short-lived token,
+/// say).
 pub const TOKEN_VARIABLE: &str = "TOOLCELL_REGISTRY_TOKEN";
 
-/// A user name and password for every registry contacted.
+/// A user name and password for the registry [`REGISTRY_VARIABLE`] names.
 pub const USERNAME_VARIABLE: &str = "TOOLCELL_REGISTRY_USERNAME";
 /// See [`USERNAME_VARIABLE`].
 pub const PASSWORD_VARIABLE: &str = "TOOLCELL_REGISTRY_PASSWORD";
@@ -47,6 +58,29 @@ pub struct PullOptions {
     pub progress: bool,
     /// Keys whose signatures, if present and valid, are recorded in the lock as its signers.
     pub keys: Vec<TrustedKey>,
+    /// Keyless identities recorded the same way (checked against `trust_root`).
+    pub identities: Vec<Identity>,
+    /// The trust root keyless signatures are checked against.
+    pub trust_root: Option<TrustRoot>,
+}
+
+impl PullOptions {
+    /// Who, among the signers these options name, signed `digest` (none is not an error here:
+    /// the policy decides at load whether a signature is required).
+    fn signers(&self, digest: &str, signatures: &[StoredSignature]) -> Vec<String> {
+        let keys: Vec<&TrustedKey> = self.keys.iter().collect();
+        let identities: Vec<&Identity> = self.identities.iter().collect();
+        super::signing::signers(
+            digest,
+            signatures,
+            Signers {
+                keys: &keys,
+                identities: &identities,
+                root: self.trust_root.as_ref(),
+            },
+        )
+        .unwrap_or_default()
+    }
 }
 
 /// What a pull did.
@@ -68,10 +102,28 @@ pub struct Pulled {
 }
 
 /// A client for `reference`'s registry: HTTPS, or plain HTTP for a loopback registry or one
-/// named in `insecure`.
+/// named in `insecure`. The environment's proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`)
+/// are used, but never for a loopback address: a proxy would see a loopback registry's plain
+/// HTTP, credentials included, and could answer for it.
 fn client(reference: &ToolRef, insecure: &[String]) -> Client {
     let registry = reference.registry();
     let plain = reference.is_loopback() || insecure.iter().any(|allowed| allowed == registry);
+    let variable = |names: [&str; 2]| {
+        names
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+    };
+    let https_proxy = variable(["HTTPS_PROXY", "https_proxy"]);
+    let http_proxy = variable(["HTTP_PROXY", "http_proxy"]);
+    // Setting the proxies here (rather than leaving reqwest to read the environment) is what
+    // lets loopback be exempt.
+    let no_proxy = (https_proxy.is_some() || http_proxy.is_some()).then(|| {
+        let loopback = "localhost,127.0.0.0/8,::1";
+        match variable(["NO_PROXY", "no_proxy"]) {
+            Some(listed) => format!("{listed},{loopback}"),
+            None => loopback.to_owned(),
+        }
+    });
     Client::new(ClientConfig {
         protocol: if plain {
             ClientProtocol::HttpsExcept(vec![registry.to_owned()])
@@ -80,21 +132,34 @@ fn client(reference: &ToolRef, insecure: &[String]) -> Client {
         },
         connect_timeout: Some(CONNECT_TIMEOUT),
         read_timeout: Some(READ_TIMEOUT),
+        https_proxy,
+        http_proxy,
+        no_proxy,
         ..ClientConfig::default()
     })
 }
 
-/// The credentials for `registry`: from the environment, else docker's `config.json`, else
-/// none.
+/// The credentials for `registry`: from the environment if `$TOOLCELL_REGISTRY` names it,
+/// else docker's `config.json`, else none.
 pub fn credentials(registry: &str) -> Result<RegistryAuth, String> {
-    if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
-        return Ok(RegistryAuth::Bearer(token));
-    }
-    if let (Ok(user), Ok(password)) = (
-        std::env::var(USERNAME_VARIABLE),
-        std::env::var(PASSWORD_VARIABLE),
-    ) {
-        return Ok(RegistryAuth::Basic(user, password));
+    let ours = std::env::var(REGISTRY_VARIABLE).is_ok_and(|named| named == registry);
+    if ours {
+        if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
+            return Ok(RegistryAuth::Bearer(token));
+        }
+        if let (Ok(user), Ok(password)) = (
+            std::env::var(USERNAME_VARIABLE),
+            std::env::var(PASSWORD_VARIABLE),
+        ) {
+            return Ok(RegistryAuth::Basic(user, password));
+        }
+    } else if std::env::var_os(TOKEN_VARIABLE).is_some()
+        || std::env::var_os(USERNAME_VARIABLE).is_some()
+    {
+        tracing::warn!(
+            "${TOKEN_VARIABLE} or ${USERNAME_VARIABLE} is set, but ${REGISTRY_VARIABLE} does \
+             not name {registry}: not sent to it"
+        );
     }
     let Some(path) = docker_config_path() else {
         return Ok(RegistryAuth::Anonymous);
@@ -245,6 +310,24 @@ pub async fn pull(
     lock: Option<&mut Lock>,
     options: &PullOptions,
 ) -> Result<Pulled, String> {
+    // Nothing is kept until it is checked, and the lock is written last: stopping anywhere
+    // leaves the store and the lock as they were, or with only checked blobs added.
+    tokio::time::timeout(PULL_TIMEOUT, pull_within(reference, store, lock, options))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "{reference}: the pull took longer than {} s: stopped",
+                PULL_TIMEOUT.as_secs()
+            ))
+        })
+}
+
+async fn pull_within(
+    reference: &ToolRef,
+    store: &Store,
+    lock: Option<&mut Lock>,
+    options: &PullOptions,
+) -> Result<Pulled, String> {
     let locked = reference
         .tag()
         .and(lock.as_deref())
@@ -354,8 +437,7 @@ fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, 
     let layer = component_layer(&manifest)?;
     let component = store.read(&layer.digest, MAX_COMPONENT_BYTES)?;
     let signatures = store.signatures(digest)?;
-    let keys: Vec<&TrustedKey> = options.keys.iter().collect();
-    let signers = super::signing::signers(digest, &signatures, &keys).unwrap_or_default();
+    let signers = options.signers(digest, &signatures);
     Ok(Pulled {
         digest: digest.to_owned(),
         component: layer.digest.clone(),
@@ -455,11 +537,7 @@ async fn fetch_signatures(
         .filter(|layer| layer.media_type == SIGNATURE_MEDIA_TYPE)
         .take(MAX_SIGNATURES)
     {
-        let Some(signature) = layer
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(SIGNATURE_ANNOTATION))
-        else {
+        let Some(annotations) = &layer.annotations else {
             continue;
         };
         if u64::try_from(layer.size).map_or(true, |size| size > MAX_SIGNATURE_PAYLOAD_BYTES)
@@ -467,18 +545,45 @@ async fn fetch_signatures(
         {
             continue;
         }
-        let mut payload = Vec::new();
-        // pull_blob checks the bytes against the layer's digest.
-        if let Err(error) = client.pull_blob(&tag, layer, &mut payload).await {
-            tracing::warn!(%reference, "a signature layer could not be read: {error}");
-            continue;
-        }
-        signatures.push(StoredSignature {
-            payload: base64::engine::general_purpose::STANDARD.encode(&payload),
-            signature: signature.clone(),
-        });
+        let payload = match fetch_capped(client, &tag, layer, MAX_SIGNATURE_PAYLOAD_BYTES).await {
+            Ok(payload) => payload,
+            Err(why) => {
+                tracing::warn!(%reference, "a signature layer could not be read: {why}");
+                continue;
+            }
+        };
+        // Without a signature annotation, or with an oversized one, it is no signature.
+        signatures.extend(StoredSignature::from_annotations(&payload, annotations));
     }
     Ok(Some(signatures))
+}
+
+/// The blob `layer` of `at`: at most `max` bytes (and no more than it declares), checked
+/// against its digest.
+async fn fetch_capped(
+    client: &Client,
+    at: &Reference,
+    layer: &oci_client::manifest::OciDescriptor,
+    max: u64,
+) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt as _;
+    let declared = u64::try_from(layer.size).unwrap_or(0).min(max);
+    let mut stream = client
+        .pull_blob_stream(at, layer)
+        .await
+        .map_err(|error| error.to_string())?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| error.to_string())?;
+        if (bytes.len() + chunk.len()) as u64 > declared {
+            return Err(format!("more than the {declared} bytes it may have"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    if digest_of(&bytes) != layer.digest {
+        return Err(format!("its bytes are not {}", layer.digest));
+    }
+    Ok(bytes)
 }
 
 /// Push the component `bytes` to `reference` (a tag) as a wasm OCI artifact; returns the
@@ -518,22 +623,64 @@ pub async fn sign(
     let auth = credentials(reference.registry())?;
     let digest = match reference.digest() {
         Some(digest) => digest.to_owned(),
-        None => client
-            .fetch_manifest_digest(reference.oci(), &auth)
-            .await
-            .map_err(|error| explain(reference, &auth, &error))?,
+        None => {
+            let digest = client
+                .fetch_manifest_digest(reference.oci(), &auth)
+                .await
+                .map_err(|error| explain(reference, &auth, &error))?;
+            // As cosign warns: a tag is whatever the registry says it is right now.
+            tracing::warn!(
+                "signing {digest}, what the registry says {reference} is now; sign \
+                 {}@{digest} to be sure of the bytes",
+                reference.repository()
+            );
+            digest
+        }
     };
     check_digest(&digest)?;
     let repository = format!("{}/{}", reference.registry(), reference.repository());
     let (payload, signature) = key.sign(&repository, &digest)?;
+    let signature = StoredSignature {
+        payload: base64::engine::general_purpose::STANDARD.encode(payload),
+        signature,
+        ..StoredSignature::default()
+    };
+    let tag = attach_with(&client, &auth, reference, &digest, &signature).await?;
+    Ok((digest, tag))
+}
+
+/// Push `signature` (made elsewhere: a keyless one, say) to the `.sig` tag of the manifest
+/// `digest` in `reference`'s repository, beside the signatures already there. Returns the tag.
+pub async fn attach(
+    reference: &ToolRef,
+    digest: &str,
+    signature: &StoredSignature,
+    insecure: &[String],
+) -> Result<String, String> {
+    check_digest(digest)?;
+    let client = client(reference, insecure);
+    let auth = credentials(reference.registry())?;
+    attach_with(&client, &auth, reference, digest, signature).await
+}
+
+async fn attach_with(
+    client: &Client,
+    auth: &RegistryAuth,
+    reference: &ToolRef,
+    digest: &str,
+    signature: &StoredSignature,
+) -> Result<String, String> {
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(&signature.payload)
+        .map_err(|_| "the signature's payload is not base64".to_owned())?;
     let tag = Reference::with_tag(
         reference.registry().to_owned(),
         reference.repository().to_owned(),
-        signature_tag(&digest),
+        signature_tag(digest),
     );
     // The layers already there stay (cosign appends, too); this one joins them.
     let mut layers = Vec::new();
-    if let Ok(image) = client.pull(&tag, &auth, vec![SIGNATURE_MEDIA_TYPE]).await {
+    if let Ok(image) = client.pull(&tag, auth, vec![SIGNATURE_MEDIA_TYPE]).await {
         layers.extend(image.layers.into_iter().filter(|layer| {
             layer.media_type == SIGNATURE_MEDIA_TYPE && layer.data.as_ref() != payload.as_slice()
         }));
@@ -541,19 +688,37 @@ pub async fn sign(
     layers.push(ImageLayer::new(
         payload,
         SIGNATURE_MEDIA_TYPE.to_owned(),
-        Some(BTreeMap::from([(
-            SIGNATURE_ANNOTATION.to_owned(),
-            signature,
-        )])),
+        Some(signature.annotations()),
     ));
     let config = Config::oci_v1(b"{}".to_vec(), None);
     let mut manifest = OciImageManifest::build(&layers, &config, None);
     manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
+    // Not `Client::push`: it writes the manifest as OLPC canonical JSON, which leaves the
+    // newlines of a PEM certificate (a keyless signature's annotation) unescaped, and a
+    // registry rightly refuses that as invalid JSON. serde_json escapes them.
+    let refused = |error: OciDistributionError| explain(reference, auth, &error);
     client
-        .push(&tag, &layers, config, &auth, Some(manifest))
+        .store_auth_if_needed(tag.resolve_registry(), auth)
+        .await;
+    for layer in &layers {
+        client
+            .push_blob(&tag, layer.data.clone(), &layer.sha256_digest())
+            .await
+            .map_err(refused)?;
+    }
+    client
+        .push_blob(&tag, config.data.clone(), &manifest.config.digest)
         .await
-        .map_err(|error| explain(reference, &auth, &error))?;
-    Ok((digest, tag.whole()))
+        .map_err(refused)?;
+    let body = serde_json::to_vec(&manifest).map_err(|error| error.to_string())?;
+    let media_type = OCI_IMAGE_MEDIA_TYPE
+        .parse()
+        .map_err(|_| "the manifest's media type is not a header value".to_owned())?;
+    client
+        .push_manifest_raw(&tag, body, media_type)
+        .await
+        .map_err(refused)?;
+    Ok(tag.whole())
 }
 
 #[cfg(test)]

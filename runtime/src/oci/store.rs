@@ -101,14 +101,34 @@ impl Store {
         }
     }
 
-    /// Record `signatures` as those found for the manifest `digest`.
+    /// Add `signatures` to those recorded for the manifest `digest`: the ones recorded before
+    /// stay first (a registry that now serves fewer, or junk, does not erase them), at most
+    /// [`MAX_SIGNATURES`](super::signing::MAX_SIGNATURES) in all and at most
+    /// `MAX_SIGNATURES_FILE_BYTES` written, so what is written can always be read back.
     pub fn write_signatures(
         &self,
         digest: &str,
         signatures: &[super::signing::StoredSignature],
     ) -> Result<(), String> {
         let path = self.signatures_path(digest)?;
-        let text = serde_json::to_vec(signatures).map_err(|error| error.to_string())?;
+        let mut kept = self.signatures(digest).unwrap_or_default();
+        // Two bytes for the brackets; one comma between each.
+        let mut size = 2 + kept
+            .iter()
+            .map(|signature| serde_json::to_vec(signature).map_or(0, |text| text.len() + 1))
+            .sum::<usize>();
+        for signature in signatures {
+            if kept.len() >= super::signing::MAX_SIGNATURES {
+                break;
+            }
+            let length = serde_json::to_vec(signature).map_or(usize::MAX, |text| text.len());
+            if kept.contains(signature) || (size + length + 1) as u64 > MAX_SIGNATURES_FILE_BYTES {
+                continue;
+            }
+            size += length + 1;
+            kept.push(signature.clone());
+        }
+        let text = serde_json::to_vec(&kept).map_err(|error| error.to_string())?;
         write_atomic(&path, &text)
             .map_err(|error| format!("storing the signatures of {digest}: {error}"))
     }
