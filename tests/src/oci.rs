@@ -285,6 +285,13 @@ impl Home {
     }
 }
 
+/// True if a line of `stderr` refuses `tool` (by name and digest) for a reason containing `why`.
+fn refused_by_name(stderr: &str, tool: &str, why: &str) -> bool {
+    stderr
+        .lines()
+        .any(|line| line.contains(&format!("{tool} (sha256:")) && line.contains(why))
+}
+
 fn digest_of(reference: &str) -> String {
     reference
         .rsplit_once('@')
@@ -525,12 +532,7 @@ fn a_required_signature_admits_the_signed_tool_and_refuses_the_others_by_name() 
         ("list_dir", "none of its 1 signature(s)"),
         ("glob", "none of its 1 signature(s)"),
     ] {
-        assert!(
-            stderr
-                .lines()
-                .any(|line| line.contains(&format!("{tool} (sha256:")) && line.contains(why)),
-            "{tool}: {stderr}"
-        );
+        assert!(refused_by_name(&stderr, tool, why), "{tool}: {stderr}");
     }
     let mut call = args.clone();
     call.extend(["call", "echo", r#"{"text":"signed"}"#]);
@@ -552,12 +554,7 @@ fn a_required_signature_admits_the_signed_tool_and_refuses_the_others_by_name() 
         ("echo", "its policy's signed_by"),
         ("list_dir", "[registry] signed_by"),
     ] {
-        assert!(
-            stderr
-                .lines()
-                .any(|line| line.contains(&format!("{tool} (sha256:")) && line.contains(list)),
-            "{tool}: {stderr}"
-        );
+        assert!(refused_by_name(&stderr, tool, list), "{tool}: {stderr}");
     }
     assert!(
         String::from_utf8_lossy(&output.stdout).trim().is_empty(),

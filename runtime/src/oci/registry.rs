@@ -457,7 +457,6 @@ async fn fetch_component(
     store: &Store,
     progress: bool,
 ) -> Result<(), String> {
-    use futures_util::StreamExt as _;
     let declared = u64::try_from(layer.size).unwrap_or(0);
     let bar = progress.then(|| {
         let bar = indicatif::ProgressBar::new(declared);
@@ -470,8 +469,26 @@ async fn fetch_component(
         bar.set_message(format!("pulling {} (1 layer)", at.repository()));
         bar
     });
+    let bytes = fetch_blob(client, at.oci(), layer, MAX_COMPONENT_BYTES, bar.as_ref()).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    store.write(&layer.digest, &bytes?)
+}
+
+/// The blob `layer` of `at`: no more than it declares (and at most `max` bytes), checked
+/// against its digest before it is returned; `bar`, if any, follows the bytes.
+async fn fetch_blob(
+    client: &Client,
+    at: &Reference,
+    layer: &oci_client::manifest::OciDescriptor,
+    max: u64,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<Vec<u8>, String> {
+    use futures_util::StreamExt as _;
+    let declared = u64::try_from(layer.size).unwrap_or(0).min(max);
     let mut stream = client
-        .pull_blob_stream(at.oci(), layer)
+        .pull_blob_stream(at, layer)
         .await
         .map_err(|error| format!("fetching its layer: {error}"))?;
     let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0).min(1 << 24));
@@ -483,12 +500,9 @@ async fn fetch_component(
             ));
         }
         bytes.extend_from_slice(&chunk);
-        if let Some(bar) = &bar {
+        if let Some(bar) = bar {
             bar.set_position(bytes.len() as u64);
         }
-    }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
     }
     let actual = digest_of(&bytes);
     if actual != layer.digest {
@@ -498,7 +512,7 @@ async fn fetch_component(
             layer.digest
         ));
     }
-    store.write(&layer.digest, &bytes)
+    Ok(bytes)
 }
 
 /// The signatures of the manifest `digest` (its `.sig` tag); `None` if they could not be read
@@ -545,7 +559,8 @@ async fn fetch_signatures(
         {
             continue;
         }
-        let payload = match fetch_capped(client, &tag, layer, MAX_SIGNATURE_PAYLOAD_BYTES).await {
+        let payload = match fetch_blob(client, &tag, layer, MAX_SIGNATURE_PAYLOAD_BYTES, None).await
+        {
             Ok(payload) => payload,
             Err(why) => {
                 tracing::warn!(%reference, "a signature layer could not be read: {why}");
@@ -556,34 +571,6 @@ async fn fetch_signatures(
         signatures.extend(StoredSignature::from_annotations(&payload, annotations));
     }
     Ok(Some(signatures))
-}
-
-/// The blob `layer` of `at`: at most `max` bytes (and no more than it declares), checked
-/// against its digest.
-async fn fetch_capped(
-    client: &Client,
-    at: &Reference,
-    layer: &oci_client::manifest::OciDescriptor,
-    max: u64,
-) -> Result<Vec<u8>, String> {
-    use futures_util::StreamExt as _;
-    let declared = u64::try_from(layer.size).unwrap_or(0).min(max);
-    let mut stream = client
-        .pull_blob_stream(at, layer)
-        .await
-        .map_err(|error| error.to_string())?;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| error.to_string())?;
-        if (bytes.len() + chunk.len()) as u64 > declared {
-            return Err(format!("more than the {declared} bytes it may have"));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    if digest_of(&bytes) != layer.digest {
-        return Err(format!("its bytes are not {}", layer.digest));
-    }
-    Ok(bytes)
 }
 
 /// Push the component `bytes` to `reference` (a tag) as a wasm OCI artifact; returns the
