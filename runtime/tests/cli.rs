@@ -15,7 +15,7 @@ fn command() -> Command {
 }
 
 /// `program`, with the tests' own compile cache in its environment.
-fn command_named(program: &str) -> Command {
+fn command_named(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
     let mut command = Command::new(program);
     command
@@ -545,7 +545,9 @@ fn the_embedding_example_runs_every_call_through_one_pipeline() {
         .parent()
         .map(|dir| dir.join("examples").join("embed"))
         .expect("target directory");
-    let output = Command::new(&example).output().expect("run the example");
+    // The example builds its runtime with the default cache directory: the environment points
+    // that at the tests' own, as for the binary.
+    let output = command_named(&example).output().expect("run the example");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
     let lines: Vec<&str> = text.lines().collect();

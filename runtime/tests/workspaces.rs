@@ -61,6 +61,7 @@ fn one_runtime_serves_two_workspaces_at_once_and_keeps_them_apart() {
     let engines_before = toolcell::engines_created();
     let runtime = Runtime::builder()
         .cache_dir(Some(temp.path().join("cache")))
+        .cache_key_file(Some(temp.path().join("cache.key")))
         .approver(approver.clone())
         .build()
         .expect("runtime")

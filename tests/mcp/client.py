@@ -7,6 +7,7 @@ It lists the tools, calls echo (through call_tool and directly), calls with bad 
 that never ends, and then makes another call. Any failed expectation exits non-zero.
 """
 
+import os
 import sys
 import time
 
@@ -25,9 +26,13 @@ def text_of(result):
 
 
 async def main(toolcell, tools_dir, audit, mode):
+    # The SDK starts the server with a few variables only (HOME, PATH, ...): the tests' compile
+    # cache (TOOLCELL_CACHE_DIR, TOOLCELL_CACHE_KEY) is handed on by name, or the server would
+    # write the user's own.
     server = StdioServerParameters(
         command=toolcell,
         args=["serve", "--tools", tools_dir, "--audit", audit],
+        env={name: value for name, value in os.environ.items() if name.startswith("TOOLCELL_")},
     )
     async with Client(server, mode=mode, read_timeout_seconds=30) as client:
         version = client.session.protocol_version

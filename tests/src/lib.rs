@@ -9,6 +9,7 @@ pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
+pub mod system;
 pub mod toolchains;
 
 #[cfg(test)]
@@ -77,7 +78,7 @@ mod guest_tests {
     pub(crate) use crate::capabilities::envy;
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
-    pub(crate) use crate::grants::prowler;
+    pub(crate) use crate::grants::{prowler, seeker};
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
