@@ -1,6 +1,6 @@
 //! The audit record: one JSON line per call, appended to a file the user names.
 //!
-//! A line holds when the call ended, its id, the tool that ran (and `call_tool` when it came
+//! A line holds when the call ended, its id (the runtime's, unique, and the caller's), the tool that ran (and `call_tool` when it came
 //! through it), the agent and the workspace, the arguments' shape (never their content: see
 //! [`argument_shape`]), the gate's decision and its grants, the outcome, how long it took, and
 //! how much it returned. Each line is written with one `write` on a file opened for appending, so readers
@@ -15,7 +15,8 @@ use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 /// What replaces a secret-looking value.
@@ -36,7 +37,10 @@ pub struct Audit {
 pub struct AuditRecord {
     /// When the call ended, RFC 3339 in UTC.
     pub time: String,
-    /// The caller's id for the call.
+    /// The runtime's own id for the call (see [`next_record_id`]): unique, whatever the
+    /// callers chose for theirs.
+    pub id: String,
+    /// The caller's id for the call (two clients may both say `1`).
     pub call_id: String,
     /// The tool that ran (`echo` for `call_tool` calling `echo`); for a call the loop answered
     /// itself, the name as called (`find_tool`).
@@ -158,6 +162,7 @@ impl AuditRecord {
         };
         AuditRecord {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            id: next_record_id(),
             call_id: report.call_id.clone(),
             tool: report.tool.clone(),
             via: report.via.clone(),
@@ -176,6 +181,26 @@ impl AuditRecord {
             truncated,
         }
     }
+}
+
+/// A fresh id for an audit record: this process's random prefix (8 bytes, hex, drawn once)
+/// and a counter, as `PREFIX-N`. Ids never repeat within a process, and two processes (two
+/// replicas, or one restarted) share a prefix with odds of one in 2^64. If the system has no
+/// randomness to give, the prefix is made of the process id and the start time instead.
+pub fn next_record_id() -> String {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| match crate::cache::random::<8>() {
+        Ok(bytes) => crate::cache::hex(&bytes),
+        Err(_) => {
+            let started = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|since| since.as_nanos())
+                .unwrap_or_default();
+            format!("{:x}{started:x}", std::process::id())
+        }
+    });
+    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// What the audit keeps of a call's arguments: their shape, never their content.

@@ -158,15 +158,24 @@ enum Command {
         /// After SIGTERM, how long calls in flight may run on before they are stopped.
         #[arg(long, value_name = "SECONDS", default_value_t = crate::mcp::http::DEFAULT_SHUTDOWN_GRACE.as_secs(), requires = "http")]
         grace_secs: u64,
+        /// The operator's token for /metrics: a file with its SHA-256 (`toolcell token
+        /// --metrics`). With --tokens or --oauth, only its bearer reads /metrics.
+        #[arg(long, value_name = "FILE", requires = "http")]
+        metrics_token: Option<PathBuf>,
     },
     /// Make a bearer token for `serve --http --tokens FILE`: prints the token, then the
     /// `[[token]]` table (its SHA-256, not the token) to add to the file.
     Token {
         /// The tenant the token's calls are made for (audited as that agent).
-        tenant: String,
+        #[arg(required_unless_present = "metrics")]
+        tenant: Option<String>,
         /// The tenant's workspace: the only directory its calls' file tools may reach.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "metrics")]
         dir: Option<PathBuf>,
+        /// Make the operator's token for `/metrics` instead: prints the token, then the line
+        /// to keep in the file `serve --http --metrics-token FILE` reads (its SHA-256).
+        #[arg(long, conflicts_with = "tenant")]
+        metrics: bool,
     },
     /// Fetch a tool from an OCI registry into the store, check every digest, and lock its
     /// tag's digest in the workspace's toolcell.lock. Later loads need no network.
@@ -298,6 +307,7 @@ pub fn run(cli: Cli) -> ExitCode {
             ref allow_hosts,
             ref allow_origins,
             grace_secs,
+            ref metrics_token,
         } => {
             let http = match http {
                 Some(addr) => {
@@ -317,6 +327,7 @@ pub fn run(cli: Cli) -> ExitCode {
                         allowed_hosts: allow_hosts.clone(),
                         allowed_origins: allow_origins.clone(),
                         grace: Duration::from_secs(grace_secs),
+                        metrics_token: metrics_token.clone(),
                     })
                 }
                 None => None,
@@ -343,10 +354,23 @@ pub fn run(cli: Cli) -> ExitCode {
                 },
             )
         }
+        Command::Token { metrics: true, .. } => match crate::mcp::auth::MetricsToken::new_token() {
+            Ok((token, line)) => {
+                println!("{token}");
+                print!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("toolcell: making a token: {error}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
         Command::Token {
             ref tenant,
             ref dir,
+            ..
         } => {
+            let tenant = tenant.as_deref().unwrap_or_default();
             if let Err(why) = crate::info::check_tool_name(tenant) {
                 eprintln!("toolcell: tenant {tenant:?}: {why}");
                 return ExitCode::from(EXIT_USAGE);

@@ -349,8 +349,18 @@ fn without_a_known_token_every_request_gets_401_and_the_challenge() {
             "{challenge}"
         );
     }
+    // The metrics are the operator's, and no operator token was given: nobody reads them.
     let metrics = request(server.addr, "GET", "/metrics", &[], "");
-    assert_eq!(metrics.status, 401, "metrics need the token too");
+    assert_eq!(metrics.status, 403, "{metrics:?}");
+    let bearer = format!("Bearer {}", tokens[0]);
+    let metrics = request(
+        server.addr,
+        "GET",
+        "/metrics",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(metrics.status, 403, "a tenant's token: {metrics:?}");
     // Two Authorization headers, one of them good: which one counts is not left to chance.
     let good = format!("Bearer {}", tokens[0]);
     let answer = call_with(
@@ -402,6 +412,26 @@ fn a_foreign_host_or_origin_is_refused() {
     );
     assert_eq!(metrics.status, 403, "{metrics:?}");
     assert_eq!(request(server.addr, "GET", "/metrics", &[], "").status, 200);
+    // Forms a lax parser lets through: userinfo in Host, a second Origin after an allowed one,
+    // an absolute-form target naming another host.
+    let port = server.addr.port().to_string();
+    let userinfo = with(&[("Host", &format!("evil.com@127.0.0.1:{port}"))]);
+    assert_eq!(userinfo.status, 400, "{userinfo:?}");
+    let two_origins = with(&[
+        ("Origin", "http://localhost:3000"),
+        ("Origin", "http://attacker.example"),
+    ]);
+    assert_eq!(two_origins.status, 403, "{two_origins:?}");
+    let headers = mcp_headers(None, "echo");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let absolute = request(
+        server.addr,
+        "POST",
+        "http://evil.com/mcp",
+        &headers,
+        &call_body(1, "echo", serde_json::json!({"text": "hi"})),
+    );
+    assert_eq!(absolute.status, 400, "{absolute:?}");
     // The same request from loopback, with and without a loopback Origin, is served.
     assert_eq!(call_text(&with(&[])).0, "hi");
     assert_eq!(
@@ -498,6 +528,14 @@ fn two_tenants_interleaved_never_touch_each_others_files() {
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect();
     assert_eq!(lines.len(), 20, "one line per call");
+    // Both tenants' clients numbered their calls 1: the record's own ids tell every call apart,
+    // and keep the client's beside them.
+    let ids: std::collections::HashSet<&str> = lines
+        .iter()
+        .map(|line| line["id"].as_str().expect("the server's id"))
+        .collect();
+    assert_eq!(ids.len(), 20, "every call has its own id: {ids:?}");
+    assert!(lines.iter().all(|line| line["call_id"] == "1"), "{lines:?}");
     for tenant in ["team-a", "team-b"] {
         let theirs: Vec<&Value> = lines
             .iter()
@@ -668,8 +706,23 @@ fn a_tenant_policy_that_cannot_be_used_stops_the_server_at_start() {
 #[test]
 fn metrics_count_what_was_called() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None)]);
-    let server = Server::start(&["--tokens", &file.to_string_lossy()]);
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None), ("team-b", None)]);
+    let made = toolcell_command()
+        .args(["token", "--metrics"])
+        .output()
+        .expect("toolcell token --metrics");
+    assert!(made.status.success(), "{made:?}");
+    let printed = String::from_utf8(made.stdout).expect("UTF-8");
+    let (operator, hash) = printed.split_once('\n').expect("token, then its hash");
+    assert!(!hash.contains(operator), "the file holds the hash only");
+    let metrics_file = dir.path().join("metrics.sha256");
+    std::fs::write(&metrics_file, hash).expect("metrics token file");
+    let server = Server::start(&[
+        "--tokens",
+        &file.to_string_lossy(),
+        "--metrics-token",
+        &metrics_file.to_string_lossy(),
+    ]);
     let token = Some(tokens[0].as_str());
     for text in ["a", "b", "c"] {
         assert_eq!(
@@ -694,7 +747,7 @@ fn metrics_count_what_was_called() {
         call(server.addr, None, "echo", serde_json::json!({"text": "x"})).status,
         401
     );
-    let bearer = format!("Bearer {}", tokens[0]);
+    let bearer = format!("Bearer {operator}");
     let metrics = request(
         server.addr,
         "GET",
@@ -703,6 +756,25 @@ fn metrics_count_what_was_called() {
         "",
     );
     assert_eq!(metrics.status, 200, "{metrics:?}");
+    // A tenant reads nothing of them (they name every tenant's tools and outcomes), with its
+    // own token or another's; without a token, 401.
+    for token in &tokens {
+        let tenant = format!("Bearer {token}");
+        let refused = request(
+            server.addr,
+            "GET",
+            "/metrics",
+            &[("Authorization", &tenant)],
+            "",
+        );
+        assert_eq!(refused.status, 403, "{refused:?}");
+        assert!(
+            !refused.body.contains("toolcell_calls_total"),
+            "{refused:?}"
+        );
+    }
+    let anonymous = request(server.addr, "GET", "/metrics", &[], "");
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
     for line in [
         r#"toolcell_calls_total{tool="echo",outcome="result"} 3"#,
         r#"toolcell_calls_total{tool="echo",outcome="failed"} 1"#,
@@ -862,8 +934,32 @@ impl Issuer {
         }]})
     }
 
+    /// An access token (`typ` `at+jwt`, as RFC 9068 says) carrying `claims`.
     fn token(&self, claims: Value) -> String {
+        self.token_typed(Some("at+jwt"), claims)
+    }
+
+    /// A token with exactly `header` as its JOSE header (members the library's `Header` cannot
+    /// carry, such as `crit`), signed ES256.
+    fn token_with_header(&self, header: Value, claims: Value) -> String {
+        use base64::Engine as _;
+        let b64 = |value: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string().as_bytes())
+        };
+        let message = format!("{}.{}", b64(&header), b64(&claims));
+        let signature = jsonwebtoken::crypto::sign(
+            message.as_bytes(),
+            &jsonwebtoken::EncodingKey::from_ec_der(&self.pkcs8),
+            jsonwebtoken::Algorithm::ES256,
+        )
+        .expect("a signature");
+        format!("{message}.{signature}")
+    }
+
+    /// A token with the JOSE `typ` given (or none).
+    fn token_typed(&self, typ: Option<&str>, claims: Value) -> String {
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = typ.map(str::to_owned);
         header.kid = Some(self.kid.clone());
         jsonwebtoken::encode(
             &header,
@@ -918,7 +1014,12 @@ impl KeyServer {
     }
 
     fn serve(&self, jwks: &Value) {
-        *self.served.lock().expect("lock") = jwks.to_string();
+        self.serve_raw(&jwks.to_string());
+    }
+
+    /// Answer `body` from now on, whatever it is.
+    fn serve_raw(&self, body: &str) {
+        *self.served.lock().expect("lock") = body.to_owned();
     }
 }
 
@@ -977,6 +1078,78 @@ fn a_key_set_from_a_url_is_fetched_at_start_and_again_after_a_rotation() {
 }
 
 #[test]
+fn keys_from_a_url_expire_when_refreshes_keep_failing() {
+    const RESOURCE: &str = "https://tools.test/mcp";
+    const ISSUER: &str = "https://auth.test";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let issuer = Issuer::new("only");
+    let keys = KeyServer::start(&issuer.jwks());
+    let config = |max_age: u64| {
+        format!(
+            "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\n\
+             jwks_url = \"http://{}/jwks.json\"\njwks_refresh_secs = 1\n\
+             jwks_max_age_secs = {max_age}\n[tenants.team-a]\n",
+            keys.addr
+        )
+    };
+    // A maximum age that one failed refresh would already pass is refused at start.
+    std::fs::write(dir.path().join("oauth.toml"), config(1)).expect("oauth config");
+    let output = toolcell_command()
+        .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
+        .arg(dir.path().join("oauth.toml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("toolcell serve");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("at least twice"),
+        "{stderr}"
+    );
+
+    std::fs::write(dir.path().join("oauth.toml"), config(3)).expect("oauth config");
+    let server = Server::start(&["--oauth", &dir.path().join("oauth.toml").to_string_lossy()]);
+    let token = issuer.token(serde_json::json!({
+        "iss": ISSUER, "aud": RESOURCE, "sub": "team-a", "exp": now() + 300, "iat": now(),
+    }));
+    let echo = || {
+        call(
+            server.addr,
+            Some(&token),
+            "echo",
+            serde_json::json!({"text": "k"}),
+        )
+    };
+    assert_eq!(echo().status, 200);
+    // The issuer's answers go bad: every refresh fails, and the keys age past their limit.
+    keys.serve_raw("this is not a key set");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let answer = echo();
+        if answer.status != 200 {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the keys were used long past their maximum age"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(refused.status, 401, "{refused:?}");
+    let challenge = refused.header("www-authenticate").unwrap_or_default();
+    assert!(challenge.contains("last fetched"), "{challenge}");
+    // A good fetch again: the same token is accepted again.
+    keys.serve(&issuer.jwks());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while echo().status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the keys were never fetched again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn a_key_set_url_must_be_https_or_loopback_and_must_answer_at_start() {
     let dir = tempfile::tempdir().expect("temp dir");
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -1022,6 +1195,18 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
     // not stop the search for the key that fits.
     let mut jwks = issuer.jwks();
     let keys = jwks["keys"].as_array_mut().expect("keys");
+    // A key of a type this server cannot read (it must be skipped, not refuse the set), and a
+    // key of the issuer's published for encryption only (it must verify nothing).
+    keys.push(serde_json::json!({"kty": "AKP", "alg": "ML-DSA-44", "kid": "pq-1", "pub": "AAAA"}));
+    let encrypting = Issuer::new("enc-1");
+    let mut enc_key = encrypting.jwks()["keys"][0].clone();
+    enc_key["use"] = serde_json::json!("enc");
+    keys.push(enc_key);
+    let ops_key = Issuer::new("ops-1");
+    let mut ops_jwk = ops_key.jwks()["keys"][0].clone();
+    ops_jwk["key_ops"] = serde_json::json!(["encrypt"]);
+    ops_jwk.as_object_mut().expect("a key").remove("use");
+    keys.push(ops_jwk);
     keys.insert(0, serde_json::json!({"kty": "RSA", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw", "e": "AQAB"}));
     std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).expect("jwks");
     std::fs::write(
@@ -1102,6 +1287,43 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
         ),
         (stranger.token(claims(serde_json::json!({}))), "signature"),
         ("not.a.jwt".to_owned(), "not a JWT"),
+        // Signed by the issuer's key, but not access tokens (an ID token is typ JWT).
+        (
+            issuer.token_typed(Some("JWT"), claims(serde_json::json!({}))),
+            "not an access token",
+        ),
+        (
+            issuer.token_typed(None, claims(serde_json::json!({}))),
+            "not an access token",
+        ),
+        // Signed by keys the set publishes, but not for verifying signatures.
+        (encrypting.token(claims(serde_json::json!({}))), "no key"),
+        (ops_key.token(claims(serde_json::json!({}))), "no key"),
+        // What the JWT library would let through.
+        (
+            issuer.token(claims(
+                serde_json::json!({"iss": ["https://evil.test", ISSUER]}),
+            )),
+            "not from",
+        ),
+        (
+            issuer.token(claims(serde_json::json!({"nbf": "tomorrow"}))),
+            "nbf",
+        ),
+        (
+            issuer.token(claims(
+                serde_json::json!({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}}),
+            )),
+            "bound to a key",
+        ),
+        (
+            issuer.token_with_header(
+                serde_json::json!({"alg": "ES256", "typ": "at+jwt", "kid": "test-1",
+                                   "crit": ["exp-policy"], "exp-policy": 1}),
+                claims(serde_json::json!({})),
+            ),
+            "crit",
+        ),
     ] {
         let answer = call(
             server.addr,
@@ -1163,6 +1385,37 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
         call(server.addr, Some(&unscoped), "clock", serde_json::json!({})).status,
         403
     );
+    // The same header built by hand, without `crit`, is accepted: the refusal above was the
+    // `crit` member's.
+    let by_hand = issuer.token_with_header(
+        serde_json::json!({"alg": "ES256", "typ": "at+jwt", "kid": "test-1"}),
+        claims(serde_json::json!({})),
+    );
+    assert_eq!(
+        call(server.addr, Some(&by_hand), "clock", serde_json::json!({})).status,
+        200
+    );
+
+    // A scope for a name no tool has (a typo) stops the server at start.
+    std::fs::write(
+        dir.path().join("typo.toml"),
+        format!(
+            "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\njwks_file = \"jwks.json\"\n\
+             [tool_scopes]\nRead_File = \"files:read\"\n[tenants.team-a]\n"
+        ),
+    )
+    .expect("oauth config");
+    let output = toolcell_command()
+        .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
+        .arg(dir.path().join("typo.toml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("toolcell serve");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("no tool of this server"),
+        "{stderr}"
+    );
 }
 
 /// The audit lines of a file, parsed.
@@ -1175,12 +1428,9 @@ fn audit_lines(path: &std::path::Path) -> Vec<Value> {
 }
 
 /// nginx from the distribution's packages (`.ci/run` installs it).
+/// nginx, installed on first use if it is missing (`system.rs`).
 fn nginx() -> std::path::PathBuf {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .iter()
-        .map(std::path::PathBuf::from)
-        .find(|path| path.is_file())
-        .expect("nginx is needed for the load-balancer test (apt-get install nginx-light)")
+    crate::system::require(&crate::system::NGINX)
 }
 
 /// A free loopback port (a listener's, released; nothing else on this machine picks ports
@@ -1392,6 +1642,112 @@ fn one_peer_cannot_take_every_connection() {
     other.read_to_end(&mut answer).expect("an answer");
     assert_eq!(parse_answer(&answer).status, 200);
     drop(held);
+}
+
+#[test]
+fn a_refused_request_cancels_nothing() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--pool-slots",
+        "1",
+    ]);
+    let addr = server.addr;
+    let cancel = serde_json::json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 42, "reason": "a page elsewhere says so"},
+    })
+    .to_string();
+    let batch = format!("[{cancel},{cancel}]");
+    let host = format!("127.0.0.1:{}", addr.port());
+    let protocol = [
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "notifications/cancelled"),
+    ];
+    // Each a request a browser page could make to a loopback server (a "simple" POST needs no
+    // preflight, and the page never reads the answer), or a malformed one.
+    /// What the attempt is, its headers, its body, and the status it must get.
+    type Attempt<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str, u16);
+    let attempts: Vec<Attempt> = vec![
+        (
+            "a foreign Origin, text/plain",
+            vec![
+                ("Content-Type", "text/plain"),
+                ("Origin", "http://attacker.example"),
+            ],
+            &cancel,
+            403,
+        ),
+        (
+            "a foreign Origin",
+            vec![
+                ("Content-Type", "application/json"),
+                ("Origin", "http://attacker.example"),
+            ],
+            &cancel,
+            403,
+        ),
+        (
+            "a rebinding Host",
+            vec![
+                ("Content-Type", "application/json"),
+                ("Host", "attacker.example"),
+            ],
+            &cancel,
+            403,
+        ),
+        (
+            "userinfo in Host",
+            vec![
+                ("Content-Type", "application/json"),
+                ("Host", "attacker.example@127.0.0.1"),
+            ],
+            &cancel,
+            400,
+        ),
+        (
+            "text/plain from no page at all",
+            vec![("Content-Type", "text/plain"), ("Host", &host)],
+            &cancel,
+            415,
+        ),
+        (
+            "a batch",
+            vec![("Content-Type", "application/json"), ("Host", &host)],
+            &batch,
+            // rmcp's answer to a body that is not one JSON-RPC message.
+            415,
+        ),
+    ];
+    std::thread::scope(|scope| {
+        let spinning = scope.spawn(move || {
+            call_with(
+                addr,
+                None,
+                42,
+                "hostile",
+                serde_json::json!({"do": "spin"}),
+                &[],
+            )
+        });
+        wait_for_slots(addr, None, 1);
+        for (what, mut headers, body, status) in attempts {
+            headers.extend_from_slice(&protocol);
+            let answer = request(addr, "POST", "/mcp", &headers, body);
+            assert!(
+                answer.status >= 400,
+                "{what}: {answer:?} (expected {status})"
+            );
+            assert_eq!(answer.status, status, "{what}: {answer:?}");
+        }
+        // The call ran on to its own deadline: nothing above stopped it.
+        let (text, error) = call_text(&spinning.join().expect("the spinning call"));
+        assert!(error && text.contains("deadline"), "{text}");
+        assert!(!text.contains("Cancelled"), "{text}");
+    });
 }
 
 #[test]

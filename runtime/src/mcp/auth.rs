@@ -209,6 +209,53 @@ fn parse_hash(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// The operator's token for `/metrics`: a file holding its SHA-256 as 64 hex digits (and
+/// nothing else but white space), as `sha256sum` prints it (`toolcell token --metrics` makes
+/// one). The file is protected from every tool's writes.
+#[derive(Debug)]
+pub struct MetricsToken([u8; 32]);
+
+/// The longest metrics token file read: one hash and a name, as `sha256sum` prints them.
+pub const MAX_METRICS_TOKEN_FILE_BYTES: u64 = 4096;
+
+impl MetricsToken {
+    /// Read the file at `path`.
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, String> {
+        use std::io::Read as _;
+        let why = |what: String| format!("the metrics token file {}: {what}", path.display());
+        let file = std::fs::File::open(path).map_err(|error| why(error.to_string()))?;
+        let mut text = String::new();
+        file.take(MAX_METRICS_TOKEN_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|error| why(error.to_string()))?;
+        if text.len() as u64 > MAX_METRICS_TOKEN_FILE_BYTES {
+            return Err(why(format!(
+                "longer than {MAX_METRICS_TOKEN_FILE_BYTES} bytes"
+            )));
+        }
+        // `sha256sum` writes `HASH  -`: the first word is the hash.
+        let hash = text
+            .split_whitespace()
+            .next()
+            .and_then(parse_hash)
+            .ok_or_else(|| why("expected the token's SHA-256 as 64 hex digits".to_owned()))?;
+        runtime.protect(path);
+        Ok(MetricsToken(hash))
+    }
+
+    /// Whether `presented` is the operator's token (compared in constant time).
+    pub fn check(&self, presented: &str) -> bool {
+        bool::from(self.0.ct_eq(&sha256(presented.as_bytes())))
+    }
+
+    /// A fresh random token and the line to keep in the metrics token file.
+    pub fn new_token() -> std::io::Result<(String, String)> {
+        let token = cache::hex(&cache::random::<TOKEN_BYTES>()?);
+        let line = format!("{}\n", cache::hex(&sha256(token.as_bytes())));
+        Ok((token, line))
+    }
+}
+
 /// A fresh random token for `tenant`, and the `[[token]]` table that accepts it.
 pub fn new_token(tenant: &str, workspace: Option<&Path>) -> std::io::Result<(String, String)> {
     let token = cache::hex(&cache::random::<TOKEN_BYTES>()?);

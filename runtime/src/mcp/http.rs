@@ -16,9 +16,13 @@
 //!   scope the token lacks gets `403` with `error="insufficient_scope"`.
 //! - **Tenants.** A token names its tenant ([`super::auth`]): the call runs as that agent, in
 //!   that tenant's workspace, and the audit line names it.
-//! - **DNS rebinding.** `Host` must be one of the allowed hosts (loopback names by default) and
-//!   a browser's `Origin`, if sent, one of the allowed origins (loopback by default): a page
-//!   elsewhere cannot reach a local server through a name that resolves to 127.0.0.1.
+//! - **DNS rebinding, forged requests.** Before anything else (authentication, the body, a
+//!   place in the client's queue), [`super::guard`] checks that the target is a path, that
+//!   there is exactly one `Host`, well-formed and allowed (loopback names by default), and at
+//!   most one `Origin`, well-formed and allowed (loopback by default): a page elsewhere cannot
+//!   reach a local server through a name that resolves to 127.0.0.1, and a refused request has
+//!   no effect at all. A `notifications/cancelled` stops a call only once rmcp has accepted
+//!   the request that carries it (media type, one message, protocol headers).
 //! - **Fair shares.** At most [`MAX_REQUESTS_PER_CLIENT`] requests of one client (a tenant, or
 //!   a peer address when there are no tokens) are in flight; more get `429`. Request bodies
 //!   are read to at most [`MAX_REQUEST_BODY_BYTES`] (`413` past it). Calls beyond the pool's
@@ -26,12 +30,15 @@
 //! - **Cancellation.** A client that closes a call's stream, or sends
 //!   `notifications/cancelled`, stops its instance.
 //! - **Operations.** `GET /healthz` (the process serves), `GET /readyz` (it accepts calls; 503
-//!   once it drains), `GET /metrics` (Prometheus, [`super::metrics`]). On SIGTERM or SIGINT
+//!   once it drains), `GET /metrics` (Prometheus, [`super::metrics`]; the operator's: with
+//!   tokens or OAuth, only the bearer of the `--metrics-token` reads it, never a tenant, since
+//!   the metrics name every tenant's tools, outcomes and latencies). On SIGTERM or SIGINT
 //!   the server stops accepting connections, lets calls in flight finish for the grace period,
 //!   stops the rest (each answers `cancelled`), and exits 0.
 
 use super::McpServer;
-use super::auth::{Tenant, Tokens};
+use super::auth::{MetricsToken, Tenant, Tokens};
+use super::guard::Guard;
 use super::metrics::{Metrics, Refusal};
 use super::oauth::{OAuth, Principal};
 use crate::limits::MAX_ARGUMENT_BYTES;
@@ -105,6 +112,10 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// How long calls in flight may run on after SIGTERM.
     pub grace: Duration,
+    /// The file holding the SHA-256 (hex) of the operator's token for `/metrics`. With tokens
+    /// or OAuth, `/metrics` answers only its bearer (403 to everyone else, tenants included);
+    /// without authentication (loopback), it is open unless this is given.
+    pub metrics_token: Option<PathBuf>,
 }
 
 /// Whether serving at `addr` is allowed: an address other than loopback needs authentication
@@ -316,59 +327,46 @@ struct Front {
     /// Requests in flight per client (a tenant's name, or a peer address).
     per_client: Counts<String>,
     draining: AtomicBool,
-    /// The `Host` names allowed (rmcp checks them on `/mcp`; the front on `/metrics`).
-    hosts: Vec<String>,
+    /// The allowed `Host` and `Origin` values, checked before anything else.
+    guard: Guard,
+    /// The operator's token for `/metrics`, if one was given.
+    metrics_token: Option<MetricsToken>,
     /// The calls running now.
     running: Arc<Running>,
 }
 
 impl Front {
-    /// Whether the `Host` header names an allowed host: an entry `name` allows it on any port,
-    /// `name:port` on that port only.
-    fn host_allowed(&self, headers: &http::HeaderMap) -> bool {
-        let Some(host) = headers
-            .get(header::HOST)
-            .and_then(|value| value.to_str().ok())
-        else {
-            return false;
-        };
-        let host = host.trim().to_ascii_lowercase();
-        let name = match host.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or_default(),
-            None => host.split(':').next().unwrap_or_default(),
-        };
-        self.hosts.iter().any(|allowed| {
-            let allowed = allowed.to_ascii_lowercase();
-            allowed == host || allowed.trim_start_matches('[').trim_end_matches(']') == name
-        })
+    /// Whether the bearer may read `/metrics`: the operator's token where one is set; with no
+    /// authentication and no operator token (loopback), anyone; otherwise nobody.
+    fn metrics_allowed<B>(&self, request: &Request<B>) -> Result<(), Box<BoxResponse>> {
+        let presented = bearer(request)?;
+        match (&self.metrics_token, &self.auth) {
+            (Some(token), _) if presented.is_some_and(|presented| token.check(presented)) => Ok(()),
+            (None, Auth::None) => Ok(()),
+            (Some(_), _) if presented.is_none() => {
+                self.metrics.refused(Refusal::Unauthenticated);
+                Err(Box::new(respond(
+                    StatusCode::UNAUTHORIZED,
+                    &[(
+                        header::WWW_AUTHENTICATE,
+                        r#"Bearer realm="toolcell-metrics""#,
+                    )],
+                    "the operator's metrics token is required\n",
+                )))
+            }
+            _ => Err(Box::new(respond(
+                StatusCode::FORBIDDEN,
+                &[],
+                "the metrics are the operator's: they need the token given with \
+                 --metrics-token, not a tenant's\n",
+            ))),
+        }
     }
 
     /// Who the request's bearer token says it is from; with no authentication configured
     /// (loopback only), anonymous, and calls run in the default context.
     fn authenticate<B>(&self, request: &Request<B>) -> Result<Caller, Box<BoxResponse>> {
-        if request
-            .headers()
-            .get_all(header::AUTHORIZATION)
-            .iter()
-            .count()
-            > 1
-        {
-            // RFC 6750, section 2: one method, once. Which one a proxy or a server would pick
-            // is exactly what an attacker wants to choose.
-            return Err(Box::new(respond(
-                StatusCode::BAD_REQUEST,
-                &[],
-                "more than one Authorization header\n",
-            )));
-        }
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                let (scheme, token) = value.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
+        let presented = bearer(request)?;
         let refused = |challenge: String| {
             self.metrics.refused(Refusal::Unauthenticated);
             Box::new(respond(
@@ -394,12 +392,41 @@ impl Front {
                 oauth.verify(token).map(Caller::OAuth).map_err(|why| {
                     refused(format!(
                         r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{}""#,
-                        why.replace(['"', '\\'], "'")
+                        // A quoted-string of printable ASCII: the reason may quote the token's
+                        // own claims (a tenant's name), which are the caller's to choose.
+                        why.chars()
+                            .map(|c| match c {
+                                '"' | '\\' => '\'',
+                                ' '..='~' => c,
+                                _ => '?',
+                            })
+                            .collect::<String>()
                     ))
                 })
             }
         }
     }
+}
+
+/// The bearer token a request presents, if any; more than one `Authorization` header is a
+/// `400`. RFC 6750, section 2: one method, once. Which one a proxy or a server would pick is
+/// exactly what an attacker wants to choose.
+fn bearer<B>(request: &Request<B>) -> Result<Option<&str>, Box<BoxResponse>> {
+    let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
+    let value = values.next();
+    if values.next().is_some() {
+        return Err(Box::new(respond(
+            StatusCode::BAD_REQUEST,
+            &[],
+            "more than one Authorization header\n",
+        )));
+    }
+    Ok(value
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        }))
 }
 
 /// What the front reads of a request body's messages (a batch is looked through too).
@@ -471,8 +498,22 @@ async fn route(
     peer: SocketAddr,
     request: Request<Incoming>,
 ) -> Result<BoxResponse, Infallible> {
+    // A target that is not a path (`POST http://evil.com/mcp`) is not for this server, on
+    // any route.
+    if let Err(refused) = super::guard::check_origin_form(request.uri()) {
+        return Ok(respond(refused.status(), &[], refused.message()));
+    }
     let path = request.uri().path().to_owned();
     let get = request.method() == Method::GET;
+    // `/mcp` and `/metrics` are what a rebinding page would want: their Host and Origin are
+    // checked before anything else. (The probes answer any Host: a kubelet names the pod's
+    // address.)
+    if matches!(path.as_str(), MCP_PATH | "/metrics")
+        && let Err(refused) = front.guard.check(request.uri(), request.headers())
+    {
+        front.metrics.refused(Refusal::ForeignRequest);
+        return Ok(respond(refused.status(), &[], refused.message()));
+    }
     Ok(match path.as_str() {
         "/healthz" if get => respond(StatusCode::OK, &[], "ok\n"),
         "/readyz" if get => {
@@ -482,20 +523,8 @@ async fn route(
                 respond(StatusCode::OK, &[], "ready\n")
             }
         }
-        "/metrics" if get && !front.host_allowed(request.headers()) => respond(
-            StatusCode::FORBIDDEN,
-            &[],
-            "Forbidden: Host header is not allowed\n",
-        ),
-        "/metrics" if get => match front.authenticate(&request) {
-            Ok(Caller::OAuth(principal)) if matches!(&front.auth, Auth::OAuth(oauth) if oauth.missing_scope(&principal, None).is_some()) => {
-                respond(
-                    StatusCode::FORBIDDEN,
-                    &[],
-                    "the token lacks this server's scope\n",
-                )
-            }
-            Ok(_) => respond(
+        "/metrics" if get => match front.metrics_allowed(&request) {
+            Ok(()) => respond(
                 StatusCode::OK,
                 &[(
                     header::CONTENT_TYPE,
@@ -610,25 +639,30 @@ async fn route(
                     ));
                 }
             }
-            // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
-            // names: the front stops that call, if it is this client's.
-            for request in peeked.cancelled {
-                let key = CallKey {
-                    client: Some(ClientKey(client.clone())),
-                    request,
-                };
-                front.running.stop(&key);
-            }
             parts.extensions.insert(ClientKey(client.clone()));
             if let Some(tenant) = caller.tenant() {
                 parts.extensions.insert(Arc::clone(tenant));
             }
             let request = Request::from_parts(parts, Full::new(body));
             let mut mcp = front.mcp.clone();
-            match tower_service::Service::call(&mut mcp, request).await {
+            let response = match tower_service::Service::call(&mut mcp, request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
+            };
+            // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
+            // names: the front stops that call, if it is this client's, and only once rmcp
+            // has accepted the request (its media type, its headers, one message, not a
+            // batch): a request refused for any reason has no effect.
+            if response.status().is_success() {
+                for request in peeked.cancelled {
+                    let key = CallKey {
+                        client: Some(ClientKey(client.clone())),
+                        request,
+                    };
+                    front.running.stop(&key);
+                }
             }
+            response
         }
         _ => respond(
             StatusCode::NOT_FOUND,
@@ -657,6 +691,10 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
         )),
         (None, None) => Auth::None,
     };
+    let metrics_token = match &options.metrics_token {
+        Some(path) => Some(MetricsToken::load(path, &mut runtime).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let runtime = Arc::new(runtime);
     let executor = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -665,7 +703,12 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
         .enable_io()
         .build()
         .context("starting the server's async runtime")?;
-    let served = executor.block_on(serve_http_on(Arc::clone(&runtime), auth, options));
+    let served = executor.block_on(serve_http_on(
+        Arc::clone(&runtime),
+        auth,
+        metrics_token,
+        options,
+    ));
     executor.shutdown_timeout(super::SHUTDOWN_GRACE);
     // As in `serve`: the runtime's own tokio runtime is dropped outside async code.
     drop(runtime);
@@ -675,6 +718,7 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
 async fn serve_http_on(
     runtime: Arc<Runtime>,
     auth: Auth,
+    metrics_token: Option<MetricsToken>,
     options: HttpOptions,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
@@ -698,7 +742,7 @@ async fn serve_http_on(
     } else {
         options.allowed_origins.clone()
     };
-    let hosts_allowed = hosts.clone();
+    let guard = Guard::new(&hosts, &origins).map_err(anyhow::Error::msg)?;
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
@@ -724,7 +768,8 @@ async fn serve_http_on(
         metrics,
         per_client: Counts::default(),
         draining: AtomicBool::new(false),
-        hosts: hosts_allowed,
+        guard,
+        metrics_token,
         running: Arc::clone(&running),
     });
 

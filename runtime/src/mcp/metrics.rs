@@ -45,6 +45,8 @@ pub enum Refusal {
     TooManyRequests,
     /// The body was longer than the server reads.
     BodyTooLarge,
+    /// The target, `Host` or `Origin` was malformed or not allowed (a forged request).
+    ForeignRequest,
 }
 
 /// The server's metrics.
@@ -142,6 +144,7 @@ impl Metrics {
             Refusal::Unauthenticated => "unauthenticated",
             Refusal::TooManyRequests => "too_many_requests",
             Refusal::BodyTooLarge => "body_too_large",
+            Refusal::ForeignRequest => "foreign_request",
         };
         self.refusals.get_or_create(&ReasonLabel { reason }).inc();
     }

@@ -20,6 +20,7 @@
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
 pub mod auth;
+pub mod guard;
 pub mod http;
 pub mod metrics;
 pub mod oauth;

@@ -9,7 +9,9 @@
 //! issuer = "https://auth.example.com"            # the only issuer accepted
 //! jwks_file = "/etc/toolcell/jwks.json"          # the issuer's signing keys (a JWK Set),
 //! # or: jwks_url = "https://auth.example.com/jwks.json"  (fetched at start, then every
-//! # jwks_refresh_secs, default 300; https, or http to loopback only)
+//! # jwks_refresh_secs, default 300; https, or http to loopback only; usable for
+//! # jwks_max_age_secs after the last good fetch, default 3600)
+//! token_types = ["at+jwt", "application/at+jwt"] # the JOSE typ accepted (this is the default)
 //! algorithms = ["ES256", "RS256"]                # default: both
 //! tenant_claim = "sub"                           # the claim that names the tenant (default sub)
 //! scope = "mcp:tools"                            # needed for every call (optional)
@@ -22,14 +24,16 @@
 //! policy = "team-a.toml"                         # optional: its own policy (see auth.rs)
 //! ```
 //!
-//! A token is accepted when its signature verifies with a key of the set (by `kid` when the
+//! A token is accepted when its header's `typ` says it is an access token (RFC 9068), its signature verifies with a key of the set (by `kid` when the
 //! token names one), with an allowed algorithm, and its `iss` is the issuer, its `aud` holds
 //! the resource, `exp` is in the future (and `nbf`, if any, past), and its tenant claim names a
 //! configured tenant. Scopes come from the `scope` claim (space-separated) or `scp` (a list).
 //! A key set file is read at start (a server may have no route to the issuer; a restart picks
 //! up rotated keys). A key set URL is fetched at start (the server does not start without it)
 //! and again every `jwks_refresh_secs`; a refresh that fails keeps the keys it had, and says so
-//! in the log.
+//! in the log, but only for `jwks_max_age_secs` after the last good fetch: past that every
+//! token is refused (401) until a fetch succeeds, so keys the issuer withdrew are not
+//! honoured for as long as someone can keep the server from reaching it.
 
 use super::auth::Tenant;
 use crate::Runtime;
@@ -58,6 +62,18 @@ pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 /// How long fetching the key set may take.
 pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long keys fetched from a `jwks_url` stay usable when every refresh since has failed, by
+/// default (`jwks_max_age_secs`): an issuer that withdrew a key (it leaked) must not have it
+/// honoured for as long as someone can keep the server from reaching the issuer. Twelve of
+/// the default refresh intervals: a short outage of the issuer is ridden out, a long one ends
+/// in 401s, not in trusting keys the issuer may have revoked.
+pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// The JOSE `typ` values an access token may carry, by default (`token_types`): RFC 9068,
+/// section 2.1 (`at+jwt`, and its full media type). An ID token or another JWT the issuer
+/// signs with the same key (typ `JWT`, or none) is not an access token and is refused.
+pub const DEFAULT_TOKEN_TYPES: &[&str] = &["at+jwt", "application/at+jwt"];
+
 /// The path of the protected-resource metadata (RFC 9728, section 3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
@@ -69,6 +85,9 @@ struct OAuthFile {
     jwks_file: Option<PathBuf>,
     jwks_url: Option<String>,
     jwks_refresh_secs: Option<u64>,
+    jwks_max_age_secs: Option<u64>,
+    #[serde(default)]
+    token_types: Option<Vec<String>>,
     #[serde(default)]
     algorithms: Option<Vec<String>>,
     #[serde(default)]
@@ -101,9 +120,13 @@ pub struct Principal {
 pub struct OAuth {
     resource: String,
     issuer: String,
-    keys: RwLock<Arc<Vec<Key>>>,
+    keys: RwLock<Arc<KeySet>>,
     /// The key set's URL and how often it is fetched again, if it comes from one.
     jwks_url: Option<(String, Duration)>,
+    /// How long keys from the URL stay usable after their fetch.
+    jwks_max_age: Duration,
+    /// The `typ` header values accepted (lower case).
+    token_types: Vec<String>,
     algorithms: Vec<Algorithm>,
     validation: Validation,
     tenant_claim: String,
@@ -143,11 +166,71 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 /// used with.
 type Key = (Option<String>, DecodingKey, Algorithm);
 
+/// The keys in use, and when they were fetched (`None`: from a file, which does not age).
+struct KeySet {
+    keys: Vec<Key>,
+    fetched: Option<std::time::Instant>,
+}
+
+/// The longest list of keys read from a key set (a real issuer publishes a handful; each key
+/// is tried against a token that names none, so this also bounds the work per token).
+pub const MAX_JWKS_KEYS: usize = 64;
+
+/// A JWK Set, read key by key: a key this server cannot read (a curve or type it does not
+/// support, an encryption key of another kind) is skipped, not a reason to refuse the whole
+/// set, or one unusual key the issuer adds would stop the server or freeze its keys.
+fn parse_jwks(text: &[u8]) -> Result<JwkSet, String> {
+    #[derive(Deserialize)]
+    struct RawSet {
+        keys: Vec<serde_json::Value>,
+    }
+    let raw: RawSet = serde_json::from_slice(text).map_err(|error| error.to_string())?;
+    if raw.keys.len() > MAX_JWKS_KEYS {
+        return Err(format!(
+            "{} keys, more than the {MAX_JWKS_KEYS} read",
+            raw.keys.len()
+        ));
+    }
+    let mut skipped = 0;
+    let keys = raw
+        .keys
+        .into_iter()
+        .filter_map(|key| {
+            let parsed = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(key).ok();
+            skipped += usize::from(parsed.is_none());
+            parsed
+        })
+        .collect();
+    if skipped > 0 {
+        tracing::warn!(
+            skipped,
+            "keys of the issuer's set that cannot be read were skipped"
+        );
+    }
+    Ok(JwkSet { keys })
+}
+
+/// Whether a key may verify signatures: not one marked for encryption only (`use: enc`), nor
+/// one whose `key_ops` leave out `verify` (RFC 7517, sections 4.2 and 4.3).
+fn verifies_signatures(jwk: &jsonwebtoken::jwk::Jwk) -> bool {
+    use jsonwebtoken::jwk::{KeyOperations, PublicKeyUse};
+    let use_ok = match &jwk.common.public_key_use {
+        None | Some(PublicKeyUse::Signature) => true,
+        Some(_) => false,
+    };
+    let ops_ok = jwk
+        .common
+        .key_operations
+        .as_ref()
+        .is_none_or(|ops| ops.iter().any(|op| matches!(op, KeyOperations::Verify)));
+    use_ok && ops_ok
+}
+
 /// The keys of `jwks` usable with `algorithms`: each with the algorithm it names, or with every
 /// allowed algorithm of its own family (EC, RSA, OKP) when it names none.
 fn usable_keys(jwks: &JwkSet, algorithms: &[Algorithm]) -> Vec<Key> {
     let mut keys = Vec::new();
-    for jwk in &jwks.keys {
+    for jwk in jwks.keys.iter().filter(|jwk| verifies_signatures(jwk)) {
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
             continue;
         };
@@ -237,7 +320,7 @@ async fn fetch_jwks(url: &str) -> Result<JwkSet, String> {
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body).map_err(|error| why(error.to_string()))
+    parse_jwks(&body).map_err(why)
 }
 
 /// [`fetch_jwks`] from synchronous code (the server's start).
@@ -286,21 +369,49 @@ impl OAuth {
             (Some(file), None) => {
                 let file = base.join(file);
                 runtime.protect(&file);
-                let jwks: JwkSet = serde_json::from_str(&read_bounded(&file).map_err(&why)?)
+                let jwks = parse_jwks(read_bounded(&file).map_err(&why)?.as_bytes())
                     .map_err(|error| why(format!("the key set: {error}")))?;
                 (jwks, None, file.display().to_string())
             }
             (None, Some(url)) => {
                 check_jwks_url(url).map_err(&why)?;
-                let jwks = fetch_jwks_blocking(url).map_err(&why)?;
                 let every = parsed
                     .jwks_refresh_secs
                     .map_or(DEFAULT_JWKS_REFRESH, |secs| {
                         Duration::from_secs(secs.max(1))
                     });
+                let max_age = parsed
+                    .jwks_max_age_secs
+                    .map_or(DEFAULT_JWKS_MAX_AGE, Duration::from_secs);
+                if max_age < 2 * every {
+                    return Err(why(format!(
+                        "jwks_max_age_secs ({}) must be at least twice jwks_refresh_secs ({}): \
+                         one failed refresh would refuse every token",
+                        max_age.as_secs(),
+                        every.as_secs()
+                    )));
+                }
+                let jwks = fetch_jwks_blocking(url).map_err(&why)?;
                 (jwks, Some((url.clone(), every)), url.clone())
             }
             _ => return Err(why("give jwks_file or jwks_url (one of them)".to_owned())),
+        };
+        if parsed.jwks_max_age_secs.is_some() && jwks_url.is_none() {
+            return Err(why(
+                "jwks_max_age_secs applies to a jwks_url only (a key file does not age)".to_owned(),
+            ));
+        }
+        let token_types: Vec<String> = match parsed.token_types {
+            Some(types) if types.is_empty() => {
+                return Err(why(
+                    "token_types is empty: no token could be accepted".to_owned()
+                ));
+            }
+            Some(types) => types.iter().map(|typ| typ.to_ascii_lowercase()).collect(),
+            None => DEFAULT_TOKEN_TYPES
+                .iter()
+                .map(|typ| (*typ).to_owned())
+                .collect(),
         };
         let keys = usable_keys(&jwks, &algorithms);
         if keys.is_empty() {
@@ -333,12 +444,28 @@ impl OAuth {
                 "no [tenants.NAME] tables: no token could name a tenant".to_owned(),
             ));
         }
+        // A scope for a name no tool has (a typo: `Read_File`) would leave the tool it meant
+        // behind the server's scope alone.
+        if let Some(unknown) = parsed.tool_scopes.keys().find(|tool| {
+            runtime.registry().get(tool).is_none()
+                && tool.as_str() != crate::CALL_TOOL
+                && tool.as_str() != crate::FIND_TOOL
+        }) {
+            return Err(why(format!(
+                "[tool_scopes] names {unknown:?}, which is no tool of this server"
+            )));
+        }
         let metadata_url = metadata_url(&resource).ok_or_else(|| why("resource".to_owned()))?;
+        let fetched = jwks_url.as_ref().map(|_| std::time::Instant::now());
         Ok(OAuth {
             resource,
             issuer: parsed.issuer,
-            keys: RwLock::new(Arc::new(keys)),
+            keys: RwLock::new(Arc::new(KeySet { keys, fetched })),
             jwks_url,
+            jwks_max_age: parsed
+                .jwks_max_age_secs
+                .map_or(DEFAULT_JWKS_MAX_AGE, Duration::from_secs),
+            token_types,
             algorithms: validation.algorithms.clone(),
             validation,
             tenant_claim: parsed.tenant_claim.unwrap_or_else(|| "sub".to_owned()),
@@ -350,7 +477,7 @@ impl OAuth {
     }
 
     /// The keys as they are now.
-    fn keys(&self) -> Arc<Vec<Key>> {
+    fn keys(&self) -> Arc<KeySet> {
         match self.keys.read() {
             Ok(keys) => Arc::clone(&keys),
             Err(poisoned) => Arc::clone(&poisoned.into_inner()),
@@ -368,7 +495,7 @@ impl OAuth {
     /// a set with no usable key) the keys stay as they were. Returns how many keys there are.
     pub async fn refresh_keys(&self) -> Result<usize, String> {
         let Some((url, _)) = &self.jwks_url else {
-            return Ok(self.keys().len());
+            return Ok(self.keys().keys.len());
         };
         let keys = usable_keys(&fetch_jwks(url).await?, &self.algorithms);
         if keys.is_empty() {
@@ -377,9 +504,13 @@ impl OAuth {
             ));
         }
         let count = keys.len();
+        let set = Arc::new(KeySet {
+            keys,
+            fetched: Some(std::time::Instant::now()),
+        });
         match self.keys.write() {
-            Ok(mut held) => *held = Arc::new(keys),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(keys),
+            Ok(mut held) => *held = set,
+            Err(poisoned) => *poisoned.into_inner() = set,
         }
         Ok(count)
     }
@@ -390,9 +521,38 @@ impl OAuth {
             return Err("the token is too long".to_owned());
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| "not a JWT".to_owned())?;
-        let mut last = "no key of the issuer's set matches the token".to_owned();
+        // RFC 7515, section 4.1.11: a header naming extensions the recipient must understand
+        // (`crit`) is refused by one that understands none.
+        if header_names_crit(token) {
+            return Err(
+                "the token's header has crit extensions this server does not understand".to_owned(),
+            );
+        }
+        // RFC 9068, section 4: a resource server checks that it was given an access token.
+        let typ_ok = header.typ.as_deref().is_some_and(|typ| {
+            self.token_types
+                .iter()
+                .any(|accepted| accepted.eq_ignore_ascii_case(typ))
+        });
+        if !typ_ok {
+            return Err(format!(
+                "not an access token: its typ must be one of {:?}",
+                self.token_types
+            ));
+        }
         let keys = self.keys();
-        for (kid, key, alg) in keys.iter() {
+        if let Some(fetched) = keys.fetched
+            && fetched.elapsed() > self.jwks_max_age
+        {
+            return Err(format!(
+                "the issuer's keys were last fetched {} s ago, past the {} s they may be used: \
+                 every token is refused until they are fetched again",
+                fetched.elapsed().as_secs(),
+                self.jwks_max_age.as_secs()
+            ));
+        }
+        let mut last = "no key of the issuer's set matches the token".to_owned();
+        for (kid, key, alg) in keys.keys.iter() {
             if *alg != header.alg || (header.kid.is_some() && kid.is_some() && *kid != header.kid) {
                 continue;
             }
@@ -444,6 +604,22 @@ impl OAuth {
         &self,
         claims: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Principal, String> {
+        // What the library lets pass that a resource server should not: an `iss` that is a
+        // list holding the issuer among others, an `nbf` that is not a number (read as none),
+        // and a token bound to a key (DPoP, mTLS: `cnf`) whose proof this server cannot check,
+        // which a thief could otherwise replay as a plain bearer token.
+        if claims.get("iss").and_then(serde_json::Value::as_str) != Some(self.issuer.as_str()) {
+            return Err(format!("the token is not from {}", self.issuer));
+        }
+        if claims.get("nbf").is_some_and(|nbf| !nbf.is_number()) {
+            return Err("the token's nbf is not a number".to_owned());
+        }
+        if claims.contains_key("cnf") {
+            return Err(
+                "the token is bound to a key (cnf); this server takes bearer tokens only"
+                    .to_owned(),
+            );
+        }
         let named = claims
             .get(&self.tenant_claim)
             .and_then(serde_json::Value::as_str)
@@ -500,6 +676,19 @@ impl OAuth {
         })
         .to_string()
     }
+}
+
+/// Whether a JWT's header (its first part, base64url JSON) has a `crit` member.
+fn header_names_crit(token: &str) -> bool {
+    use base64::Engine as _;
+    let Some(first) = token.split('.').next() else {
+        return false;
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(first)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .is_some_and(|header| header.get("crit").is_some())
 }
 
 /// The scheme, authority and path of an http(s) URL.
