@@ -14,9 +14,6 @@ use std::time::{Duration, Instant};
 /// How long a registry may take to start answering.
 const REGISTRY_START: Duration = Duration::from_secs(20);
 
-/// The registry binary `.ci/run` installs.
-const REGISTRY_BINARY: &str = "docker-registry";
-
 /// A `docker-registry` on a loopback port, storing in a temporary directory.
 struct Registry {
     addr: SocketAddr,
@@ -55,16 +52,16 @@ impl Registry {
         }
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config).expect("config");
-        let child = Command::new(REGISTRY_BINARY)
+        // Installed on first use if it is missing (`system.rs`).
+        let binary = crate::system::require(&crate::system::DOCKER_REGISTRY);
+        let child = Command::new(&binary)
             .arg("serve")
             .arg(&config_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|error| {
-                panic!("{REGISTRY_BINARY}: {error} (install it: apt-get install docker-registry)")
-            });
+            .unwrap_or_else(|error| panic!("{}: {error}", binary.display()));
         let registry = Registry {
             addr,
             dir,
@@ -182,7 +179,13 @@ impl Home {
 
     /// Run `toolcell` with this home's store, docker configuration and workspace.
     fn toolcell(&self, args: &[&str]) -> Output {
-        toolcell_command()
+        self.command(args).output().expect("toolcell runs")
+    }
+
+    /// `toolcell ARGS` with this home's store, docker configuration and workspace, not started.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = toolcell_command();
+        command
             .env("TOOLCELL_STORE", self.path("store"))
             .env("DOCKER_CONFIG", self.path("docker"))
             .env_remove("TOOLCELL_REGISTRY")
@@ -196,9 +199,8 @@ impl Home {
             .arg("--workspace")
             .arg(self.path("ws"))
             .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("toolcell runs")
+            .stdin(Stdio::null());
+        command
     }
 
     /// `toolcell ARGS`, which must succeed; its stdout, trimmed.
@@ -786,4 +788,545 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
+}
+
+// A registry that misbehaves: a fake one, written here, on a loopback port.
+
+/// How much of an endless body a fake registry sends at most, if the client keeps reading:
+/// enough to grow a client that reads bodies whole far past [`MAX_GROWTH_KIB`].
+const ENDLESS_CAP: u64 = 1 << 30;
+
+/// How much more than the same binary doing a trivial pull a `toolcell pull` that is sent an
+/// endless body may grow (its peak resident set, KiB).
+const MAX_GROWTH_KIB: u64 = 64 << 10;
+
+/// How long a measured `toolcell` run may take before it is killed.
+const MEASURED_RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// A request as a fake registry received it.
+struct Seen {
+    method: String,
+    /// The path and query.
+    path: String,
+    body: Vec<u8>,
+}
+
+/// A fake registry's answer.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    /// `None`: `Transfer-Encoding: chunked` and no end, written until the client goes away or
+    /// [`ENDLESS_CAP`] bytes are out.
+    body: Option<Vec<u8>>,
+}
+
+impl Answer {
+    fn new(status: u16) -> Answer {
+        Answer {
+            status,
+            headers: Vec::new(),
+            body: Some(Vec::new()),
+        }
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Answer {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn body(mut self, bytes: &[u8]) -> Answer {
+        self.body = Some(bytes.to_vec());
+        self
+    }
+
+    fn endless(mut self) -> Answer {
+        self.body = None;
+        self
+    }
+}
+
+type Handler = dyn Fn(SocketAddr, &Seen) -> Answer + Send + Sync;
+
+/// A fake registry on a loopback port (plain HTTP/1.1, one request per connection), answering
+/// each request as its handler says, and keeping what it was sent.
+struct FakeRegistry {
+    addr: SocketAddr,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+    /// The most bytes of an endless body one connection got out before the client went away.
+    endless_sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeRegistry {
+    fn start(handler: impl Fn(SocketAddr, &Seen) -> Answer + Send + Sync + 'static) -> Self {
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("address");
+        let handler: Arc<Handler> = Arc::new(handler);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let endless_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (seen, endless_sent, stop) = (seen.clone(), endless_sent.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let (handler, seen, endless_sent) =
+                        (handler.clone(), seen.clone(), endless_sent.clone());
+                    std::thread::spawn(move || {
+                        serve_one(stream, addr, &*handler, &seen, &endless_sent)
+                    });
+                }
+            })
+        };
+        FakeRegistry {
+            addr,
+            seen,
+            endless_sent,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// `oci://127.0.0.1:PORT/{path}`.
+    fn reference(&self, path: &str) -> String {
+        format!("oci://{}/{path}", self.addr)
+    }
+
+    /// The most bytes of an endless body sent on one connection.
+    fn endless_sent(&self) -> u64 {
+        self.endless_sent.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for FakeRegistry {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the accept loop so that it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Read one request from `stream`, answer it as `handler` says, and close.
+fn serve_one(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    handler: &Handler,
+    seen: &std::sync::Mutex<Vec<Seen>>,
+    endless_sent: &std::sync::atomic::AtomicU64,
+) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 16 << 10];
+    let head_end = loop {
+        if let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at;
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => received.extend_from_slice(&buffer[..read]),
+        }
+        if received.len() > 64 << 10 {
+            return;
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).into_owned();
+    let mut lines = head.lines();
+    let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_owned();
+    let path = request_line.next().unwrap_or_default().to_owned();
+    let length: usize = lines
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = received[head_end + 4..].to_vec();
+    while body.len() < length {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => body.extend_from_slice(&buffer[..read]),
+        }
+    }
+    let request = Seen { method, path, body };
+    let answer = handler(addr, &request);
+    let head_only = request.method == "HEAD";
+    seen.lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(request);
+    let mut head = format!("HTTP/1.1 {} Fake\r\nConnection: close\r\n", answer.status);
+    for (name, value) in &answer.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    match &answer.body {
+        Some(bytes) => head.push_str(&format!("Content-Length: {}\r\n\r\n", bytes.len())),
+        None => head.push_str("Transfer-Encoding: chunked\r\n\r\n"),
+    }
+    if stream.write_all(head.as_bytes()).is_err() || head_only {
+        return;
+    }
+    match answer.body {
+        Some(bytes) => {
+            let _ = stream.write_all(&bytes);
+        }
+        None => {
+            let chunk = vec![b'x'; 64 << 10];
+            let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+            framed.extend_from_slice(&chunk);
+            framed.extend_from_slice(b"\r\n");
+            let mut sent = 0u64;
+            while sent < ENDLESS_CAP {
+                if stream.write_all(&framed).is_err() {
+                    return;
+                }
+                sent += chunk.len() as u64;
+                endless_sent.fetch_max(sent, std::sync::atomic::Ordering::SeqCst);
+            }
+            let _ = stream.write_all(b"0\r\n\r\n");
+        }
+    }
+}
+
+/// A `toolcell` run whose peak resident set was watched.
+struct Measured {
+    output: Output,
+    /// Its peak resident set (VmHWM), KiB, as last seen before it exited.
+    peak_kib: u64,
+}
+
+impl Measured {
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+}
+
+impl Home {
+    /// `toolcell ARGS`, its peak resident set (`VmHWM` in `/proc/PID/status`) read every
+    /// millisecond while it runs; stdout and stderr are kept up to 1 MiB each (drained beyond).
+    fn measured(&self, args: &[&str]) -> Measured {
+        fn drain(
+            mut from: impl std::io::Read + Send + 'static,
+        ) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut buffer = [0u8; 16 << 10];
+                while let Ok(read @ 1..) = from.read(&mut buffer) {
+                    let room = (1usize << 20).saturating_sub(kept.len());
+                    kept.extend_from_slice(&buffer[..read.min(room)]);
+                }
+                kept
+            })
+        }
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("toolcell starts");
+        let stdout = drain(child.stdout.take().expect("stdout"));
+        let stderr = drain(child.stderr.take().expect("stderr"));
+        let status_file = format!("/proc/{}/status", child.id());
+        let started = Instant::now();
+        let mut peak_kib = 0;
+        let status = loop {
+            // Read before reaping: a process that has exited has no memory left to show.
+            if let Some(kib) = std::fs::read_to_string(&status_file)
+                .ok()
+                .and_then(|status| {
+                    status
+                        .lines()
+                        .find_map(|line| line.strip_prefix("VmHWM:"))
+                        .and_then(|rest| {
+                            rest.trim()
+                                .trim_end_matches("kB")
+                                .trim()
+                                .parse::<u64>()
+                                .ok()
+                        })
+                })
+            {
+                peak_kib = kib.max(peak_kib);
+            }
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            if started.elapsed() > MEASURED_RUN_LIMIT {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        Measured {
+            output: Output {
+                status,
+                stdout: stdout.join().expect("stdout"),
+                stderr: stderr.join().expect("stderr"),
+            },
+            peak_kib,
+        }
+    }
+
+    /// The peak resident set of a trivial pull: `oci://…/tools/missing@DIGEST` on `fake`,
+    /// whose handler must answer it (slowly, so that the peak is seen) with an error.
+    fn baseline_kib(&self, fake: &FakeRegistry) -> u64 {
+        let run = self.measured(&[
+            "pull",
+            &fake.reference(&format!("tools/missing@{}", zero_digest())),
+        ]);
+        assert!(!run.output.status.success(), "{}", run.stderr());
+        assert!(run.peak_kib > 0, "its memory was seen: {}", run.stderr());
+        run.peak_kib
+    }
+}
+
+fn zero_digest() -> String {
+    format!("sha256:{}", "0".repeat(64))
+}
+
+/// What the fake registries in these tests answer in common: `/v2/` as a registry without
+/// authentication, the baseline's `tools/missing` a slow 404, and anything else `None`.
+fn common_answer(request: &Seen) -> Option<Answer> {
+    if request.path == "/v2/" {
+        return Some(
+            Answer::new(200)
+                .header("Content-Type", "application/json")
+                .body(b"{}"),
+        );
+    }
+    if request.path.starts_with("/v2/tools/missing/") {
+        std::thread::sleep(Duration::from_millis(300));
+        return Some(
+            Answer::new(404)
+                .header("Content-Type", "application/json")
+                .body(br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#),
+        );
+    }
+    None
+}
+
+/// `run` was refused naming `limit`, grew no more than [`MAX_GROWTH_KIB`] past `baseline`, and
+/// the fake registry sent far less than its endless body.
+fn assert_cut_at(run: &Measured, what: &str, limit: &str, baseline: u64, fake: &FakeRegistry) {
+    let stderr = run.stderr();
+    eprintln!(
+        "{what}: peak {} KiB, baseline {baseline} KiB, the registry sent {} bytes: {:.300}",
+        run.peak_kib,
+        fake.endless_sent(),
+        stderr.trim()
+    );
+    assert!(!run.output.status.success(), "{what}: {stderr}");
+    assert!(
+        stderr.contains(limit),
+        "{what}: the limit is named: {stderr:.2000}"
+    );
+    assert!(
+        run.peak_kib.saturating_sub(baseline) < MAX_GROWTH_KIB,
+        "{what}: toolcell grew to {} KiB, {} KiB past a trivial pull",
+        run.peak_kib,
+        run.peak_kib.saturating_sub(baseline)
+    );
+    assert!(
+        fake.endless_sent() < 64 << 20,
+        "{what}: it read {} bytes of an endless body",
+        fake.endless_sent()
+    );
+}
+
+/// A manifest that never ends (`Transfer-Encoding: chunked`, no length), by digest and by tag
+/// (a `HEAD` without a digest, then the `GET`), and an endless signature manifest after a good
+/// manifest and component: each refused naming `MAX_MANIFEST_BYTES`, and `toolcell pull` stays
+/// within 64 MiB of a trivial pull.
+#[test]
+fn an_endless_manifest_is_refused_at_its_limit_and_pull_stays_small() {
+    let _measuring = crate::support::exclusive();
+    let home = Home::new();
+    let echo = std::fs::read(home.builtin("echo")).expect("echo");
+    let layer = format!("sha256:{}", sha256_hex(&echo));
+    let config = b"{}";
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "config": {
+            "mediaType": "application/vnd.wasm.config.v0+json",
+            "digest": format!("sha256:{}", sha256_hex(config)),
+            "size": config.len(),
+        },
+        "layers": [{ "mediaType": "application/wasm", "digest": layer, "size": echo.len() }],
+    }))
+    .expect("manifest");
+    let signed = format!("sha256:{}", sha256_hex(&manifest));
+    let fake = {
+        let (signed, layer) = (signed.clone(), layer.clone());
+        FakeRegistry::start(move |_, request| {
+            if let Some(answer) = common_answer(request) {
+                return answer;
+            }
+            let path = request.path.as_str();
+            if path.starts_with("/v2/tools/endless/manifests/") {
+                // No digest header: a client must read the manifest to learn it.
+                return Answer::new(200)
+                    .header("Content-Type", MANIFEST_TYPE)
+                    .endless();
+            }
+            if path == format!("/v2/tools/signed/manifests/{signed}") {
+                return Answer::new(200)
+                    .header("Content-Type", MANIFEST_TYPE)
+                    .body(&manifest);
+            }
+            if path == format!("/v2/tools/signed/blobs/{layer}") {
+                return Answer::new(200).body(&echo);
+            }
+            if path.starts_with("/v2/tools/signed/manifests/sha256-") {
+                return Answer::new(200)
+                    .header("Content-Type", MANIFEST_TYPE)
+                    .endless();
+            }
+            Answer::new(404)
+        })
+    };
+    let baseline = home.baseline_kib(&fake);
+    for (what, reference) in [
+        (
+            "a manifest by digest",
+            format!("tools/endless@{}", zero_digest()),
+        ),
+        ("a manifest by tag", "tools/endless:1.0".to_owned()),
+        ("a signature manifest", format!("tools/signed@{signed}")),
+    ] {
+        let run = home.measured(&["pull", &fake.reference(&reference)]);
+        assert_cut_at(&run, what, "MAX_MANIFEST_BYTES", baseline, &fake);
+        assert!(home.lock().is_empty(), "{what}: nothing locked");
+    }
+}
+
+/// A token endpoint (the `realm` of a registry's bearer challenge) whose answer never ends:
+/// refused naming `MAX_TOKEN_BYTES`, within 64 MiB of a trivial pull.
+#[test]
+fn an_endless_token_answer_is_refused_at_its_limit() {
+    let _measuring = crate::support::exclusive();
+    let home = Home::new();
+    let fake = FakeRegistry::start(|addr, request| {
+        if request.path.starts_with("/token") {
+            return Answer::new(200)
+                .header("Content-Type", "application/json")
+                .endless();
+        }
+        if request.path.starts_with("/v2/tools/missing/") {
+            return common_answer(request).unwrap_or_else(|| Answer::new(404));
+        }
+        Answer::new(401).header(
+            "WWW-Authenticate",
+            &format!(r#"Bearer realm="http://{addr}/token",service="fake""#),
+        )
+    });
+    // The baseline: the same binary's trivial pull, from a registry without authentication.
+    let baseline = {
+        let fake = FakeRegistry::start(|_, request| {
+            common_answer(request).unwrap_or_else(|| Answer::new(404))
+        });
+        home.baseline_kib(&fake)
+    };
+    let run = home.measured(&[
+        "pull",
+        &fake.reference(&format!("tools/private@{}", zero_digest())),
+    ]);
+    assert_cut_at(&run, "a token answer", "MAX_TOKEN_BYTES", baseline, &fake);
+}
+
+/// An error answer (500) whose body never ends: refused with its status, the body cut at
+/// `MAX_ERROR_BODY_BYTES`, within 64 MiB of a trivial pull.
+#[test]
+fn an_endless_error_body_is_cut_at_its_limit() {
+    let _measuring = crate::support::exclusive();
+    let home = Home::new();
+    let fake = FakeRegistry::start(|_, request| {
+        common_answer(request).unwrap_or_else(|| {
+            Answer::new(500)
+                .header("Content-Type", "text/plain")
+                .endless()
+        })
+    });
+    let baseline = home.baseline_kib(&fake);
+    let run = home.measured(&[
+        "pull",
+        &fake.reference(&format!("tools/broken@{}", zero_digest())),
+    ]);
+    assert_cut_at(
+        &run,
+        "an error body",
+        "MAX_ERROR_BODY_BYTES",
+        baseline,
+        &fake,
+    );
+    assert!(run.stderr().contains("500"), "{}", run.stderr());
+}
+
+/// A registry that reports another digest for the manifest just pushed (on the `PUT`, and on a
+/// `HEAD` of the tag after): the push is refused, naming both the digest of the bytes sent and
+/// the one reported, and prints no reference.
+#[test]
+fn a_push_whose_manifest_digest_the_registry_misreports_is_refused() {
+    let home = Home::new();
+    let wrong = format!("sha256:{}", "e".repeat(64));
+    let fake = {
+        let wrong = wrong.clone();
+        FakeRegistry::start(move |_, request| {
+            if let Some(answer) = common_answer(request) {
+                return answer;
+            }
+            let (method, path) = (request.method.as_str(), request.path.as_str());
+            let upload = "/v2/tools/echo/blobs/uploads/1";
+            match method {
+                "POST" if path.starts_with("/v2/tools/echo/blobs/uploads/") => {
+                    Answer::new(202).header("Location", upload)
+                }
+                "PATCH" if path.starts_with(upload) => {
+                    Answer::new(202).header("Location", upload).header(
+                        "Range",
+                        &format!("0-{}", request.body.len().saturating_sub(1)),
+                    )
+                }
+                "PUT" if path.starts_with(upload) => {
+                    let digest = path.split("digest=").nth(1).unwrap_or_default();
+                    Answer::new(201)
+                        .header("Location", &format!("/v2/tools/echo/blobs/{digest}"))
+                        .header("Docker-Content-Digest", &digest.replace("%3A", ":"))
+                }
+                "PUT" | "HEAD" if path.starts_with("/v2/tools/echo/manifests/") => {
+                    Answer::new(if method == "PUT" { 201 } else { 200 })
+                        .header("Location", &format!("/v2/tools/echo/manifests/{wrong}"))
+                        .header("Content-Type", MANIFEST_TYPE)
+                        .header("Docker-Content-Digest", &wrong)
+                }
+                _ => Answer::new(404),
+            }
+        })
+    };
+    let file = home.builtin("echo");
+    let output = home.toolcell(&[
+        "push",
+        &file.to_string_lossy(),
+        &fake.reference("tools/echo:1.0"),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "pushed: {output:?}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let sent = fake
+        .seen
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .iter()
+        .find(|request| request.method == "PUT" && request.path.contains("/manifests/"))
+        .map(|request| format!("sha256:{}", sha256_hex(&request.body)))
+        .expect("a manifest was pushed");
+    assert!(
+        stderr.contains(&wrong) && stderr.contains(&sent),
+        "the refusal names both digests ({sent} sent): {stderr}"
+    );
 }

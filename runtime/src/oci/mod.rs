@@ -13,7 +13,13 @@
 //!   component digest and signer. Loading a tag reads the lock, never the registry. A pull that
 //!   finds a locked tag moved to another digest is refused until `toolcell pull --update`.
 //! - **Push** (`toolcell push FILE REF`, [`push`]): the component as a wasm OCI artifact. The
-//!   config's creation time is the epoch, so the same bytes push to the same digest.
+//!   config's creation time is the epoch, so the same bytes push to the same digest. That
+//!   digest is computed here over the manifest bytes pushed; a registry reporting another is
+//!   refused ([`OciError::DigestMismatch`]).
+//! - **Limits**: the HTTP is toolcell's own (`wire.rs`, on `reqwest`; `oci-client` gives the
+//!   types), so that every body a registry or its token endpoint sends is read through a stream
+//!   that stops at a named limit ([`MAX_MANIFEST_BYTES`], [`MAX_TOKEN_BYTES`],
+//!   [`MAX_ERROR_BODY_BYTES`], a layer's declared size): past it, [`OciError::TooLarge`].
 //! - **Signatures** ([`signing`]): cosign's simple-signing format, made (`toolcell sign --key`)
 //!   and verified (policy `signed_by`) in process with the `sigstore` crate: by a public key,
 //!   or keyless (a Fulcio certificate naming an issuer and subject, and a Rekor bundle) against
@@ -28,9 +34,11 @@
 mod registry;
 pub mod signing;
 mod store;
+mod wire;
 
 pub use registry::{PullOptions, Pulled, attach, credentials, pull, push, sign};
 pub use store::{Lock, LockEntry, Store};
+pub use wire::{Limit, MAX_ERROR_BODY_BYTES, MAX_TOKEN_BYTES, OciError};
 
 use crate::builder::MAX_COMPONENT_BYTES;
 use oci_client::Reference;
@@ -48,8 +56,10 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = oci_wasm::WASM_MANIFEST_CONFIG_MEDIA_TY
 /// The wasm OCI artifact's layer media type.
 pub const WASM_LAYER_MEDIA_TYPE: &str = oci_wasm::WASM_LAYER_MEDIA_TYPE;
 
-/// The largest manifest read from the store or kept from a registry: the distribution
-/// specification lets registries refuse manifests over 4 MiB, and ours has two descriptors.
+/// The largest manifest (or signature manifest) read from the store or from a registry: the
+/// distribution specification lets registries refuse manifests over 4 MiB, and ours has two
+/// descriptors. A registry's manifest is read through a stream that stops here, so a registry
+/// that sends an endless one (chunked, no `Content-Length`) cannot grow toolcell past it.
 pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
 /// A reference to a tool in a registry: a registry, a repository, and a tag or a digest.

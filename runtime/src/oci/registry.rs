@@ -1,21 +1,18 @@
-//! Talking to a registry: credentials, pull, push, and pushing signatures.
+//! Talking to a registry: credentials, pull, push, and pushing signatures. The HTTP itself is
+//! [`super::wire`]'s, which reads every body within a limit.
 
 use super::signing::{
     MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE, Signers, SigningKey,
     StoredSignature, TrustRoot, TrustedKey, signature_tag,
 };
-use super::{
-    LOCK_FILE, Lock, LockEntry, MAX_MANIFEST_BYTES, Store, ToolRef, check_digest, component_layer,
-    digest_of,
-};
+use super::wire::{OciError, Wire, WireError};
+use super::{LOCK_FILE, Lock, LockEntry, Store, ToolRef, check_digest, component_layer, digest_of};
 use crate::builder::MAX_COMPONENT_BYTES;
 use crate::policy::Identity;
 use base64::Engine as _;
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::client::{Config, ImageLayer};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -99,44 +96,6 @@ pub struct Pulled {
     /// Nothing was fetched: the artifact was in the store already and the registry was not
     /// asked (a digest reference), or could not be reached (a locked tag).
     pub offline: bool,
-}
-
-/// A client for `reference`'s registry: HTTPS, or plain HTTP for a loopback registry or one
-/// named in `insecure`. The environment's proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`)
-/// are used, but never for a loopback address: a proxy would see a loopback registry's plain
-/// HTTP, credentials included, and could answer for it.
-fn client(reference: &ToolRef, insecure: &[String]) -> Client {
-    let registry = reference.registry();
-    let plain = reference.is_loopback() || insecure.iter().any(|allowed| allowed == registry);
-    let variable = |names: [&str; 2]| {
-        names
-            .iter()
-            .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
-    };
-    let https_proxy = variable(["HTTPS_PROXY", "https_proxy"]);
-    let http_proxy = variable(["HTTP_PROXY", "http_proxy"]);
-    // Setting the proxies here (rather than leaving reqwest to read the environment) is what
-    // lets loopback be exempt.
-    let no_proxy = (https_proxy.is_some() || http_proxy.is_some()).then(|| {
-        let loopback = "localhost,127.0.0.0/8,::1";
-        match variable(["NO_PROXY", "no_proxy"]) {
-            Some(listed) => format!("{listed},{loopback}"),
-            None => loopback.to_owned(),
-        }
-    });
-    Client::new(ClientConfig {
-        protocol: if plain {
-            ClientProtocol::HttpsExcept(vec![registry.to_owned()])
-        } else {
-            ClientProtocol::Https
-        },
-        connect_timeout: Some(CONNECT_TIMEOUT),
-        read_timeout: Some(READ_TIMEOUT),
-        https_proxy,
-        http_proxy,
-        no_proxy,
-        ..ClientConfig::default()
-    })
 }
 
 /// The credentials for `registry`: from the environment if `$TOOLCELL_REGISTRY` names it,
@@ -261,19 +220,9 @@ fn docker_credentials(text: &str, registry: &str) -> Result<RegistryAuth, String
     Ok(RegistryAuth::Basic(user.to_owned(), password.to_owned()))
 }
 
-/// Words for a registry's error, with the fix when it is one of credentials.
-fn explain(reference: &ToolRef, auth: &RegistryAuth, error: &OciDistributionError) -> String {
-    let denied = match error {
-        OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::AuthenticationFailure(_) => true,
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)),
-        OciDistributionError::ServerError { code, .. } => matches!(code, 401 | 403),
-        _ => false,
-    };
-    if denied {
+/// A registry's error about `reference`, with the fix when it is one of credentials.
+fn explain(reference: &ToolRef, auth: &RegistryAuth, error: WireError) -> OciError {
+    if error.denied() {
         let given = match auth {
             RegistryAuth::Anonymous => format!(
                 "no credentials were found for {} (docker's config.json, ${TOKEN_VARIABLE}, \
@@ -282,43 +231,39 @@ fn explain(reference: &ToolRef, auth: &RegistryAuth, error: &OciDistributionErro
             ),
             _ => "the credentials given were refused".to_owned(),
         };
-        return format!("{reference}: the registry denied access: {given}");
+        return OciError::Failed(format!(
+            "{reference}: the registry denied access: {given} ({error})"
+        ));
     }
-    format!("{reference}: {error}")
-}
-
-fn not_found(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
-            )
-        }),
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        _ => false,
-    }
+    error.about(reference)
 }
 
 /// Pull `reference` into `store`: resolve a tag (refused if `lock` pins it elsewhere, unless
 /// [`PullOptions::update`]), fetch the manifest and the component, check each against its
 /// digest, fetch the signatures, keep them, and lock a tag.
+///
+/// Every body the registry sends is read within a limit, whatever its `Content-Length` says
+/// or leaves unsaid: manifests and the signature manifest within
+/// [`MAX_MANIFEST_BYTES`](super::MAX_MANIFEST_BYTES), the component within the size its
+/// manifest declares (at most [`MAX_COMPONENT_BYTES`]), a token endpoint's answer within
+/// [`MAX_TOKEN_BYTES`](super::MAX_TOKEN_BYTES), an error's body within
+/// [`MAX_ERROR_BODY_BYTES`](super::MAX_ERROR_BODY_BYTES). A body past its limit is
+/// [`OciError::TooLarge`], naming the limit.
 pub async fn pull(
     reference: &ToolRef,
     store: &Store,
     lock: Option<&mut Lock>,
     options: &PullOptions,
-) -> Result<Pulled, String> {
+) -> Result<Pulled, OciError> {
     // Nothing is kept until it is checked, and the lock is written last: stopping anywhere
     // leaves the store and the lock as they were, or with only checked blobs added.
     tokio::time::timeout(PULL_TIMEOUT, pull_within(reference, store, lock, options))
         .await
         .unwrap_or_else(|_| {
-            Err(format!(
+            Err(OciError::Failed(format!(
                 "{reference}: the pull took longer than {} s: stopped",
                 PULL_TIMEOUT.as_secs()
-            ))
+            )))
         })
 }
 
@@ -327,7 +272,7 @@ async fn pull_within(
     store: &Store,
     lock: Option<&mut Lock>,
     options: &PullOptions,
-) -> Result<Pulled, String> {
+) -> Result<Pulled, OciError> {
     let locked = reference
         .tag()
         .and(lock.as_deref())
@@ -339,23 +284,24 @@ async fn pull_within(
     {
         return Ok(pulled);
     }
-    let client = client(reference, &options.insecure);
     let auth = credentials(reference.registry())?;
-    let digest = match reference.digest() {
-        Some(digest) => digest.to_owned(),
-        None => match client.fetch_manifest_digest(reference.oci(), &auth).await {
-            Ok(digest) => digest,
+    let wire = Wire::new(reference, &options.insecure, auth.clone())?;
+    // A tag resolved by reading its manifest (the registry reports no digest) brings its bytes.
+    let (digest, mut read) = match (reference.digest(), reference.tag()) {
+        (Some(digest), _) => (digest.to_owned(), None),
+        (None, tag) => match wire.resolve(tag.unwrap_or("latest")).await {
+            Ok(resolved) => resolved,
             Err(error) => {
                 // A locked tag whose artifact is stored still loads: say so, and go on.
                 if let Some(entry) = &locked
-                    && matches!(error, OciDistributionError::RequestError(_))
+                    && error.unreachable()
                     && let Ok(mut pulled) = stored(store, &entry.digest, options)
                 {
-                    tracing::warn!(%reference, "the registry cannot be reached ({error}); using the locked {}", entry.digest);
+                    tracing::warn!(%reference, "{error}; using the locked {}", entry.digest);
                     pulled.offline = true;
                     return Ok(pulled);
                 }
-                return Err(explain(reference, &auth, &error));
+                return Err(explain(reference, &auth, error));
             }
         },
     };
@@ -364,11 +310,11 @@ async fn pull_within(
         && entry.digest != digest
         && !options.update
     {
-        return Err(format!(
+        return Err(OciError::Failed(format!(
             "{reference} is locked to {} in {LOCK_FILE}, but the registry now has it at {digest}: \
              the tag moved. Run `toolcell pull --update {reference}` to accept the new bytes",
             entry.digest
-        ));
+        )));
     }
     let at = reference.at(&digest);
     let (manifest, component) = if store.has(&digest) {
@@ -377,27 +323,24 @@ async fn pull_within(
             .map_err(|why| format!("{reference}: {why}"))?
             .clone();
         if !store.has(&layer.digest) {
-            fetch_component(&client, &at, &layer, store, options.progress)
+            fetch_component(&wire, &at, &layer, store, options.progress)
                 .await
-                .map_err(|why| format!("{reference}: {why}"))?;
+                .map_err(|error| explain(reference, &auth, error))?;
         }
         (manifest, layer)
     } else {
-        let (raw, _) = client
-            .pull_manifest_raw(at.oci(), &auth, &[OCI_IMAGE_MEDIA_TYPE])
-            .await
-            .map_err(|error| explain(reference, &auth, &error))?;
-        if raw.len() > MAX_MANIFEST_BYTES {
-            return Err(format!(
-                "{reference}: its manifest is {} bytes; at most {MAX_MANIFEST_BYTES} are read",
-                raw.len()
-            ));
-        }
+        let raw = match read.take() {
+            Some(raw) => raw,
+            None => wire
+                .manifest(&digest, &[OCI_IMAGE_MEDIA_TYPE], "the registry's manifest")
+                .await
+                .map_err(|error| explain(reference, &auth, error))?,
+        };
         if digest_of(&raw) != digest {
-            return Err(format!(
+            return Err(OciError::Failed(format!(
                 "{reference}: the manifest the registry sent is {}, not {digest}",
                 digest_of(&raw)
-            ));
+            )));
         }
         let manifest: OciImageManifest = serde_json::from_slice(&raw)
             .map_err(|error| format!("{reference}: its manifest: {error}"))?;
@@ -405,14 +348,14 @@ async fn pull_within(
             .map_err(|why| format!("{reference}: {why}"))?
             .clone();
         // The component first, the manifest after: a stored manifest means a stored component.
-        fetch_component(&client, &at, &layer, store, options.progress)
+        fetch_component(&wire, &at, &layer, store, options.progress)
             .await
-            .map_err(|why| format!("{reference}: {why}"))?;
+            .map_err(|error| explain(reference, &auth, error))?;
         store.write(&digest, &raw)?;
         (manifest, layer)
     };
     drop(manifest);
-    let signatures = fetch_signatures(&client, reference, &auth, &digest).await?;
+    let signatures = fetch_signatures(&wire, reference, &auth, &digest).await?;
     if let Some(signatures) = &signatures {
         store.write_signatures(&digest, signatures)?;
     }
@@ -451,12 +394,12 @@ fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, 
 /// Fetch the component `layer` of `at` into `store`, at most its declared size, checked
 /// against its digest before it is kept.
 async fn fetch_component(
-    client: &Client,
+    wire: &Wire,
     at: &ToolRef,
     layer: &oci_client::manifest::OciDescriptor,
     store: &Store,
     progress: bool,
-) -> Result<(), String> {
+) -> Result<(), WireError> {
     let declared = u64::try_from(layer.size).unwrap_or(0);
     let bar = progress.then(|| {
         let bar = indicatif::ProgressBar::new(declared);
@@ -469,35 +412,47 @@ async fn fetch_component(
         bar.set_message(format!("pulling {} (1 layer)", at.repository()));
         bar
     });
-    let bytes = fetch_blob(client, at.oci(), layer, MAX_COMPONENT_BYTES, bar.as_ref()).await;
+    let bytes = fetch_blob(wire, layer, MAX_COMPONENT_BYTES, bar.as_ref()).await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    store.write(&layer.digest, &bytes?)
+    Ok(store.write(&layer.digest, &bytes?)?)
 }
 
-/// The blob `layer` of `at`: no more than it declares (and at most `max` bytes), checked
-/// against its digest before it is returned; `bar`, if any, follows the bytes.
+/// The blob `layer` of the wire's repository: no more than it declares (and at most `max`
+/// bytes) is read, and it is checked against its digest before it is returned; `bar`, if any,
+/// follows the bytes.
 async fn fetch_blob(
-    client: &Client,
-    at: &Reference,
+    wire: &Wire,
     layer: &oci_client::manifest::OciDescriptor,
     max: u64,
     bar: Option<&indicatif::ProgressBar>,
-) -> Result<Vec<u8>, String> {
-    use futures_util::StreamExt as _;
+) -> Result<Vec<u8>, WireError> {
     let declared = u64::try_from(layer.size).unwrap_or(0).min(max);
-    let mut stream = client
-        .pull_blob_stream(at, layer)
-        .await
-        .map_err(|error| format!("fetching its layer: {error}"))?;
+    let mut response = wire.blob(&layer.digest).await?;
+    let more = || {
+        WireError::Malformed(format!(
+            "the registry sent more than the {declared} bytes its manifest declares for {}",
+            layer.digest
+        ))
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > declared)
+    {
+        return Err(more());
+    }
     let mut bytes = Vec::with_capacity(usize::try_from(declared).unwrap_or(0).min(1 << 24));
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| format!("fetching its layer: {error}"))?;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| WireError::Transfer {
+            what: "its layer",
+            error,
+        })?
+    {
         if (bytes.len() + chunk.len()) as u64 > declared {
-            return Err(format!(
-                "the registry sent more than the {declared} bytes its manifest declares"
-            ));
+            return Err(more());
         }
         bytes.extend_from_slice(&chunk);
         if let Some(bar) = bar {
@@ -506,42 +461,40 @@ async fn fetch_blob(
     }
     let actual = digest_of(&bytes);
     if actual != layer.digest {
-        return Err(format!(
+        return Err(WireError::Malformed(format!(
             "the layer the registry sent is {actual}, not {} as its manifest says: refused, \
              nothing kept",
             layer.digest
-        ));
+        )));
     }
     Ok(bytes)
 }
 
 /// The signatures of the manifest `digest` (its `.sig` tag); `None` if they could not be read
-/// (the stored ones, if any, are kept), an empty list if there are none.
+/// (the stored ones, if any, are kept), an empty list if there are none. A signature manifest
+/// longer than [`MAX_MANIFEST_BYTES`](super::MAX_MANIFEST_BYTES) is an error.
 async fn fetch_signatures(
-    client: &Client,
+    wire: &Wire,
     reference: &ToolRef,
     auth: &RegistryAuth,
     digest: &str,
-) -> Result<Option<Vec<StoredSignature>>, String> {
-    let tag = Reference::with_tag(
-        reference.registry().to_owned(),
-        reference.repository().to_owned(),
-        signature_tag(digest),
-    );
-    let raw = match client
-        .pull_manifest_raw(&tag, auth, &[OCI_IMAGE_MEDIA_TYPE])
+) -> Result<Option<Vec<StoredSignature>>, OciError> {
+    let raw = match wire
+        .manifest(
+            &signature_tag(digest),
+            &[OCI_IMAGE_MEDIA_TYPE],
+            "its signature manifest",
+        )
         .await
     {
-        Ok((raw, _)) => raw,
-        Err(error) if not_found(&error) => return Ok(Some(Vec::new())),
+        Ok(raw) => raw,
+        Err(error) if error.not_found() => return Ok(Some(Vec::new())),
+        Err(error @ WireError::TooLarge { .. }) => return Err(explain(reference, auth, error)),
         Err(error) => {
             tracing::warn!(%reference, "its signatures could not be read: {error}");
             return Ok(None);
         }
     };
-    if raw.len() > MAX_MANIFEST_BYTES {
-        return Err(format!("{reference}: its signature manifest is too large"));
-    }
     let manifest: OciImageManifest = serde_json::from_slice(&raw)
         .map_err(|error| format!("{reference}: its signature manifest: {error}"))?;
     let mut signatures = Vec::new();
@@ -559,8 +512,7 @@ async fn fetch_signatures(
         {
             continue;
         }
-        let payload = match fetch_blob(client, &tag, layer, MAX_SIGNATURE_PAYLOAD_BYTES, None).await
-        {
+        let payload = match fetch_blob(wire, layer, MAX_SIGNATURE_PAYLOAD_BYTES, None).await {
             Ok(payload) => payload,
             Err(why) => {
                 tracing::warn!(%reference, "a signature layer could not be read: {why}");
@@ -575,28 +527,56 @@ async fn fetch_signatures(
 
 /// Push the component `bytes` to `reference` (a tag) as a wasm OCI artifact; returns the
 /// manifest's digest. The bytes must be a component (what toolcell can load).
+///
+/// The digest is computed here, over the exact manifest bytes pushed (canonical JSON, as
+/// `oci-client` wrote it, so the same component pushes to the same digest as before); a
+/// registry that reports another for them (`Docker-Content-Digest` on the `PUT`, or else on a
+/// `HEAD` of the tag) is [`OciError::DigestMismatch`], and nothing is printed as pushed.
 pub async fn push(
     bytes: Vec<u8>,
     reference: &ToolRef,
     insecure: &[String],
-) -> Result<String, String> {
-    let client = client(reference, insecure);
+) -> Result<String, OciError> {
+    use oci_wasm::ToConfig as _;
+    let tag = reference
+        .tag()
+        .filter(|_| reference.digest().is_none())
+        .ok_or_else(|| format!("{reference}: push to a tag"))?;
     let auth = credentials(reference.registry())?;
+    let wire = Wire::new(reference, insecure, auth.clone())?;
     let (mut config, layer) = oci_wasm::WasmConfig::from_raw_component(bytes, None)
         .map_err(|error| format!("not a component: {error:#}"))?;
     // The same bytes always push to the same digest.
     config.created = Default::default();
-    oci_wasm::WasmClient::new(client.clone())
-        .push(reference.oci(), &auth, layer, config, None)
+    let config = config
+        .to_config()
+        .map_err(|error| format!("{reference}: its config: {error:#}"))?;
+    let layers = [layer];
+    let mut manifest = OciImageManifest::build(&layers, &config, None);
+    manifest.media_type = Some(oci_wasm::WASM_MANIFEST_MEDIA_TYPE.to_owned());
+    let refused = |error| explain(reference, &auth, error);
+    for layer in &layers {
+        wire.push_blob(&layer.sha256_digest(), layer.data.clone())
+            .await
+            .map_err(refused)?;
+    }
+    wire.push_blob(&manifest.config.digest, config.data.clone())
         .await
-        .map_err(|error| match error.downcast_ref::<OciDistributionError>() {
-            Some(error) => explain(reference, &auth, error),
-            None => format!("{reference}: {error:#}"),
-        })?;
-    client
-        .fetch_manifest_digest(reference.oci(), &auth)
+        .map_err(refused)?;
+    let manifest = OciManifest::Image(manifest);
+    let media_type = manifest.content_type().to_owned();
+    let mut body = Vec::new();
+    serde::Serialize::serialize(
+        &manifest,
+        &mut serde_json::Serializer::with_formatter(
+            &mut body,
+            olpc_cjson::CanonicalFormatter::new(),
+        ),
+    )
+    .map_err(|error| format!("{reference}: its manifest: {error}"))?;
+    wire.push_manifest(tag, body, &media_type)
         .await
-        .map_err(|error| explain(reference, &auth, &error))
+        .map_err(refused)
 }
 
 /// Sign the artifact `reference` names with `key` and push the signature to its `.sig` tag,
@@ -605,16 +585,16 @@ pub async fn sign(
     reference: &ToolRef,
     key: &SigningKey,
     insecure: &[String],
-) -> Result<(String, String), String> {
-    let client = client(reference, insecure);
+) -> Result<(String, String), OciError> {
     let auth = credentials(reference.registry())?;
+    let wire = Wire::new(reference, insecure, auth.clone())?;
     let digest = match reference.digest() {
         Some(digest) => digest.to_owned(),
         None => {
-            let digest = client
-                .fetch_manifest_digest(reference.oci(), &auth)
+            let (digest, _) = wire
+                .resolve(reference.tag().unwrap_or("latest"))
                 .await
-                .map_err(|error| explain(reference, &auth, &error))?;
+                .map_err(|error| explain(reference, &auth, error))?;
             // As cosign warns: a tag is whatever the registry says it is right now.
             tracing::warn!(
                 "signing {digest}, what the registry says {reference} is now; sign \
@@ -632,7 +612,7 @@ pub async fn sign(
         signature,
         ..StoredSignature::default()
     };
-    let tag = attach_with(&client, &auth, reference, &digest, &signature).await?;
+    let tag = attach_with(&wire, &auth, reference, &digest, &signature).await?;
     Ok((digest, tag))
 }
 
@@ -643,34 +623,77 @@ pub async fn attach(
     digest: &str,
     signature: &StoredSignature,
     insecure: &[String],
-) -> Result<String, String> {
+) -> Result<String, OciError> {
     check_digest(digest)?;
-    let client = client(reference, insecure);
     let auth = credentials(reference.registry())?;
-    attach_with(&client, &auth, reference, digest, signature).await
+    let wire = Wire::new(reference, insecure, auth.clone())?;
+    attach_with(&wire, &auth, reference, digest, signature).await
 }
 
+/// Push `signature` to the `.sig` tag of `digest`, after the signature layers already there
+/// (read within [`MAX_MANIFEST_BYTES`](super::MAX_MANIFEST_BYTES), at most
+/// [`MAX_SIGNATURES`] of them, each within [`MAX_SIGNATURE_PAYLOAD_BYTES`]). What is there but
+/// cannot be read is an error, not a reason to start the tag afresh and drop it.
 async fn attach_with(
-    client: &Client,
+    wire: &Wire,
     auth: &RegistryAuth,
     reference: &ToolRef,
     digest: &str,
     signature: &StoredSignature,
-) -> Result<String, String> {
+) -> Result<String, OciError> {
     let payload = base64::engine::general_purpose::STANDARD
         .decode(&signature.payload)
         .map_err(|_| "the signature's payload is not base64".to_owned())?;
-    let tag = Reference::with_tag(
-        reference.registry().to_owned(),
-        reference.repository().to_owned(),
-        signature_tag(digest),
-    );
+    let tag = signature_tag(digest);
+    let refused = |error| explain(reference, auth, error);
     // The layers already there stay (cosign appends, too); this one joins them.
     let mut layers = Vec::new();
-    if let Ok(image) = client.pull(&tag, auth, vec![SIGNATURE_MEDIA_TYPE]).await {
-        layers.extend(image.layers.into_iter().filter(|layer| {
-            layer.media_type == SIGNATURE_MEDIA_TYPE && layer.data.as_ref() != payload.as_slice()
-        }));
+    match wire
+        .manifest(&tag, &[OCI_IMAGE_MEDIA_TYPE], "its signature manifest")
+        .await
+    {
+        Ok(raw) => {
+            let existing: OciImageManifest = serde_json::from_slice(&raw)
+                .map_err(|error| format!("{reference}: its signature manifest: {error}"))?;
+            let signature_layers: Vec<_> = existing
+                .layers
+                .iter()
+                .filter(|layer| layer.media_type == SIGNATURE_MEDIA_TYPE)
+                .collect();
+            if signature_layers.len() >= MAX_SIGNATURES {
+                return Err(OciError::Failed(format!(
+                    "{reference}: {tag} holds {} signatures already, the most read \
+                     (MAX_SIGNATURES) is {MAX_SIGNATURES}: not signed",
+                    signature_layers.len()
+                )));
+            }
+            for layer in signature_layers {
+                if u64::try_from(layer.size).map_or(true, |size| size > MAX_SIGNATURE_PAYLOAD_BYTES)
+                {
+                    tracing::warn!(
+                        %reference,
+                        "a signature layer of {} bytes is dropped: at most \
+                         {MAX_SIGNATURE_PAYLOAD_BYTES} are read",
+                        layer.size
+                    );
+                    continue;
+                }
+                check_digest(&layer.digest)
+                    .map_err(|why| format!("{reference}: a layer of {tag}: {why}"))?;
+                let data = fetch_blob(wire, layer, MAX_SIGNATURE_PAYLOAD_BYTES, None)
+                    .await
+                    .map_err(refused)?;
+                if data != payload {
+                    layers.push(ImageLayer::new(
+                        data,
+                        SIGNATURE_MEDIA_TYPE.to_owned(),
+                        layer.annotations.clone(),
+                    ));
+                }
+            }
+        }
+        Err(error) if error.not_found() => {}
+        Err(error) => return Err(refused(error)),
     }
     layers.push(ImageLayer::new(
         payload,
@@ -680,32 +703,27 @@ async fn attach_with(
     let config = Config::oci_v1(b"{}".to_vec(), None);
     let mut manifest = OciImageManifest::build(&layers, &config, None);
     manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
-    // Not `Client::push`: it writes the manifest as OLPC canonical JSON, which leaves the
-    // newlines of a PEM certificate (a keyless signature's annotation) unescaped, and a
-    // registry rightly refuses that as invalid JSON. serde_json escapes them.
-    let refused = |error: OciDistributionError| explain(reference, auth, &error);
-    client
-        .store_auth_if_needed(tag.resolve_registry(), auth)
-        .await;
+    // Not canonical JSON (as `push` writes): it leaves the newlines of a PEM certificate (a
+    // keyless signature's annotation) unescaped, and a registry rightly refuses that as invalid
+    // JSON. serde_json escapes them.
     for layer in &layers {
-        client
-            .push_blob(&tag, layer.data.clone(), &layer.sha256_digest())
+        wire.push_blob(&layer.sha256_digest(), layer.data.clone())
             .await
             .map_err(refused)?;
     }
-    client
-        .push_blob(&tag, config.data.clone(), &manifest.config.digest)
+    wire.push_blob(&manifest.config.digest, config.data.clone())
         .await
         .map_err(refused)?;
     let body = serde_json::to_vec(&manifest).map_err(|error| error.to_string())?;
-    let media_type = OCI_IMAGE_MEDIA_TYPE
-        .parse()
-        .map_err(|_| "the manifest's media type is not a header value".to_owned())?;
-    client
-        .push_manifest_raw(&tag, body, media_type)
+    wire.push_manifest(&tag, body, OCI_IMAGE_MEDIA_TYPE)
         .await
         .map_err(refused)?;
-    Ok(tag.whole())
+    let at = oci_client::Reference::with_tag(
+        reference.registry().to_owned(),
+        reference.repository().to_owned(),
+        tag,
+    );
+    Ok(at.whole())
 }
 
 #[cfg(test)]
