@@ -11,15 +11,21 @@
 //!   What a write grant hands over can be read, so it must pass the read rules too.
 //! - **Denied reading**: any path with a part that matches [`DEFAULT_DENY_READ`] (or the
 //!   policy's `[files] deny_read`, which replaces it): `.env` files, private keys, credential
-//!   files, `.ssh`. A tool granted a *directory* to read (`list_dir`, `glob`, `grep`) is handed
-//!   the directory as it is: this list stops reads of those files by name, not their listing
-//!   or a search through a directory that holds them.
+//!   files, `.ssh`. The gate refuses a grant that names one; and inside a directory a wasm
+//!   tool is granted (`list_dir`, `glob`, `grep`), they are not there: not listed, and
+//!   `no-entry` to whatever path names them, as written (`sub/../.env`) or as it resolves (a
+//!   link to one) (`guest_fs.rs`). Names are what is matched: a hard link to a secret under
+//!   an innocent name is that file. A native tool is handed the directory itself, and its
+//!   grants bound it only as far as it uses them (`native.rs`).
 //! - **Largest read**: the policy's `[files] max_read_bytes`, checked on the file a read grant
 //!   names.
 
 use crate::info::CapabilityKind;
 use crate::workspace::Workspace;
+use std::borrow::Cow;
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// Paths, relative to the workspace, that no tool may write.
 pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".toolcell"];
@@ -52,7 +58,7 @@ pub struct FileRules {
     /// Absolute paths never written (the policy file, the audit file).
     pub(crate) protected_files: Vec<PathBuf>,
     /// Name patterns never read.
-    pub(crate) deny_read: Vec<String>,
+    pub(crate) deny_read: DenyRead,
     /// The largest file a read grant may name.
     pub(crate) max_read_bytes: Option<u64>,
 }
@@ -62,7 +68,7 @@ impl Default for FileRules {
         FileRules {
             protected: ALWAYS_PROTECTED.iter().map(PathBuf::from).collect(),
             protected_files: Vec::new(),
-            deny_read: DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect(),
+            deny_read: DenyRead::default(),
             max_read_bytes: None,
         }
     }
@@ -167,17 +173,11 @@ impl FileRules {
     }
 
     fn check_read(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
-        for part in path.components() {
-            let Component::Normal(part) = part else {
-                continue;
-            };
-            let part = part.to_string_lossy();
-            if let Some(pattern) = self.deny_read.iter().find(|p| glob(p, &part)) {
-                return Err(format!(
-                    "{part} matches {pattern:?}, which no tool may read (the policy's [files] \
-                     deny_read)"
-                ));
-            }
+        if let Some((part, pattern)) = self.deny_read.part_matching(path) {
+            return Err(format!(
+                "{part} matches {pattern:?}, which no tool may read (the policy's [files] \
+                 deny_read)"
+            ));
         }
         if let Some(max) = self.max_read_bytes
             && !is_dir
@@ -190,6 +190,51 @@ impl FileRules {
             ));
         }
         Ok(())
+    }
+}
+
+/// The name patterns no tool may read: the one matcher for the gate (a path a call names) and
+/// the wasm sandbox (every path a guest names inside its preopens, every name it lists:
+/// `guest_fs.rs`). Cheap to clone; by default [`DEFAULT_DENY_READ`].
+#[derive(Debug, Clone)]
+pub(crate) struct DenyRead(Arc<[String]>);
+
+impl Default for DenyRead {
+    fn default() -> Self {
+        DenyRead(DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect())
+    }
+}
+
+impl From<Vec<String>> for DenyRead {
+    fn from(patterns: Vec<String>) -> Self {
+        DenyRead(patterns.into())
+    }
+}
+
+impl DenyRead {
+    /// True when no name is denied (a policy's `deny_read = []`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The pattern the single path part `name` matches, if any.
+    pub(crate) fn matching(&self, name: &OsStr) -> Option<&str> {
+        let name = name.to_string_lossy();
+        self.0
+            .iter()
+            .find(|pattern| glob(pattern, &name))
+            .map(String::as_str)
+    }
+
+    /// The first part of `path` that a pattern matches, and the pattern. `.` and `..` are
+    /// never matched: `sub/../.env` is caught by its `.env`.
+    pub(crate) fn part_matching<'p>(&self, path: &'p Path) -> Option<(Cow<'p, str>, &str)> {
+        path.components().find_map(|part| match part {
+            Component::Normal(part) => self
+                .matching(part)
+                .map(|pattern| (part.to_string_lossy(), pattern)),
+            _ => None,
+        })
     }
 }
 
@@ -235,5 +280,27 @@ mod tests {
         ] {
             assert_eq!(glob(pattern, name), expected, "{pattern} vs {name}");
         }
+    }
+
+    #[test]
+    fn a_path_is_denied_by_any_of_its_parts() {
+        let deny = DenyRead::default();
+        for (path, expected) in [
+            (".env", Some(".env")),
+            ("sub/../.env", Some(".env")),
+            ("./keys/server.pem", Some("server.pem")),
+            (".ssh/config", Some(".ssh")),
+            ("a/.ssh", Some(".ssh")),
+            ("notes.txt", None),
+            ("sub/..", None),
+            ("env/.envy", None),
+        ] {
+            let found = deny.part_matching(Path::new(path)).map(|(part, _)| part);
+            assert_eq!(found.as_deref(), expected, "{path}");
+        }
+        assert_eq!(
+            DenyRead::from(Vec::new()).matching(OsStr::new(".env")),
+            None
+        );
     }
 }

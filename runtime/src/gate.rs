@@ -17,7 +17,9 @@
 //!   with its siblings; read-only for reads, read-write for writes;
 //! - paths no tool may write (`.git`, `.toolcell`, the policy and audit files, the policy's
 //!   own list) and files no tool may read (`.env*`, private keys, the policy's list; larger
-//!   than the policy's maximum) are refused whatever the rules say (`files.rs`).
+//!   than the policy's maximum) are refused whatever the rules say (`files.rs`); the grants
+//!   carry that deny-read list, so inside a granted directory those files are not there for
+//!   a wasm guest (`guest_fs.rs`).
 //!
 //! The gate decides for every tool alike, wasm or native: executors receive its grants and
 //! never decide anything themselves.
@@ -323,6 +325,8 @@ impl Gate {
             }
         }
         grants.pending = staged;
+        // What the rules deny reading is not there inside the directories granted either.
+        grants.deny_read = scope.files.unwrap_or(&self.files).deny_read.clone();
         Ok((grants, granted))
     }
 

@@ -57,6 +57,7 @@
 //! | what a tool says about itself | `info.rs` |
 //! | one call in a fresh store | `instance.rs` |
 //! | the WASI context: no ambient authority | `sandbox.rs` |
+//! | a guest's file system calls: no links made, deny-listed names hidden | `guest_fs.rs` |
 //! | limits and their defaults | `limits.rs` |
 //! | per-tool policy (the TOML file) | `policy.rs` |
 //! | the access gate, path containment | `gate.rs` |
@@ -91,6 +92,7 @@ pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;
+mod guest_fs;
 mod info;
 mod instance;
 pub mod limits;

@@ -223,7 +223,7 @@ impl Policy {
                 policy.files.protected.push(normal);
             }
             if let Some(deny_read) = files.deny_read {
-                policy.files.deny_read = deny_read;
+                policy.files.deny_read = deny_read.into();
             }
             policy.files.max_read_bytes = files.max_read_bytes;
         }

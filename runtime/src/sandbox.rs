@@ -13,7 +13,8 @@
 //! - randomness, which grants no authority.
 //!
 //! What a [`Grants`] adds (a preopened directory, read-only or read-write; environment variables
-//! by name; the real clock) is added here and nowhere else.
+//! by name; the real clock) is added here and nowhere else. Inside every preopen, what the
+//! grants' deny-read list names is not there for the guest (`guest_fs.rs`).
 
 use crate::limits::{CallLimiter, Limits};
 use bytes::Bytes;
@@ -50,6 +51,11 @@ pub struct Grants {
     /// Staging directories decided but not yet filled (`gate::finish_staging`), by the
     /// directory path the guest knows.
     pub(crate) pending: Vec<(String, crate::staging::Staging)>,
+    /// The names a wasm guest never sees inside its preopens (`guest_fs.rs`): the deny-read
+    /// list of the rules the gate decided by ([`DEFAULT_DENY_READ`] by default).
+    ///
+    /// [`DEFAULT_DENY_READ`]: crate::files::DEFAULT_DENY_READ
+    pub(crate) deny_read: crate::files::DenyRead,
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path
@@ -73,6 +79,8 @@ pub(crate) struct CallState {
     pub(crate) stderr: CapturePipe,
     /// A granted directory that could not be preopened (the call must not run without it).
     pub(crate) unopened: Option<String>,
+    /// The names hidden in every preopen (`guest_fs.rs`).
+    pub(crate) deny_read: crate::files::DenyRead,
     http: wasmtime_wasi_http::WasiHttpCtx,
     hooks: crate::net::NetworkHooks,
 }
@@ -115,6 +123,7 @@ impl CallState {
             stdout,
             stderr,
             unopened,
+            deny_read: grants.deny_read.clone(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::net::NetworkHooks::new(Arc::clone(&grants.network)),
         }

@@ -18,8 +18,14 @@
 //!   `protected_hardlinks`), the file is copied in, and a written copy renamed back.
 //!
 //! Nothing else is in the staging directory, and it is removed when the call's grants are
-//! dropped. Links the tool creates there are never carried over (and `wasm.rs` refuses to let a
-//! guest create one at all).
+//! dropped. Links the tool creates there are never carried over (and `guest_fs.rs` refuses to
+//! let a guest create one at all).
+//!
+//! A process killed mid-call cannot remove its staging directories, and they hold hard links to
+//! real files. So each is locked (`flock`, on the directory itself) from before anything is put
+//! in it until it is removed; the kernel drops the lock with the process however it ends. When a
+//! workspace is opened, [`sweep`] removes every staging directory no process holds locked. The
+//! lock, unlike a pid in the name, cannot be fooled by a pid used again.
 
 use cap_std::fs::MetadataExt as _;
 use cap_std::fs::{Dir, Metadata};
@@ -29,6 +35,15 @@ use std::sync::Arc;
 
 /// Where staging directories live, relative to the workspace.
 pub const GRANTS_DIR: &str = ".toolcell/grants";
+
+/// How many random bytes name a staging directory (in hex, twice as many characters): enough
+/// that two calls never pick one name. [`sweep`] looks at nothing not named this way.
+const NAME_BYTES: usize = 12;
+
+/// How many names [`Staging::new`] tries before it gives up. A name already taken, or a fresh
+/// directory a concurrent sweep took before it was locked, costs one try; a run of them means
+/// something other than chance is at work.
+const NAME_ATTEMPTS: usize = 16;
 
 /// One file in a staging directory.
 #[derive(Debug)]
@@ -61,24 +76,37 @@ pub(crate) struct Staging {
 impl Staging {
     /// A new, empty staging directory under `grants` (`.toolcell/grants`, opened by the
     /// caller without following links) for files of `target`.
+    ///
+    /// The directory is locked before it is handed back, and stays locked while this value (or
+    /// a preopen of it) lives: a [`sweep`] leaves it alone.
     pub(crate) fn new(grants: &Dir, target: Dir) -> io::Result<Staging> {
         let grants = grants.try_clone()?;
-        let name = loop {
-            let name = crate::cache::hex(&crate::cache::random::<12>()?);
+        for _ in 0..NAME_ATTEMPTS {
+            let name = crate::cache::hex(&crate::cache::random::<NAME_BYTES>()?);
             match grants.create_dir(&name) {
-                Ok(()) => break name,
+                Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(error) => return Err(error),
             }
-        };
-        let dir = Arc::new(grants.open_dir(&name)?);
-        Ok(Staging {
-            grants,
-            name,
-            dir,
-            target,
-            files: Vec::new(),
-        })
+            // Until it is locked, a sweep may take it (it looks like a dead process's): then
+            // it is gone, or not the directory made, and another name is tried.
+            let dir = match lock_dir(&grants, OsStr::new(&name)) {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            return Ok(Staging {
+                grants,
+                name,
+                dir: Arc::new(dir),
+                target,
+                files: Vec::new(),
+            });
+        }
+        Err(io::Error::other(format!(
+            "no staging directory could be made in {NAME_ATTEMPTS} tries"
+        )))
     }
 
     /// Grant `name` (a file of the target directory, or a name for one the call may create),
@@ -243,6 +271,90 @@ fn copy(from: &Dir, from_name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<
     destination.sync_all()
 }
 
+/// True when `name` is one [`Staging::new`] gives: lowercase hex of [`NAME_BYTES`] bytes, so
+/// a single path part.
+fn is_staging_name(name: &OsStr) -> bool {
+    name.len() == NAME_BYTES * 2
+        && name
+            .as_encoded_bytes()
+            .iter()
+            .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The directory `name` (one path part) of `parent`, opened without following a link.
+fn open_dir_nofollow(parent: &Dir, name: &OsStr) -> io::Result<Dir> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(Dir::from_std_file(std::fs::File::from(fd)))
+}
+
+/// The staging directory `name` of `grants`, opened and locked: `None` when another holder has
+/// it locked, or the directory by that name is no longer the one locked (a sweep removed it
+/// meanwhile).
+fn lock_dir(grants: &Dir, name: &OsStr) -> io::Result<Option<Dir>> {
+    let dir = open_dir_nofollow(grants, name)?;
+    match rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    }
+    let named = match grants.symlink_metadata(name) {
+        Ok(named) => named,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let same = named.is_dir() && identity(&named) == identity(&dir.dir_metadata()?);
+    Ok(same.then_some(dir))
+}
+
+/// Remove the staging directories in `root`'s `.toolcell/grants` that no process holds
+/// locked: what processes killed mid-call left behind, hard links to real files included.
+/// Returns how many it removed.
+///
+/// Only directories named as [`Staging::new`] names them are touched; no link is followed (not
+/// to reach `.toolcell/grants`, not to open an entry, not inside one: cap-std's
+/// `remove_dir_all` removes links, never what they lead to); a directory a live process holds
+/// locked, this one included, is left alone. A workspace without `.toolcell/grants` has none.
+pub(crate) fn sweep(root: &Dir) -> io::Result<usize> {
+    let mut grants = root.try_clone()?;
+    for part in GRANTS_DIR.split('/') {
+        grants = match open_dir_nofollow(&grants, OsStr::new(part)) {
+            Ok(dir) => dir,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(error) => return Err(error),
+        };
+    }
+    let mut removed = 0;
+    // One that cannot be removed does not keep the others; the first failure is reported.
+    let mut failed = None;
+    for entry in grants.entries()? {
+        let name = entry?.file_name();
+        if !is_staging_name(&name) {
+            continue;
+        }
+        // Held while it is removed, so no process can take it up meanwhile. Not a directory,
+        // a link, gone already (an error): not ours to remove.
+        let Some(_held) = lock_dir(&grants, &name).unwrap_or_default() else {
+            continue;
+        };
+        match grants.remove_dir_all(&name) {
+            Ok(()) => removed += 1,
+            Err(error) => {
+                failed.get_or_insert(error);
+            }
+        }
+    }
+    match failed {
+        Some(error) => Err(error),
+        None => Ok(removed),
+    }
+}
+
 /// `.toolcell/grants` in `root`, made if missing (0700), never through a symlink.
 pub(crate) fn open_grants_dir(root: &Dir) -> io::Result<Dir> {
     let mut builder = cap_std::fs::DirBuilder::new();
@@ -270,4 +382,81 @@ pub(crate) fn open_grants_dir(root: &Dir) -> io::Result<Dir> {
         dir = dir.open_dir(part)?;
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    /// A sweep removes the staging directories no process holds, and nothing else: not one held
+    /// locked, not an entry of another name or kind, not what a link in one leads to.
+    #[test]
+    fn a_sweep_removes_only_staging_directories_no_one_holds() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let ws = temp.path().join("ws");
+        let outside = temp.path().join("outside");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(outside.join("keep.txt"), "outside").expect("write");
+        std::fs::write(ws.join("real.txt"), "real").expect("write");
+        let root = Dir::open_ambient_dir(&ws, ambient_authority()).expect("open");
+        assert_eq!(sweep(&root).expect("no grants dir yet"), 0);
+        let grants = open_grants_dir(&root).expect("grants dir");
+        let live = Staging::new(&grants, root.try_clone().expect("clone")).expect("staging");
+
+        // What a killed process leaves: unlocked, a hard link to a real file and a link out in it.
+        let on_disk = ws.join(GRANTS_DIR);
+        let dead = on_disk.join("0123456789abcdef01234567");
+        std::fs::create_dir_all(dead.join("sub")).expect("mkdir");
+        std::fs::hard_link(ws.join("real.txt"), dead.join("real.txt")).expect("hard link");
+        std::os::unix::fs::symlink(&outside, dead.join("sub/out")).expect("symlink");
+        // Not staging directories: another name, a file and a link by a staging name.
+        std::fs::create_dir(on_disk.join("keep-me")).expect("mkdir");
+        std::fs::write(on_disk.join("fedcba9876543210fedcba98"), "file").expect("write");
+        std::os::unix::fs::symlink(&outside, on_disk.join("aaaaaaaaaaaaaaaaaaaaaaaa"))
+            .expect("symlink");
+
+        assert_eq!(sweep(&root).expect("sweep"), 1, "the dead one only");
+        assert!(!dead.exists(), "the dead process's directory is gone");
+        assert!(on_disk.join(&live.name).is_dir(), "the live one is kept");
+        for kept in [
+            "keep-me",
+            "fedcba9876543210fedcba98",
+            "aaaaaaaaaaaaaaaaaaaaaaaa",
+        ] {
+            assert!(on_disk.join(kept).symlink_metadata().is_ok(), "{kept}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).expect("read"),
+            "outside"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("real.txt")).expect("read"),
+            "real"
+        );
+
+        let name = live.name.clone();
+        drop(live);
+        assert!(
+            !on_disk.join(name).exists(),
+            "a call's own is removed with it"
+        );
+    }
+
+    #[test]
+    fn only_names_staging_gives_are_staging_names() {
+        for (name, expected) in [
+            ("0123456789abcdef01234567", true),
+            ("0123456789ABCDEF01234567", false),
+            ("0123456789abcdef0123456", false),
+            ("0123456789abcdef012345678", false),
+            ("0123456789abcdef0123456g", false),
+            ("../../../../../../../etc", false),
+        ] {
+            assert_eq!(is_staging_name(OsStr::new(name)), expected, "{name}");
+        }
+        let made = crate::cache::hex(&crate::cache::random::<NAME_BYTES>().expect("random"));
+        assert!(is_staging_name(OsStr::new(&made)));
+    }
 }

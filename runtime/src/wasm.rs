@@ -4,8 +4,9 @@
 //! It compiles and describes components at load, and runs calls; it never decides anything
 //! about a call. It does not read the policy and does not validate arguments: the pipeline
 //! (`pipeline.rs`) has done both before a call reaches it. What it adds is the sandbox: the
-//! WASI context built from the grants (`sandbox.rs`), the store's limits, the deadline and the
-//! stop token (`instance.rs`), and a slot in the instance pool.
+//! WASI context built from the grants (`sandbox.rs`), toolcell's own file system rules in the
+//! linker (`guest_fs.rs`), the store's limits, the deadline and the stop token (`instance.rs`),
+//! and a slot in the instance pool.
 
 use crate::bindings::GuestPre;
 use crate::cache::{CacheEntry, CacheOutcome, CompileCache};
@@ -49,7 +50,8 @@ impl WasmExecutor {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(anyhow::Error::from)
             .context("linking wasi:http into the host")?;
-        refuse_symlink_creation(&mut linker).context("withholding symlink creation")?;
+        crate::guest_fs::link(&mut linker)
+            .context("linking the file system rules (no links made, deny-listed names hidden)")?;
         let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
         Ok(WasmExecutor {
             engine,
@@ -115,32 +117,4 @@ impl WasmExecutor {
         )
         .await
     }
-}
-
-/// The `wasi:filesystem` version wasmtime-wasi links (guests importing any 0.2.x reach it).
-const WASI_FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
-
-/// Replace `descriptor.symlink-at` with a refusal (`not-permitted`), for every guest.
-///
-/// cap-std already refuses an absolute target, and never follows a link out of a preopen,
-/// but it lets a guest create a relative link such as `../../../etc/passwd`, which the
-/// user's editor, git or shell would follow later. No tool needs to create links, so none
-/// may.
-fn refuse_symlink_creation(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
-    use wasmtime::component::Resource;
-    use wasmtime_wasi::filesystem::Descriptor;
-    use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
-    linker.allow_shadowing(true);
-    let defined = linker
-        .instance(WASI_FILESYSTEM_TYPES)
-        .and_then(|mut types| {
-            types.func_wrap_async(
-                "[method]descriptor.symlink-at",
-                |_store, (_descriptor, _target, _link): (Resource<Descriptor>, String, String)| {
-                    Box::new(async { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) })
-                },
-            )
-        });
-    linker.allow_shadowing(false);
-    defined.map_err(anyhow::Error::from)
 }

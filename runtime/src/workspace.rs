@@ -27,9 +27,18 @@ pub struct Workspace {
 
 impl Workspace {
     /// Open the workspace at `path` (it must be a directory), with the rules saved in it.
+    ///
+    /// Staging directories that no live process holds (left by one killed mid-call) are
+    /// removed first (`staging.rs`); one that cannot be is left for the next open.
     pub fn open(path: &Path) -> io::Result<Workspace> {
         let root = path.canonicalize()?;
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
+        if let Err(error) = crate::staging::sweep(&dir) {
+            tracing::warn!(
+                workspace = %root.display(),
+                "could not remove every staging directory a dead process left: {error}"
+            );
+        }
         let saved = Mutex::new(SavedRules::load(&dir));
         Ok(Workspace {
             root,

@@ -382,3 +382,354 @@ fn a_write_grant_is_held_to_the_read_rules_and_protection_goes_deep() {
         assert_eq!(now & 0o777, mode, "{path} kept its mode");
     }
 }
+
+/// The files the default deny-read list names, planted in `d` (and `d/sub`) with their
+/// contents, which no seek may show.
+const PLANTED: &[(&str, &str)] = &[
+    ("d/.env", "SECRET-ENV"),
+    ("d/key.pem", "SECRET-PEM"),
+    ("d/.ssh/id_rsa", "SECRET-SSH-KEY"),
+    ("d/.ssh/config", "SECRET-SSH-CONFIG"),
+    ("d/sub/.env.local", "SECRET-ENV-LOCAL"),
+];
+
+/// A workspace whose directory `d` holds the planted secrets beside `notes.txt` and
+/// `sub/readme` (each with `needle` in it), and links to them: `innocent -> .env`,
+/// `keys -> .ssh`, `sub/up -> ../.ssh`.
+fn seeker_workspace() -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let ws = temp.path().join("ws");
+    let files = PLANTED
+        .iter()
+        .map(|(path, text)| (*path, format!("needle {text}")))
+        .chain([
+            ("d/notes.txt", "needle in the notes".to_owned()),
+            ("d/sub/readme", "needle in the readme".to_owned()),
+        ]);
+    for (path, text) in files {
+        let path = ws.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    for (target, at) in [
+        (".env", "innocent"),
+        (".ssh", "keys"),
+        ("../.ssh", "sub/up"),
+    ] {
+        std::os::unix::fs::symlink(target, ws.join("d").join(at)).expect("symlink");
+    }
+    (temp, ws)
+}
+
+const SEEKER_POLICY: &str = r#"
+[tools.seeker]
+filesystem.read = { access = "allow", roots = ["."] }
+
+[tools.list_dir]
+filesystem.read = { access = "allow", roots = ["."] }
+
+[tools.glob]
+filesystem.read = { access = "allow", roots = ["."] }
+
+[tools.grep]
+filesystem.read = { access = "allow", roots = ["."] }
+"#;
+
+fn seeker_runtime(ws: &Path, policy: &str) -> Runtime {
+    crate::support::builder()
+        .policy(Policy::from_toml(policy).expect("policy"))
+        .workspace(ws)
+        .component("test:seeker", crate::guests::SEEKER)
+        .build()
+        .expect("runtime")
+}
+
+fn seek(runtime: &Runtime, attack: &str, name: &str) -> ToolResponse {
+    call(
+        runtime,
+        "seeker",
+        json!({ "path": "d", "do": attack, "name": name }),
+    )
+}
+
+/// The text of a result, or a panic naming what came back instead.
+fn text(response: ToolResponse) -> String {
+    match response {
+        ToolResponse::Result { text, .. } => text,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+/// No planted secret's name or content is in `shown`.
+fn assert_shows_no_secret(what: &str, shown: &str) {
+    for (path, secret) in PLANTED {
+        let name = Path::new(path).file_name().expect("name").to_string_lossy();
+        assert!(!shown.contains(secret), "{what} showed {secret}: {shown}");
+        assert!(
+            !shown.contains(name.as_ref()),
+            "{what} showed {name}: {shown}"
+        );
+    }
+    assert!(!shown.contains(".ssh"), "{what} showed .ssh: {shown}");
+}
+
+/// Inside a directory granted to read, what the deny-read list names is not there: not
+/// listed, not walked, `no-entry` to every `wasi:filesystem` method that takes its path
+/// (written plainly, through `sub/..`, through a link), not found by `list_dir`, `glob` or
+/// `grep`; while a normal file beside it reads, and a policy's own list is the one applied.
+#[test]
+pub(crate) fn seeker() {
+    let (_temp, ws) = seeker_workspace();
+    let runtime = seeker_runtime(&ws, SEEKER_POLICY);
+
+    // The positive controls: the granted directory lists and reads.
+    assert_eq!(
+        text(seek(&runtime, "list", "")),
+        "innocent\nkeys\nnotes.txt\nsub"
+    );
+    assert_eq!(
+        text(seek(&runtime, "read", "notes.txt")),
+        "needle in the notes"
+    );
+    assert_eq!(
+        text(seek(&runtime, "read", "sub/readme")),
+        "needle in the readme"
+    );
+    assert_eq!(text(seek(&runtime, "stat", "sub/../notes.txt")), "19 bytes");
+    let walked = text(seek(&runtime, "walk", ""));
+    assert_eq!(walked, "innocent\nkeys\nnotes.txt\nsub\nsub/readme\nsub/up");
+    assert_shows_no_secret("walk", &walked);
+
+    // By name, through `..`, through a link, inside a hidden directory: nothing is there.
+    for name in [
+        ".env",
+        "./.env",
+        "sub/../.env",
+        "key.pem",
+        ".ssh",
+        ".ssh/id_rsa",
+        ".ssh/config",
+        "sub/.env.local",
+        "innocent",
+        "keys/id_rsa",
+        "keys/config",
+        "sub/up/config",
+    ] {
+        for attack in ["read", "stat"] {
+            let response = seek(&runtime, attack, name);
+            assert!(
+                matches!(&response, ToolResponse::Failed { message, .. } if message.contains("No such file")),
+                "{attack} {name}: {response:?}"
+            );
+            assert_shows_no_secret(&format!("{attack} {name}"), &format!("{response:?}"));
+        }
+    }
+
+    // Every method that takes a path answers `no-entry` to a hidden one, before wasmtime-wasi
+    // would answer anything else (the read-only directory's `not-permitted`, `invalid` for a
+    // file that is no link).
+    let methods = [
+        "open-at",
+        "open-at-nofollow",
+        "open-at-directory",
+        "stat-at",
+        "stat-at-nofollow",
+        "metadata-hash-at",
+        "readlink-at",
+        "set-times-at",
+        "create-directory-at",
+        "remove-directory-at",
+        "unlink-file-at",
+        "rename-at",
+        "link-at",
+    ];
+    let raw = |name: &str| -> Value {
+        serde_json::from_str(&text(seek(&runtime, "raw", name))).expect("raw answers JSON")
+    };
+    for name in [
+        ".env",
+        "sub/../.env",
+        "key.pem",
+        ".ssh",
+        ".ssh/id_rsa",
+        "keys/id_rsa",
+    ] {
+        let answers = raw(name);
+        for method in methods {
+            assert_eq!(answers[method], "no-entry", "{method} {name}: {answers}");
+        }
+    }
+    // A link to a hidden file: followed, nothing there; as a link, there but unreadable.
+    let innocent = raw("innocent");
+    for method in ["open-at", "stat-at", "metadata-hash-at", "readlink-at"] {
+        assert_eq!(
+            innocent[method], "no-entry",
+            "{method} innocent: {innocent}"
+        );
+    }
+    assert_eq!(innocent["stat-at-nofollow"], "ok", "{innocent}");
+    // The control: the same methods on a normal file answer as wasmtime-wasi does.
+    let notes = raw("notes.txt");
+    for method in ["open-at", "open-at-nofollow", "stat-at", "metadata-hash-at"] {
+        assert_eq!(notes[method], "ok", "{method} notes.txt: {notes}");
+    }
+    for method in ["set-times-at", "unlink-file-at", "rename-at", "link-at"] {
+        assert_ne!(notes[method], "no-entry", "{method} notes.txt: {notes}");
+        assert_ne!(
+            notes[method], "ok",
+            "{method} notes.txt (read-only): {notes}"
+        );
+    }
+
+    // The built-in tools see what the guest sees.
+    let listed = text(call(&runtime, "list_dir", json!({ "path": "d" })));
+    assert_eq!(listed, "innocent\nkeys\nnotes.txt\nsub/");
+    let globbed = text(call(
+        &runtime,
+        "glob",
+        json!({ "path": "d", "pattern": "**/*" }),
+    ));
+    assert!(globbed.contains("notes.txt"), "{globbed}");
+    assert_shows_no_secret("glob", &globbed);
+    let grepped = text(call(
+        &runtime,
+        "grep",
+        json!({ "path": "d", "pattern": "needle" }),
+    ));
+    assert!(
+        grepped.contains("needle in the notes") && grepped.contains("needle in the readme"),
+        "{grepped}"
+    );
+    assert_shows_no_secret("grep", &grepped);
+    let whole = text(call(
+        &runtime,
+        "grep",
+        json!({ "path": ".", "pattern": "SECRET" }),
+    ));
+    assert_shows_no_secret("grep over the workspace", &whole);
+
+    // A policy's own list replaces the default, for what is hidden too.
+    let own = seeker_runtime(
+        &ws,
+        &format!("{SEEKER_POLICY}\n[files]\ndeny_read = [\"notes.txt\"]\n"),
+    );
+    assert_eq!(text(seek(&own, "read", ".env")), "needle SECRET-ENV");
+    assert_eq!(
+        text(seek(&own, "list", "")),
+        ".env\n.ssh\ninnocent\nkey.pem\nkeys\nsub"
+    );
+}
+
+/// A process killed mid-call leaves its staging directory (hard links to real files in it);
+/// the next open of the workspace removes it, and leaves a live call's alone.
+#[test]
+fn a_killed_process_s_staging_directory_is_swept_and_a_live_one_is_kept() {
+    const CHILD: &str = "TOOLCELL_TEST_STAGING_CHILD";
+    /// Longer than any test runs: the child's call ends when it is killed, the parent's when
+    /// it is stopped.
+    const HOLD: std::time::Duration = std::time::Duration::from_secs(600);
+    let hold = |runtime: &Runtime, stop: Option<toolcell::StopToken>| {
+        runtime.call_with_report(
+            &ToolRequest::new(
+                "t",
+                "seeker",
+                json!({ "path": "d/notes.txt", "do": "hold" }).to_string(),
+            ),
+            &toolcell::CallOptions {
+                timeout: Some(HOLD),
+                stop,
+                ..toolcell::CallOptions::default()
+            },
+        )
+    };
+    if let Some(ws) = std::env::var_os(CHILD) {
+        let report = hold(&seeker_runtime(Path::new(&ws), SEEKER_POLICY), None);
+        panic!("the held call ended: {:?}", report.response);
+    }
+
+    let (_temp, ws) = seeker_workspace();
+    let grants = ws.join(".toolcell/grants");
+    let staged = || -> Vec<String> {
+        std::fs::read_dir(&grants)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what} never came");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "grants::a_killed_process_s_staging_directory_is_swept_and_a_live_one_is_kept",
+            "--nocapture",
+        ])
+        .env(CHILD, &ws)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run the child");
+    wait_for("the child's staged file", &|| {
+        staged()
+            .iter()
+            .any(|name| grants.join(name).join("notes.txt").exists())
+    });
+    child.kill().expect("SIGKILL the child");
+    child.wait().expect("reap the child");
+    let dead = staged();
+    assert_eq!(
+        dead.len(),
+        1,
+        "a killed process leaves its staging directory"
+    );
+    assert_eq!(
+        std::fs::read_to_string(grants.join(&dead[0]).join("notes.txt")).expect("staged"),
+        "needle in the notes",
+        "holding the real file"
+    );
+
+    // Opening the workspace (this runtime's build does) removes it, and nothing else.
+    let runtime = seeker_runtime(&ws, SEEKER_POLICY);
+    assert_eq!(staged(), Vec::<String>::new(), "the next open removed it");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("d/notes.txt")).expect("the real file"),
+        "needle in the notes"
+    );
+
+    // A live call's staging directory survives another open of the workspace.
+    /// Stops the held call when dropped, so a failed assertion ends the test rather than
+    /// leaving the scope to wait out the call.
+    struct StopOnDrop(toolcell::StopToken);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let stop = toolcell::StopToken::new();
+    std::thread::scope(|scope| {
+        let call = scope.spawn(|| hold(&runtime, Some(stop.clone())));
+        let stopping = StopOnDrop(stop.clone());
+        wait_for("the live call's staging directory", &|| staged().len() == 1);
+        let live = staged();
+        let reopened = toolcell::Workspace::open(&ws).expect("open the workspace again");
+        assert_eq!(staged(), live, "a live call's staging directory is kept");
+        drop(reopened);
+        drop(stopping);
+        let report = call.join().expect("the call thread");
+        assert_eq!(report.response, ToolResponse::Cancelled);
+    });
+    assert_eq!(
+        staged(),
+        Vec::<String>::new(),
+        "a call's own is removed with it"
+    );
+}
