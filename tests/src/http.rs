@@ -1644,9 +1644,8 @@ fn one_peer_cannot_take_every_connection() {
     drop(held);
 }
 
-#[test]
-fn a_refused_request_cancels_nothing() {
-    let _guard = exclusive();
+/// A server with the hostile guest and one pool slot, and its tools directory.
+fn one_slot_hostile_server() -> (Server, tempfile::TempDir) {
     let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
     let server = Server::start(&[
         "--tools",
@@ -1654,6 +1653,25 @@ fn a_refused_request_cancels_nothing() {
         "--pool-slots",
         "1",
     ]);
+    (server, tools)
+}
+
+/// A call of the hostile guest's endless loop (its own deadline is 5 s), as request id 42.
+fn spin_as_request_42(addr: SocketAddr) -> Answer {
+    call_with(
+        addr,
+        None,
+        42,
+        "hostile",
+        serde_json::json!({"do": "spin"}),
+        &[],
+    )
+}
+
+#[test]
+fn a_refused_request_cancels_nothing() {
+    let _guard = exclusive();
+    let (server, _tools) = one_slot_hostile_server();
     let addr = server.addr;
     let cancel = serde_json::json!({
         "jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -1723,16 +1741,7 @@ fn a_refused_request_cancels_nothing() {
         ),
     ];
     std::thread::scope(|scope| {
-        let spinning = scope.spawn(move || {
-            call_with(
-                addr,
-                None,
-                42,
-                "hostile",
-                serde_json::json!({"do": "spin"}),
-                &[],
-            )
-        });
+        let spinning = scope.spawn(move || spin_as_request_42(addr));
         wait_for_slots(addr, None, 1);
         for (what, mut headers, body, status) in attempts {
             headers.extend_from_slice(&protocol);
@@ -1753,25 +1762,10 @@ fn a_refused_request_cancels_nothing() {
 #[test]
 fn a_cancel_notification_stops_the_call_it_names() {
     let _guard = exclusive();
-    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
-    let server = Server::start(&[
-        "--tools",
-        &tools.path().to_string_lossy(),
-        "--pool-slots",
-        "1",
-    ]);
+    let (server, _tools) = one_slot_hostile_server();
     let addr = server.addr;
     std::thread::scope(|scope| {
-        let spinning = scope.spawn(move || {
-            call_with(
-                addr,
-                None,
-                42,
-                "hostile",
-                serde_json::json!({"do": "spin"}),
-                &[],
-            )
-        });
+        let spinning = scope.spawn(move || spin_as_request_42(addr));
         wait_for_slots(addr, None, 1);
         let cancel = serde_json::json!({
             "jsonrpc": "2.0", "method": "notifications/cancelled",

@@ -105,16 +105,8 @@ impl Tokens {
     /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
     /// [`Workspace`](crate::Workspace) per directory, shared by tenants that name the same one).
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, String> {
-        use std::io::Read as _;
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
-        let file = std::fs::File::open(path).map_err(|error| why(error.to_string()))?;
-        let mut text = String::new();
-        file.take(MAX_TOKENS_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|error| why(error.to_string()))?;
-        if text.len() as u64 > MAX_TOKENS_FILE_BYTES {
-            return Err(why(format!("longer than {MAX_TOKENS_FILE_BYTES} bytes")));
-        }
+        let text = read_bounded(path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
         if parsed.token.is_empty() {
             return Err(why("no [[token]] tables: nobody could call".to_owned()));
@@ -192,6 +184,21 @@ impl Tokens {
     }
 }
 
+/// The text of the file at `path`, refused if longer than `max` bytes (read no further): the
+/// server's own configuration files, which are small.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| error.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("longer than {max} bytes"));
+    }
+    Ok(text)
+}
+
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest as _;
     sha2::Sha256::digest(bytes).into()
@@ -221,18 +228,8 @@ pub const MAX_METRICS_TOKEN_FILE_BYTES: u64 = 4096;
 impl MetricsToken {
     /// Read the file at `path`.
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, String> {
-        use std::io::Read as _;
         let why = |what: String| format!("the metrics token file {}: {what}", path.display());
-        let file = std::fs::File::open(path).map_err(|error| why(error.to_string()))?;
-        let mut text = String::new();
-        file.take(MAX_METRICS_TOKEN_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|error| why(error.to_string()))?;
-        if text.len() as u64 > MAX_METRICS_TOKEN_FILE_BYTES {
-            return Err(why(format!(
-                "longer than {MAX_METRICS_TOKEN_FILE_BYTES} bytes"
-            )));
-        }
+        let text = read_bounded(path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
         // `sha256sum` writes `HASH  -`: the first word is the hash.
         let hash = text
             .split_whitespace()

@@ -146,20 +146,10 @@ impl std::fmt::Debug for OAuth {
     }
 }
 
+/// The file at `path`, at most [`MAX_OAUTH_FILE_BYTES`], its errors naming it.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_OAUTH_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
-    if text.len() as u64 > MAX_OAUTH_FILE_BYTES {
-        return Err(format!(
-            "{}: longer than {MAX_OAUTH_FILE_BYTES} bytes",
-            path.display()
-        ));
-    }
-    Ok(text)
+    super::auth::read_bounded(path, MAX_OAUTH_FILE_BYTES)
+        .map_err(|error| format!("{}: {error}", path.display()))
 }
 
 /// One key of the issuer's set: its id (if it has one), the key, and an algorithm it may be
