@@ -219,10 +219,13 @@ impl DenyRead {
 
     /// The pattern the single path part `name` matches, if any.
     pub(crate) fn matching(&self, name: &OsStr) -> Option<&str> {
-        let name = name.to_string_lossy();
+        // ASCII case is folded: on a case-insensitive file system (macOS, a casefolded ext4,
+        // a network share) `.ENV` opens `.env`, and hiding `.ENV` where it is another file
+        // costs nothing that matters.
+        let name = name.to_string_lossy().to_ascii_lowercase();
         self.0
             .iter()
-            .find(|pattern| glob(pattern, &name))
+            .find(|pattern| glob(&pattern.to_ascii_lowercase(), &name))
             .map(String::as_str)
     }
 
@@ -289,6 +292,9 @@ mod tests {
             (".env", Some(".env")),
             ("sub/../.env", Some(".env")),
             ("./keys/server.pem", Some("server.pem")),
+            // Case folded: on a case-insensitive file system these are the same files.
+            (".ENV", Some(".ENV")),
+            ("keys/Server.PEM", Some("Server.PEM")),
             (".ssh/config", Some(".ssh")),
             ("a/.ssh", Some(".ssh")),
             ("notes.txt", None),

@@ -311,6 +311,12 @@ fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, deny: &DenyRea
     let Ok(dir) = dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
         return true;
     };
+    // A path that ends in `/`, `/.` or `/..` has its last link followed by the kernel whatever
+    // the call's flags say (`keys/` opens the directory `keys -> .ssh` points to), while
+    // `Path` drops that ending (`Path::new("keys/").file_name()` is `keys`): such a path is
+    // always resolved in full.
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let follow = follow || matches!(last, "" | "." | "..");
     let path = Path::new(path);
     let hides = |resolved: io::Result<std::path::PathBuf>| match resolved {
         Ok(real) => Some(deny.part_matching(&real).is_some()),
@@ -376,6 +382,14 @@ mod tests {
             ("keys/config", false, true),
             ("keys", true, true),
             ("keys", false, false),
+            // The kernel follows a link whose name ends in `/` or `/.`, whatever the flags
+            // (found by a hostile review: `keys/` opened `.ssh` and listed its other files).
+            ("keys/", false, true),
+            ("keys/.", false, true),
+            ("sub/up/.", false, true),
+            ("sub/up/", false, true),
+            ("sub/", false, false),
+            ("sub/.", false, false),
             ("sub/up/config", true, true),
             ("sub/..", true, false),
             ("dangling", true, true),
