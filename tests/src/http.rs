@@ -977,6 +977,22 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// `toolcell serve --http --oauth CONFIG` stops at start, saying `why`.
+fn assert_oauth_config_refused(config: &std::path::Path, why: &str) {
+    let output = toolcell_command()
+        .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .output()
+        .expect("toolcell serve");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains(why),
+        "{}: {stderr}",
+        config.display()
+    );
+}
+
 /// A key set served over HTTP on loopback, as an issuer's `jwks_uri`; what it serves can be
 /// changed while it runs (a key rotation). Counts the fetches.
 struct KeyServer {
@@ -1094,17 +1110,7 @@ fn keys_from_a_url_expire_when_refreshes_keep_failing() {
     };
     // A maximum age that one failed refresh would already pass is refused at start.
     std::fs::write(dir.path().join("oauth.toml"), config(1)).expect("oauth config");
-    let output = toolcell_command()
-        .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
-        .arg(dir.path().join("oauth.toml"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("toolcell serve");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success() && stderr.contains("at least twice"),
-        "{stderr}"
-    );
+    assert_oauth_config_refused(&dir.path().join("oauth.toml"), "at least twice");
 
     std::fs::write(dir.path().join("oauth.toml"), config(3)).expect("oauth config");
     let server = Server::start(&["--oauth", &dir.path().join("oauth.toml").to_string_lossy()]);
@@ -1405,17 +1411,7 @@ fn jwt_access_tokens_are_checked_as_the_mcp_authorization_spec_says() {
         ),
     )
     .expect("oauth config");
-    let output = toolcell_command()
-        .args(["serve", "--http", "127.0.0.1:0", "--oauth"])
-        .arg(dir.path().join("typo.toml"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("toolcell serve");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success() && stderr.contains("no tool of this server"),
-        "{stderr}"
-    );
+    assert_oauth_config_refused(&dir.path().join("typo.toml"), "no tool of this server");
 }
 
 /// The audit lines of a file, parsed.
