@@ -1,7 +1,7 @@
 //! Builds the test-only guests in `tests/guests/` and gives each a constant, plus a
 //! `for_each_guest!` macro the tests use to prove every guest has a test.
 
-#[path = "../runtime/build_guests.rs"]
+#[path = "../runtime/toolcell/build_guests.rs"]
 mod build_guests;
 
 use std::fmt::Write as _;

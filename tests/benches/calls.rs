@@ -143,14 +143,15 @@ fn main() {
         },
     );
     let audit_dir = tempfile::tempdir().expect("temp dir");
-    let audit = toolcell::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
+    let audit =
+        toolcell::audit::Audit::open(&audit_dir.path().join("audit.jsonl")).expect("audit file");
     let runtime = port.with_audit(audit);
     assert_eq!(
-        runtime.handle(
+        runtime.call(&toolcell::ToolRequest::new(
             "bench",
             "call_tool",
             r#"{"name":"echo","arguments":{"text":"hello"}}"#
-        ),
+        )),
         hello
     );
     bench.run(
@@ -158,11 +159,11 @@ fn main() {
         CALLS,
         WARMUP,
         || {
-            black_box(runtime.handle(
+            black_box(runtime.call(&toolcell::ToolRequest::new(
                 "bench",
                 "call_tool",
                 r#"{"name":"echo","arguments":{"text":"hello"}}"#,
-            ));
+            )));
         },
     );
     // The pipeline's own share: the same call, answered by a native tool instead of a fresh
@@ -215,8 +216,11 @@ fn main() {
     let start = |cache_dir: &std::path::Path| {
         let output = Command::new(&binary)
             .args(["call", "echo", r#"{"text":"hello"}"#])
-            .env(toolcell::CACHE_DIR_ENV, cache_dir)
-            .env(toolcell::CACHE_KEY_ENV, cache.path().join("cache.key"))
+            .env(toolcell::cache::CACHE_DIR_ENV, cache_dir)
+            .env(
+                toolcell::cache::CACHE_KEY_ENV,
+                cache.path().join("cache.key"),
+            )
             .output()
             .expect("run toolcell");
         assert_eq!(output.stdout, b"hello\n");
@@ -505,7 +509,7 @@ struct Served {
 
 /// Connections wrk keeps open against the HTTP server: as many requests as one client may
 /// have in flight (more are answered 429).
-const HTTP_CONNECTIONS: usize = toolcell::mcp::http::MAX_REQUESTS_PER_CLIENT;
+const HTTP_CONNECTIONS: usize = toolcell_mcp::http::MAX_REQUESTS_PER_CLIENT;
 /// How long wrk warms the HTTP server up, then measures it.
 const HTTP_WARMUP: &str = "2s";
 const HTTP_RUN: &str = "5s";
@@ -523,8 +527,8 @@ fn serve_echo_http(
     let ticks_per_second = ticks_per_second();
     let mut child = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0"])
-        .env(toolcell::CACHE_DIR_ENV, cache)
-        .env(toolcell::CACHE_KEY_ENV, key)
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -657,8 +661,8 @@ fn serve_echo(
     let ticks_per_second = ticks_per_second();
     let mut child = Command::new(binary)
         .arg("serve")
-        .env(toolcell::CACHE_DIR_ENV, cache)
-        .env(toolcell::CACHE_KEY_ENV, key)
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())

@@ -36,16 +36,16 @@ static AUDIT_DIR: LazyLock<tempfile::TempDir> =
 
 /// The same tools, writing an audit line per call.
 static PIPELINE: LazyLock<Runtime> = LazyLock::new(|| {
-    let audit = toolcell::Audit::open(&AUDIT_DIR.path().join("audit.jsonl")).expect("audit");
+    let audit = toolcell::audit::Audit::open(&AUDIT_DIR.path().join("audit.jsonl")).expect("audit");
     let runtime = Runtime::builder()
         .build()
         .expect("runtime")
         .with_audit(audit);
-    let answer = runtime.handle(
+    let answer = runtime.call(&toolcell::ToolRequest::new(
         "bench",
         "call_tool",
         r#"{"name":"echo","arguments":{"text":"hello"}}"#,
-    );
+    ));
     assert_eq!(answer, ToolResponse::text("hello"));
     runtime
 });
@@ -67,11 +67,11 @@ fn echo_through_the_port() -> ToolResponse {
 /// Echo through `call_tool`: dispatch, validation, the gate, the port, the cap, the audit.
 #[divan::bench]
 fn echo_through_the_pipeline() -> ToolResponse {
-    PIPELINE.handle(
+    PIPELINE.call(&toolcell::ToolRequest::new(
         "bench",
         "call_tool",
         black_box(r#"{"name":"echo","arguments":{"text":"hello"}}"#),
-    )
+    ))
 }
 
 /// Generate 20 MB of text and count the lines with a needle, in wasm.

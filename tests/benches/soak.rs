@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
+use toolcell::ToolPort as _;
 use toolcell::{
     Call, CallOptions, CallReport, CapabilityKind, FailureKind, FnTool, Policy, ResourceRef,
     Runtime, StopToken, ToolError, ToolInfo, ToolResponse,
@@ -262,7 +263,7 @@ fn listing(dir: &Path) -> String {
 fn policy() -> Policy {
     let text = format!(
         "{}\n[tools.native_read]\nfilesystem.read = {{ access = \"allow\", roots = [\".\"] }}\n",
-        toolcell::DEFAULT_POLICY
+        toolcell::policy::DEFAULT_POLICY
     );
     Policy::from_toml(&text).expect("policy")
 }
@@ -534,7 +535,8 @@ impl Soak {
     fn call(&self, i: u64, kind: Kind) -> Option<String> {
         let id = i.to_string();
         let handle = |name: &str, arguments: &str, options: &CallOptions| -> CallReport {
-            self.runtime.handle_report(&id, name, arguments, options)
+            self.runtime
+                .call_with_report(&toolcell::ToolRequest::new(&id, name, arguments), options)
         };
         let plain = CallOptions::default();
         let attack = |which: &str, options: &CallOptions| {
@@ -806,7 +808,11 @@ fn main() {
     );
     // One read first, uncounted: the workspace makes its `.toolcell/` on the first file grant,
     // and `list_dir` must list what is there from then on.
-    let primed = runtime.handle("prime", "read_file", r#"{"path":"notes.txt"}"#);
+    let primed = runtime.call(&toolcell::ToolRequest::new(
+        "prime",
+        "read_file",
+        r#"{"path":"notes.txt"}"#,
+    ));
     assert!(
         matches!(primed, ToolResponse::Result { .. }),
         "the first read answers: {primed:?}"

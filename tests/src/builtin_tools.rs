@@ -2,7 +2,8 @@
 
 use crate::support::{call, port, result_text};
 use std::time::SystemTime;
-use toolcell::{Class, DenyReason, FailureKind, Registry, ToolPort, ToolRequest, ToolResponse};
+use toolcell::registry::Registry;
+use toolcell::{Class, DenyReason, FailureKind, ToolPort, ToolRequest, ToolResponse};
 
 #[test]
 fn echo_returns_its_text_unchanged() {
@@ -99,24 +100,32 @@ fn the_registry_from_describe_is_the_seeds_registry() {
 fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
     let port = crate::support::builder().build().expect("port");
     let runtime = port;
-    let found = result_text(runtime.handle("1", "find_tool", r#"{"query":"ECHO"}"#));
+    let found = result_text(runtime.call(&toolcell::ToolRequest::new(
+        "1",
+        "find_tool",
+        r#"{"query":"ECHO"}"#,
+    )));
     assert!(
         found.starts_with("1 tool(s) match:\n{\"name\":\"echo\""),
         "{found}"
     );
     assert_eq!(
-        result_text(runtime.handle("2", "echo", r#"{"text":"direct"}"#)),
+        result_text(runtime.call(&toolcell::ToolRequest::new(
+            "2",
+            "echo",
+            r#"{"text":"direct"}"#
+        ))),
         "direct"
     );
 
     // The cap counts the marker: a cap leaving 4 bytes before the marker
     // cuts after "hé" and before the second "é" (the cut may not split it).
-    let runtime = runtime.with_cap(4 + toolcell::TRUNCATION_MARKER.len());
-    let response = runtime.handle(
+    let runtime = runtime.with_cap(4 + toolcell::registry::TRUNCATION_MARKER.len());
+    let response = runtime.call(&toolcell::ToolRequest::new(
         "3",
         "call_tool",
         r#"{"name":"echo","arguments":{"text":"hééxxxxxxxxxxxxxxxxxxxx"}}"#,
-    );
+    ));
     assert_eq!(
         response,
         ToolResponse::Result {

@@ -3,7 +3,8 @@
 
 use crate::support::result_text;
 use std::path::{Path, PathBuf};
-use toolcell::{CacheStats, Runtime, ToolPort, ToolRequest};
+use toolcell::cache::CacheStats;
+use toolcell::{Runtime, ToolPort, ToolRequest};
 
 /// The key file of a cache at `cache`: beside it, not in it.
 fn key_of(cache: &Path) -> PathBuf {

@@ -5,9 +5,10 @@ use crate::support::result_text;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
+use toolcell::approval::{Approval, FixedApprover};
 use toolcell::{
-    Approval, CallOptions, DenyReason, FailureKind, FixedApprover, Policy, Runtime, StopToken,
-    ToolPort, ToolRequest, ToolResponse,
+    CallOptions, DenyReason, FailureKind, Policy, Runtime, StopToken, ToolPort, ToolRequest,
+    ToolResponse,
 };
 
 const OUTSIDE: &str = "OUTSIDE-SECRET";
@@ -452,7 +453,7 @@ fn a_person_approves_once_or_denies() {
     );
     assert_eq!(once.asked().len(), 2);
     assert!(
-        !ws.join(toolcell::PERMISSIONS_FILE).exists(),
+        !ws.join(toolcell::approval::PERMISSIONS_FILE).exists(),
         "nothing saved"
     );
 
@@ -865,7 +866,11 @@ fn every_file_tool_is_cancelled_by_a_stopped_token() {
         );
         assert_eq!(report.response, ToolResponse::Cancelled, "{tool}");
         // Stopped before its first stage: the gate never saw it, nothing was granted.
-        assert_eq!(report.gate, toolcell::GateDecision::NotReached, "{tool}");
+        assert_eq!(
+            report.gate,
+            toolcell::report::GateDecision::NotReached,
+            "{tool}"
+        );
         assert!(report.granted.is_empty(), "{tool}");
     }
 }
@@ -960,7 +965,11 @@ fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
         );
         assert_eq!(report.response, ToolResponse::Cancelled, "{tool}");
         // Stopped before its first stage: the gate never saw it, nothing was granted.
-        assert_eq!(report.gate, toolcell::GateDecision::NotReached, "{tool}");
+        assert_eq!(
+            report.gate,
+            toolcell::report::GateDecision::NotReached,
+            "{tool}"
+        );
         assert!(report.granted.is_empty(), "{tool}");
     }
     assert!(!ws.join("src/w.txt").exists());
@@ -975,7 +984,8 @@ fn writing_and_network_tools_are_cancelled_by_a_stopped_token() {
 /// who granted each: the policy, a person (once or always), or the rule they saved.
 #[test]
 fn the_record_says_who_granted_each_capability() {
-    use toolcell::{GrantedBy, Runtime};
+    use toolcell::Runtime;
+    use toolcell::report::GrantedBy;
     let (_temp, ws) = workspace();
     let granted = |port: &Runtime, tool: &str, arguments: serde_json::Value| {
         let report = port.call_with_report(
@@ -1042,12 +1052,12 @@ fn the_record_says_who_granted_each_capability() {
     let audit_dir = tempfile::tempdir().expect("temp dir");
     let audit_path = audit_dir.path().join("audit.jsonl");
     let port = open(&ws, Policy::embedded_default(), None);
-    let headless = port.with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
-    let response = headless.handle(
+    let headless = port.with_audit(toolcell::audit::Audit::open(&audit_path).expect("audit"));
+    let response = headless.call(&toolcell::ToolRequest::new(
         "t",
         "write_file",
-        &json!({ "path": "src/c.txt", "content": "again" }).to_string(),
-    );
+        json!({ "path": "src/c.txt", "content": "again" }).to_string(),
+    ));
     assert!(!response.is_error(), "{response:?}");
     let line = std::fs::read_to_string(&audit_path).expect("audit line");
     let record: serde_json::Value = serde_json::from_str(line.trim()).expect("JSON line");

@@ -105,8 +105,11 @@ fn no_cache_writes_nothing_to_the_cache() {
     let entries = cache.path().join("entries");
     let run = |extra: &[&str], command: &[&str]| {
         let output = toolcell_command()
-            .env(toolcell::CACHE_DIR_ENV, &entries)
-            .env(toolcell::CACHE_KEY_ENV, cache.path().join("cache.key"))
+            .env(toolcell::cache::CACHE_DIR_ENV, &entries)
+            .env(
+                toolcell::cache::CACHE_KEY_ENV,
+                cache.path().join("cache.key"),
+            )
             .args(extra)
             .args(command)
             .output()
@@ -163,6 +166,6 @@ fn a_policy_file_decides_and_policy_prints_the_default() {
         .expect("run toolcell");
     assert!(printed.status.success());
     let text = String::from_utf8(printed.stdout).expect("UTF-8");
-    assert_eq!(text, toolcell::DEFAULT_POLICY);
+    assert_eq!(text, toolcell::policy::DEFAULT_POLICY);
     toolcell::Policy::from_toml(&text).expect("the printed policy parses");
 }

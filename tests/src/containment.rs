@@ -96,7 +96,7 @@ fn a_call_with_a_stopped_token_never_starts() {
     let report = attack("spin", &options);
     assert_eq!(report.response, ToolResponse::Cancelled);
     // Stopped before validation, the first stage: never gated, never instantiated.
-    assert_eq!(report.gate, toolcell::GateDecision::NotReached);
+    assert_eq!(report.gate, toolcell::report::GateDecision::NotReached);
     assert!(report.elapsed < Duration::from_millis(100));
 }
 
@@ -162,7 +162,7 @@ fn output_floods_are_captured_capped_and_flagged() {
     assert_eq!(result_text(report.response), "flooded");
     for captured in [&report.stdout, &report.stderr] {
         assert!(captured.truncated);
-        assert_eq!(captured.text.len(), toolcell::sandbox::STDIO_CAPTURE_BYTES);
+        assert_eq!(captured.text.len(), toolcell::limits::STDIO_CAPTURE_BYTES);
         assert!(captured.text.starts_with("HOSTILE-FLOOD"));
     }
     assert_echo_still_works();
@@ -205,7 +205,11 @@ fn guest_output_never_reaches_the_host_stdout() {
 fn a_result_as_large_as_memory_allows_is_capped_and_flagged() {
     let _guard = exclusive();
     let runtime = port();
-    let response = runtime.handle("t", "hostile", r#"{"do":"huge"}"#);
+    let response = runtime.call(&toolcell::ToolRequest::new(
+        "t",
+        "hostile",
+        r#"{"do":"huge"}"#,
+    ));
     match response {
         ToolResponse::Result {
             text, truncated, ..
@@ -239,7 +243,7 @@ fn the_command_line_caps_a_failure_s_text() {
             let response: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
             let message = response["message"].as_str().expect("message");
             assert!(message.len() <= cap, "{} bytes", message.len());
-            assert!(message.ends_with(toolcell::TRUNCATION_MARKER));
+            assert!(message.ends_with(toolcell::registry::TRUNCATION_MARKER));
         } else {
             let shown = String::from_utf8_lossy(&output.stderr);
             let shown = shown

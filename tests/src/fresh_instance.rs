@@ -35,7 +35,7 @@ pub(crate) fn counter() {
 #[test]
 fn linear_memory_carries_nothing_from_one_call_to_the_next() {
     use toolcell::{CallOptions, ToolPort as _, ToolRequest};
-    for keep_resident in [toolcell::KEEP_RESIDENT_BYTES, 64 << 20] {
+    for keep_resident in [toolcell::limits::KEEP_RESIDENT_BYTES, 64 << 20] {
         let port = crate::support::builder()
             .builtin_tools(false)
             .component("test:hostile", crate::guests::HOSTILE)

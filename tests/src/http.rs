@@ -1585,7 +1585,7 @@ fn no_session_is_kept_in_either_era() {
 
 #[test]
 fn one_peer_cannot_take_every_connection() {
-    use toolcell::mcp::http::MAX_CONNECTIONS_PER_PEER;
+    use toolcell_mcp::http::MAX_CONNECTIONS_PER_PEER;
     let server = Server::start(&[]);
     let held: Vec<TcpStream> = (0..MAX_CONNECTIONS_PER_PEER)
         .map(|_| TcpStream::connect(server.addr).expect("connect"))

@@ -40,7 +40,7 @@ fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
     std::fs::create_dir(dir.join("d.wasm")).expect("mkdir");
     // Larger than any component may be (sparse: it costs no disk), refused before it is read.
     std::fs::File::create(dir.join("huge.wasm"))
-        .and_then(|file| file.set_len(toolcell::MAX_COMPONENT_BYTES + 1))
+        .and_then(|file| file.set_len(toolcell::limits::MAX_COMPONENT_BYTES + 1))
         .expect("sparse file");
     assert!(
         std::process::Command::new("mkfifo")

@@ -283,8 +283,8 @@ fn the_python_mcp_client_passes_in_both_eras() {
         let audit = tools.path().join(format!("audit-{mode}.jsonl"));
         let (cache, key) = crate::support::test_cache();
         let output = Command::new(&python)
-            .env(toolcell::CACHE_DIR_ENV, cache)
-            .env(toolcell::CACHE_KEY_ENV, key)
+            .env(toolcell::cache::CACHE_DIR_ENV, cache)
+            .env(toolcell::cache::CACHE_KEY_ENV, key)
             .arg(&script)
             .arg(toolcell_binary())
             .arg(tools.path())
@@ -461,7 +461,7 @@ fn denials_and_timeouts_are_errors_the_model_can_read_and_tools_carry_hints() {
     let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
     let workspace = tempfile::tempdir().expect("workspace");
     let policy = tools.path().join("policy.toml");
-    let mut text_of_policy = toolcell::DEFAULT_POLICY.to_owned();
+    let mut text_of_policy = toolcell::policy::DEFAULT_POLICY.to_owned();
     text_of_policy.push_str("\n[tools.hostile]\nlimits = { timeout_ms = 100 }\n");
     std::fs::write(&policy, text_of_policy).expect("write the policy");
     let mut server = Server::start(&[

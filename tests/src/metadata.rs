@@ -7,9 +7,10 @@ use crate::support::{builder, exclusive, tools_dir};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use toolcell::limits::{MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES};
 use toolcell::{
-    Call, CallOptions, CapabilityKind, FnTool, MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES,
-    ResourceRef, Runtime, StopToken, ToolInfo, ToolResponse,
+    Call, CallOptions, CapabilityKind, FnTool, ResourceRef, Runtime, StopToken, ToolInfo,
+    ToolResponse,
 };
 
 /// A native tool that describes itself with `info` and answers "ran".

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use toolcell::ToolPort as _;
 use toolcell::{
     Call, CallContext, CallOptions, CapabilityKind, DenyReason, FailureKind, FnTool, Policy,
     ResourceRef, Runtime, StopToken, ToolError, ToolInfo, ToolResponse,
@@ -157,7 +158,11 @@ fn runtime(ws: &Path, natives: &Natives) -> Runtime {
 }
 
 fn call(runtime: &Runtime, tool: &str, arguments: Value) -> ToolResponse {
-    runtime.handle("t", tool, &arguments.to_string())
+    runtime.call(&toolcell::ToolRequest::new(
+        "t",
+        tool,
+        arguments.to_string(),
+    ))
 }
 
 #[test]
@@ -265,7 +270,7 @@ fn a_native_tool_is_found_and_called_through_the_loop_s_own_tools() {
     assert_eq!(report.call_id, "c-1");
     assert_eq!(report.tool, "native_read", "the tool that ran");
     assert_eq!(report.via.as_deref(), Some("call_tool"));
-    assert_eq!(report.gate, toolcell::GateDecision::Allow);
+    assert_eq!(report.gate, toolcell::report::GateDecision::Allow);
     assert_eq!(report.granted.len(), 1);
     assert_eq!(report.granted[0].resource, "a.txt");
 }
@@ -283,7 +288,7 @@ fn a_native_tool_is_held_to_its_deadline_and_its_stop_and_a_panic_is_a_failure()
         ..CallOptions::default()
     };
     let started = Instant::now();
-    let response = runtime.handle_with("t", "sleepy", "{}", &options);
+    let response = runtime.call_with(&toolcell::ToolRequest::new("t", "sleepy", "{}"), &options);
     let took = started.elapsed();
     assert_eq!(response, ToolResponse::TimedOut { limit_ms: 100 });
     println!("sleepy: a {deadline:?} deadline answered after {took:?}");
@@ -304,7 +309,8 @@ fn a_native_tool_is_held_to_its_deadline_and_its_stop_and_a_panic_is_a_failure()
             stop.stop();
             at
         });
-        let response = runtime.handle_with("t", "sleepy", "{}", &options);
+        let response =
+            runtime.call_with(&toolcell::ToolRequest::new("t", "sleepy", "{}"), &options);
         (response, stopper.join().expect("stopper"), Instant::now())
     });
     assert_eq!(response, ToolResponse::Cancelled);
@@ -338,7 +344,7 @@ fn a_native_tool_s_huge_result_is_capped_like_a_wasm_tool_s() {
         } => {
             assert!(truncated);
             assert_eq!(text.len(), 1000, "the cap is a hard bound, marker included");
-            assert!(text.ends_with(toolcell::TRUNCATION_MARKER));
+            assert!(text.ends_with(toolcell::registry::TRUNCATION_MARKER));
         }
         other => panic!("expected a capped result, got {other:?}"),
     }
@@ -469,7 +475,7 @@ fn serve_lists_and_calls_a_native_tool() {
     executor.block_on(async move {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (server_read, server_write) = tokio::io::split(server);
-        let server = tokio::spawn(toolcell::mcp::serve_on(served, server_read, server_write));
+        let server = tokio::spawn(toolcell_mcp::serve_on(served, server_read, server_write));
         let (client_read, mut client_write) = tokio::io::split(client);
         let mut lines = BufReader::new(client_read).lines();
         let mut exchange = async |message: Value, id: Option<i64>| -> Option<Value> {
@@ -616,7 +622,11 @@ fn every_text_a_model_reads_is_capped_in_every_outcome() {
 fn the_audit_keeps_shape_not_content_and_the_gate_s_own_decision() {
     let (temp, ws) = workspace();
     let audit_path = temp.path().join("audit.jsonl");
-    let policy = format!("{}{}", toolcell::DEFAULT_POLICY, "\n[tools.refuses]\n");
+    let policy = format!(
+        "{}{}",
+        toolcell::policy::DEFAULT_POLICY,
+        "\n[tools.refuses]\n"
+    );
     let runtime = crate::support::builder()
         .policy(Policy::from_toml(&policy).expect("policy"))
         .workspace(&ws)
@@ -626,7 +636,7 @@ fn the_audit_keeps_shape_not_content_and_the_gate_s_own_decision() {
         ))
         .build()
         .expect("runtime")
-        .with_audit(toolcell::Audit::open(&audit_path).expect("audit"));
+        .with_audit(toolcell::audit::Audit::open(&audit_path).expect("audit"));
     let calls = [
         (
             "write_file",

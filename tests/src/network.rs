@@ -281,7 +281,9 @@ fn an_approval_covers_the_approved_destination_only() {
         hosts.join(", ")
     ))
     .expect("policy");
-    let approver = Arc::new(toolcell::FixedApprover::new(toolcell::Approval::Once));
+    let approver = Arc::new(toolcell::approval::FixedApprover::new(
+        toolcell::approval::Approval::Once,
+    ));
     let port = crate::support::builder()
         .policy(policy)
         .approver(approver.clone())

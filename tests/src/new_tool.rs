@@ -9,7 +9,7 @@ use crate::support::{test_cache, toolcell_binary, toolcell_command};
 use crate::toolchains::{componentize_py, js_tooling, root};
 use std::path::Path;
 use std::process::{Command, Output};
-use toolcell::scaffold::Language;
+use toolcell_cli::scaffold::Language;
 
 fn run(command: &mut Command) -> Output {
     let output = command.output().expect("the command runs");
@@ -45,8 +45,8 @@ fn in_project(project: &Path, program: &str) -> Command {
         .current_dir(project)
         .env("PATH", path)
         .env("CARGO_TARGET_DIR", root().join("target/new-tool-rust"))
-        .env(toolcell::CACHE_DIR_ENV, cache)
-        .env(toolcell::CACHE_KEY_ENV, key);
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key);
     command
 }
 

@@ -594,13 +594,13 @@ fn a_keyless_signed_tool_loads_for_the_identity_the_policy_names_against_a_trust
         digest: &digest,
         ..Signing::default()
     });
-    let at = toolcell::oci::ToolRef::parse(&echo_at).expect("a reference");
+    let at = toolcell_oci::ToolRef::parse(&echo_at).expect("a reference");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio");
     runtime
-        .block_on(toolcell::oci::attach(&at, &digest, &signature, &[]))
+        .block_on(toolcell_oci::attach(&at, &digest, &signature, &[]))
         .expect("the signature is attached");
 
     std::fs::write(home.path("trusted_root.json"), sigstore.trusted_root()).expect("root");

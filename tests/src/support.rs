@@ -104,8 +104,8 @@ pub(crate) fn toolcell_command() -> std::process::Command {
     let (cache, key) = test_cache();
     let mut command = std::process::Command::new(toolcell_binary());
     command
-        .env(toolcell::CACHE_DIR_ENV, cache)
-        .env(toolcell::CACHE_KEY_ENV, key);
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key);
     command
 }
 

@@ -87,9 +87,9 @@ fn a_memory_bomb_gives_its_memory_back() {
         kept >> 10
     );
     // The default: what a bomb touched beyond the 2 MiB kept per slot goes back.
-    let left = left_behind_by_bombs(toolcell::KEEP_RESIDENT_BYTES);
+    let left = left_behind_by_bombs(toolcell::limits::KEEP_RESIDENT_BYTES);
     assert!(
-        left < 3 * toolcell::KEEP_RESIDENT_BYTES + (2 << 20),
+        left < 3 * toolcell::limits::KEEP_RESIDENT_BYTES + (2 << 20),
         "three bombs left {} KiB resident",
         left >> 10
     );

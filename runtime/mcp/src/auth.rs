@@ -1,0 +1,363 @@
+//! Who may call over HTTP, and as which tenant: static bearer tokens from a file.
+//!
+//! The file is TOML, one `[[token]]` table per token. A token is stored as the hex SHA-256 of
+//! its text, never the text, so the file can be read by whoever deploys the server without
+//! handing out the tokens:
+//!
+//! ```toml
+//! [[token]]
+//! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # sha256sum of the token
+//! tenant = "team-a"
+//! workspace = "/srv/team-a"     # optional: the tenant's files (none: no file tool is granted)
+//! policy = "team-a.toml"        # optional: its own policy (relative to this file's directory)
+//! ```
+//!
+//! `toolcell token` prints a fresh random token and its table. A tenant is an agent of its own
+//! (the audit line names it) with its own workspace, whose saved rules are its own; a call made
+//! with tenant A's token is resolved in A's workspace and can name nothing outside it. A tenant
+//! with a `policy` has its calls decided by that policy alone (its rules, limits, pins and
+//! `[files]`), not the server's `--policy`; which tools are listed (`core`) stays the server's.
+//! The tokens file and every tenant's policy file are protected from every tool's writes.
+//! Presented tokens are hashed and compared with every stored hash in constant time.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use subtle::ConstantTimeEq as _;
+use toolcell::CallContext;
+use toolcell::Runtime;
+
+/// The longest tokens file read: far more tokens than a server has tenants.
+pub const MAX_TOKENS_FILE_BYTES: u64 = 1 << 20;
+
+/// The shortest token `toolcell token` makes and a tokens file may hold the hash of: 32 random
+/// bytes, as hex, is 64 characters; a hash says nothing of length, so this is advice.
+pub const TOKEN_BYTES: usize = 32;
+
+/// One tenant: who the calls made with its tokens are made for, and where.
+#[derive(Debug)]
+pub struct Tenant {
+    /// The tenant's name: the agent its calls are audited as.
+    pub name: String,
+    /// Its calls' context: the agent and the tenant's workspace.
+    pub context: CallContext,
+}
+
+/// The tokens a server accepts, each with its tenant.
+#[derive(Debug)]
+pub struct Tokens {
+    entries: Vec<([u8; 32], Arc<Tenant>)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    #[serde(default)]
+    token: Vec<TokenEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenEntry {
+    sha256: String,
+    tenant: String,
+    workspace: Option<PathBuf>,
+    policy: Option<PathBuf>,
+}
+
+/// The tenant `name`, its calls made in `workspace` (if any) and decided by the policy file at
+/// `policy` (if any; relative to `base`, the directory of the file that names it). The policy
+/// file is protected from every tool's writes.
+pub(crate) fn tenant(
+    runtime: &mut Runtime,
+    name: &str,
+    workspace: Option<&Path>,
+    policy: Option<&Path>,
+    base: &Path,
+) -> Result<Arc<Tenant>, String> {
+    toolcell::registry::check_tool_name(name)
+        .map_err(|_| format!("tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"))?;
+    let workspace =
+        match workspace {
+            Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
+                format!("tenant {name:?}: workspace {}: {error}", dir.display())
+            })?),
+            None => None,
+        };
+    let mut context = CallContext::new(name, workspace);
+    if let Some(policy) = policy {
+        let path = base.join(policy);
+        let loaded = toolcell::Policy::from_file(&path)
+            .map_err(|error| format!("tenant {name:?}: {error}"))?;
+        runtime
+            .check_policy(&loaded)
+            .map_err(|why| format!("tenant {name:?}: the policy {}: {why}", path.display()))?;
+        runtime.protect(&path);
+        context = context.with_policy(Arc::new(loaded));
+    }
+    Ok(Arc::new(Tenant {
+        name: name.to_owned(),
+        context,
+    }))
+}
+
+impl Tokens {
+    /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
+    /// [`Workspace`](toolcell::Workspace) per directory, shared by tenants that name the same one).
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, String> {
+        let why = |what: String| format!("the tokens file {}: {what}", path.display());
+        let text = read_bounded(path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
+        let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
+        if parsed.token.is_empty() {
+            return Err(why("no [[token]] tables: nobody could call".to_owned()));
+        }
+        let mut entries: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
+        // Each tenant once, with the workspace and policy its first table named.
+        let mut tenants: Vec<(Arc<Tenant>, Option<PathBuf>, Option<PathBuf>)> = Vec::new();
+        let base = path.parent().unwrap_or(Path::new("."));
+        runtime.protect(path);
+        for entry in parsed.token {
+            let hash = parse_hash(&entry.sha256).ok_or_else(|| {
+                why(format!(
+                    "tenant {:?}: sha256 must be 64 hex digits (the SHA-256 of the token)",
+                    entry.tenant
+                ))
+            })?;
+            if entries.iter().any(|(known, _)| *known == hash) {
+                return Err(why(format!(
+                    "tenant {:?}: a token is listed twice",
+                    entry.tenant
+                )));
+            }
+            let tenant = match tenants
+                .iter()
+                .find(|(tenant, ..)| tenant.name == entry.tenant)
+            {
+                Some((tenant, workspace, policy)) => {
+                    if *workspace != entry.workspace || *policy != entry.policy {
+                        return Err(why(format!(
+                            "tenant {:?} is given two workspaces or policies",
+                            entry.tenant
+                        )));
+                    }
+                    Arc::clone(tenant)
+                }
+                None => {
+                    let tenant = tenant(
+                        runtime,
+                        &entry.tenant,
+                        entry.workspace.as_deref(),
+                        entry.policy.as_deref(),
+                        base,
+                    )
+                    .map_err(why)?;
+                    tenants.push((Arc::clone(&tenant), entry.workspace, entry.policy));
+                    tenant
+                }
+            };
+            entries.push((hash, tenant));
+        }
+        Ok(Tokens { entries })
+    }
+
+    /// The tenant whose token `presented` is, if any. Every stored hash is compared, each in
+    /// constant time, so how long this takes says nothing about which one matched.
+    pub fn check(&self, presented: &str) -> Option<Arc<Tenant>> {
+        let hash: [u8; 32] = sha256(presented.as_bytes());
+        let mut found = None;
+        for (stored, tenant) in &self.entries {
+            if bool::from(stored.ct_eq(&hash)) {
+                found = Some(Arc::clone(tenant));
+            }
+        }
+        found
+    }
+
+    /// How many tokens there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none (a loaded file always has one).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The text of the file at `path`, refused if longer than `max` bytes (read no further): the
+/// server's own configuration files, which are small.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| error.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("longer than {max} bytes"));
+    }
+    Ok(text)
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
+}
+
+fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The operator's token for `/metrics`: a file holding its SHA-256 as 64 hex digits (and
+/// nothing else but white space), as `sha256sum` prints it (`toolcell token --metrics` makes
+/// one). The file is protected from every tool's writes.
+#[derive(Debug)]
+pub struct MetricsToken([u8; 32]);
+
+/// The longest metrics token file read: one hash and a name, as `sha256sum` prints them.
+pub const MAX_METRICS_TOKEN_FILE_BYTES: u64 = 4096;
+
+impl MetricsToken {
+    /// Read the file at `path`.
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, String> {
+        let why = |what: String| format!("the metrics token file {}: {what}", path.display());
+        let text = read_bounded(path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
+        // `sha256sum` writes `HASH  -`: the first word is the hash.
+        let hash = text
+            .split_whitespace()
+            .next()
+            .and_then(parse_hash)
+            .ok_or_else(|| why("expected the token's SHA-256 as 64 hex digits".to_owned()))?;
+        runtime.protect(path);
+        Ok(MetricsToken(hash))
+    }
+
+    /// Whether `presented` is the operator's token (compared in constant time).
+    pub fn check(&self, presented: &str) -> bool {
+        bool::from(self.0.ct_eq(&sha256(presented.as_bytes())))
+    }
+
+    /// A fresh random token and the line to keep in the metrics token file.
+    pub fn new_token() -> std::io::Result<(String, String)> {
+        let token = crate::hex(&crate::random::<TOKEN_BYTES>()?);
+        let line = format!("{}\n", crate::hex(&sha256(token.as_bytes())));
+        Ok((token, line))
+    }
+}
+
+/// A fresh random token for `tenant`, and the `[[token]]` table that accepts it.
+pub fn new_token(tenant: &str, workspace: Option<&Path>) -> std::io::Result<(String, String)> {
+    let token = crate::hex(&crate::random::<TOKEN_BYTES>()?);
+    let mut table = format!(
+        "[[token]]\nsha256 = \"{}\"\ntenant = {}\n",
+        crate::hex(&sha256(token.as_bytes())),
+        toml_string(tenant)
+    );
+    if let Some(dir) = workspace {
+        table.push_str(&format!(
+            "workspace = {}\n",
+            toml_string(&dir.to_string_lossy())
+        ));
+    }
+    Ok((token, table))
+}
+
+fn toml_string(text: &str) -> String {
+    // A TOML basic string is JSON's string syntax for everything we write here.
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> Runtime {
+        Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(None)
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn a_token_maps_to_its_tenant_and_nothing_else_does() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a_dir).expect("a");
+        std::fs::create_dir(&b_dir).expect("b");
+        let (a_token, a_table) = new_token("team-a", Some(&a_dir)).expect("token");
+        let (b_token, b_table) = new_token("team-b", Some(&b_dir)).expect("token");
+        let file = dir.path().join("tokens.toml");
+        std::fs::write(&file, format!("{a_table}\n{b_table}")).expect("file");
+        assert!(
+            !std::fs::read_to_string(&file)
+                .expect("file")
+                .contains(&a_token)
+        );
+        let mut runtime = runtime();
+        let tokens = Tokens::load(&file, &mut runtime).expect("tokens");
+        assert_eq!(tokens.len(), 2);
+        let a = tokens.check(&a_token).expect("a's token");
+        assert_eq!(a.name, "team-a");
+        assert_eq!(
+            a.context.workspace().map(|w| w.root().to_owned()),
+            Some(a_dir.canonicalize().expect("a"))
+        );
+        assert_eq!(tokens.check(&b_token).expect("b's token").name, "team-b");
+        for wrong in [
+            "",
+            &a_token[1..],
+            &format!("{a_token} "),
+            &a_token.to_uppercase(),
+        ] {
+            assert!(tokens.check(wrong).is_none(), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_tokens_file_is_refused_with_its_reason() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut runtime = runtime();
+        let hash = "a".repeat(64);
+        for (text, why) in [
+            ("", "no [[token]]"),
+            (
+                "[[token]]\nsha256 = \"abc\"\ntenant = \"a\"\n",
+                "64 hex digits",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a b\"\n"),
+                "tenant name",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[[token]]\nsha256 = \"{hash}\"\ntenant = \"b\"\n"
+                ),
+                "listed twice",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nworkspace = \"/nonexistent/x\"\n"
+                ),
+                "workspace",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nrole = \"admin\"\n"),
+                "unknown field",
+            ),
+        ] {
+            let file = dir.path().join("tokens.toml");
+            std::fs::write(&file, text).expect("file");
+            let refused = Tokens::load(&file, &mut runtime).expect_err(text);
+            assert!(refused.contains(why), "{text:?}: {refused}");
+        }
+    }
+}

@@ -1,0 +1,931 @@
+//! MCP over Streamable HTTP: `toolcell serve --http ADDR`.
+//!
+//! rmcp's Streamable HTTP service speaks the protocol: the stateless 2026-07-28 era (every
+//! request stands alone, so any replica can answer it) and the 2025-11-25 `initialize`
+//! handshake for older clients, served without sessions (the server assigns no
+//! `Mcp-Session-Id`, which that era allows; a `GET` stream is answered `405`), so every request
+//! of either era stands alone. Around it, this module is what a server shared by many clients
+//! needs and rmcp leaves to its user:
+//!
+//! - **No anonymous access off loopback.** Binding an address that is not loopback without a
+//!   tokens file or OAuth configuration is refused before anything listens
+//!   ([`check_exposure`]). With either, every request to `/mcp` and `/metrics` must carry
+//!   `Authorization: Bearer TOKEN`: a static token ([`crate::auth`]) or a JWT access token
+//!   ([`crate::oauth`]); without a good one the answer is `401` with `WWW-Authenticate:
+//!   Bearer` (naming the protected-resource metadata under OAuth), and a call that needs a
+//!   scope the token lacks gets `403` with `error="insufficient_scope"`.
+//! - **Tenants.** A token names its tenant ([`crate::auth`]): the call runs as that agent, in
+//!   that tenant's workspace, and the audit line names it.
+//! - **DNS rebinding, forged requests.** Before anything else (authentication, the body, a
+//!   place in the client's queue), [`crate::guard`] checks that the target is a path, that
+//!   there is exactly one `Host`, well-formed and allowed (loopback names by default), and at
+//!   most one `Origin`, well-formed and allowed (loopback by default): a page elsewhere cannot
+//!   reach a local server through a name that resolves to 127.0.0.1, and a refused request has
+//!   no effect at all. A `notifications/cancelled` stops a call only once rmcp has accepted
+//!   the request that carries it (media type, one message, protocol headers).
+//! - **Fair shares.** At most [`MAX_REQUESTS_PER_CLIENT`] requests of one client (a tenant, or
+//!   a peer address when there are no tokens) are in flight; more get `429`. Request bodies
+//!   are read to at most [`MAX_REQUEST_BODY_BYTES`] (`413` past it). Calls beyond the pool's
+//!   slots wait for one, as everywhere.
+//! - **Cancellation.** A client that closes a call's stream, or sends
+//!   `notifications/cancelled`, stops its instance.
+//! - **Operations.** `GET /healthz` (the process serves), `GET /readyz` (it accepts calls; 503
+//!   once it drains), `GET /metrics` (Prometheus, [`crate::metrics`]; the operator's: with
+//!   tokens or OAuth, only the bearer of the `--metrics-token` reads it, never a tenant, since
+//!   the metrics name every tenant's tools, outcomes and latencies). On SIGTERM or SIGINT
+//!   the server stops accepting connections, lets calls in flight finish for the grace period,
+//!   stops the rest (each answers `cancelled`), and exits 0.
+
+use crate::McpServer;
+use crate::auth::{MetricsToken, Tenant, Tokens};
+use crate::guard::Guard;
+use crate::metrics::{Metrics, Refusal};
+use crate::oauth::{OAuth, Principal};
+use anyhow::Context as _;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use toolcell::limits::MAX_ARGUMENT_BYTES;
+use toolcell::{Runtime, StopToken};
+
+/// Where MCP is served.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The longest request body read: a call's arguments are at most [`MAX_ARGUMENT_BYTES`], and
+/// the JSON-RPC envelope around them is small; anything longer would be refused anyway.
+pub const MAX_REQUEST_BODY_BYTES: usize = 2 * MAX_ARGUMENT_BYTES;
+
+/// How many requests one client may have in flight: a quarter of the pool's slots, so that
+/// four busy clients cannot starve a fifth.
+pub const MAX_REQUESTS_PER_CLIENT: usize = toolcell::limits::POOL_SLOTS as usize / 4;
+
+/// How many connections are served at once; one more is closed as it is accepted. Each holds
+/// a descriptor and a task: this keeps a flood of idle connections from exhausting them.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How many of those connections one peer address may hold: a quarter, so that one client
+/// flooding the server with idle connections leaves room for the others. (A proxy in front
+/// is one peer: size its connection pool below this.)
+pub const MAX_CONNECTIONS_PER_PEER: usize = MAX_CONNECTIONS / 4;
+
+/// How long a client may take to send a request's headers (a slow client holding connections
+/// open without finishing a request is the oldest way to exhaust a server).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client may take to send a request's body once its headers are in (`408` past
+/// it): a body that never ends would otherwise hold one of its client's places for good.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long calls in flight may run on after SIGTERM, by default, before they are stopped.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// After the calls still running at the end of the grace period are stopped, how long their
+/// `cancelled` answers have to reach their clients before the process exits.
+pub const CANCELLED_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How the HTTP server is set up (`toolcell serve --http`).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The address to listen on (port 0: any free port, printed at start).
+    pub addr: SocketAddr,
+    /// The bearer tokens file ([`crate::auth`]); this or `oauth` is required unless `addr` is
+    /// loopback.
+    pub tokens: Option<PathBuf>,
+    /// The OAuth resource server's configuration ([`crate::oauth`]).
+    pub oauth: Option<PathBuf>,
+    /// Hosts (`name` or `name:port`) the `Host` header may name; empty: loopback names only.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port|:*]`) a browser's `Origin` header may name; empty:
+    /// loopback origins only.
+    pub allowed_origins: Vec<String>,
+    /// How long calls in flight may run on after SIGTERM.
+    pub grace: Duration,
+    /// The file holding the SHA-256 (hex) of the operator's token for `/metrics`. With tokens
+    /// or OAuth, `/metrics` answers only its bearer (403 to everyone else, tenants included);
+    /// without authentication (loopback), it is open unless this is given.
+    pub metrics_token: Option<PathBuf>,
+}
+
+/// Whether serving at `addr` is allowed: an address other than loopback needs authentication
+/// (`auth_given`) and the names clients will reach it by (`hosts_given`), since the default
+/// allow-list holds loopback names only.
+pub fn check_exposure(addr: SocketAddr, auth_given: bool, hosts_given: bool) -> Result<(), String> {
+    if is_loopback(addr.ip()) {
+        return Ok(());
+    }
+    if !auth_given {
+        return Err(format!(
+            "refusing to serve MCP on {addr} without authentication: anyone who can reach it \
+             could run tools. Give --tokens FILE (see `toolcell token`) or --oauth FILE, or \
+             bind a loopback address such as 127.0.0.1"
+        ));
+    }
+    if !hosts_given {
+        return Err(format!(
+            "serving on {addr}: give --allow-host with each name clients use to reach this \
+             server (the Host header is checked; only loopback names are allowed by default)"
+        ));
+    }
+    Ok(())
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+type BoxResponse = Response<BoxBody<Bytes, Infallible>>;
+
+/// How callers prove who they are.
+#[derive(Debug)]
+pub enum Auth {
+    /// Nobody needs to (loopback only): calls run in the runtime's default context.
+    None,
+    /// Static bearer tokens, each naming a tenant.
+    Tokens(Tokens),
+    /// JWT access tokens from an authorization server.
+    OAuth(Arc<OAuth>),
+}
+
+/// Who a request is from, once authenticated.
+enum Caller {
+    Anonymous,
+    Token(Arc<Tenant>),
+    OAuth(Principal),
+}
+
+impl Caller {
+    fn tenant(&self) -> Option<&Arc<Tenant>> {
+        match self {
+            Caller::Anonymous => None,
+            Caller::Token(tenant) => Some(tenant),
+            Caller::OAuth(principal) => Some(&principal.tenant),
+        }
+    }
+}
+
+/// The calls running now, so shutdown can wait for them and stop the rest.
+#[derive(Default)]
+pub(crate) struct Running {
+    next: AtomicU64,
+    /// Each call's client and request id (how a `notifications/cancelled` names it), and what
+    /// stops it.
+    calls: Mutex<HashMap<u64, (CallKey, StopToken)>>,
+    idle: tokio::sync::Notify,
+}
+
+/// Which client made a call, and the JSON-RPC id it gave it: a client can cancel its own
+/// calls only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallKey {
+    pub(crate) client: Option<ClientKey>,
+    pub(crate) request: String,
+}
+
+/// The client a request came from, as the front counts it (a tenant, or a peer address); put
+/// in the request's extensions for the MCP handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientKey(pub(crate) String);
+
+impl Running {
+    /// Note a call that `stop` stops; it is forgotten when the guard drops.
+    pub(crate) fn enter(self: &Arc<Self>, key: CallKey, stop: StopToken) -> RunningGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, (key, stop));
+        RunningGuard {
+            running: Arc::clone(self),
+            id,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (CallKey, StopToken)>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn stop_all(&self) {
+        for (_, stop) in self.lock().values() {
+            stop.stop();
+        }
+    }
+
+    /// Stop the calls `key` names (a client's request id); how many there were.
+    fn stop(&self, key: &CallKey) -> usize {
+        let calls = self.lock();
+        let mut stopped = 0;
+        for (_, stop) in calls.values().filter(|(call, _)| call == key) {
+            stop.stop();
+            stopped += 1;
+        }
+        stopped
+    }
+
+    async fn until_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Forgets its call when dropped.
+pub(crate) struct RunningGuard {
+    running: Arc<Running>,
+    id: u64,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut calls = self.running.lock();
+        calls.remove(&self.id);
+        if calls.is_empty() {
+            self.running.idle.notify_waiters();
+        }
+    }
+}
+
+/// How many places each key (a client, a peer address) holds, each place given back when its
+/// [`Place`] drops.
+struct Counts<K: std::hash::Hash + Eq + Clone>(Arc<Mutex<HashMap<K, usize>>>);
+
+impl<K: std::hash::Hash + Eq + Clone> Default for Counts<K> {
+    fn default() -> Self {
+        Counts(Arc::default())
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
+    /// A place for `key`, unless it holds `max` already.
+    fn enter(&self, key: K, max: usize) -> Option<Place<K>> {
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = counts.entry(key.clone()).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(Place {
+            counts: Arc::clone(&self.0),
+            key,
+        })
+    }
+}
+
+/// One place among a key's [`Counts`].
+struct Place<K: std::hash::Hash + Eq + Clone> {
+    counts: Arc<Mutex<HashMap<K, usize>>>,
+    key: K,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Drop for Place<K> {
+    fn drop(&mut self) {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Everything a request is handled with.
+struct Front {
+    runtime: Arc<Runtime>,
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    auth: Auth,
+    metrics: Arc<Metrics>,
+    /// Requests in flight per client (a tenant's name, or a peer address).
+    per_client: Counts<String>,
+    draining: AtomicBool,
+    /// The allowed `Host` and `Origin` values, checked before anything else.
+    guard: Guard,
+    /// The operator's token for `/metrics`, if one was given.
+    metrics_token: Option<MetricsToken>,
+    /// The calls running now.
+    running: Arc<Running>,
+}
+
+impl Front {
+    /// Whether the bearer may read `/metrics`: the operator's token where one is set; with no
+    /// authentication and no operator token (loopback), anyone; otherwise nobody.
+    fn metrics_allowed<B>(&self, request: &Request<B>) -> Result<(), Box<BoxResponse>> {
+        let presented = bearer(request)?;
+        match (&self.metrics_token, &self.auth) {
+            (Some(token), _) if presented.is_some_and(|presented| token.check(presented)) => Ok(()),
+            (None, Auth::None) => Ok(()),
+            (Some(_), _) if presented.is_none() => {
+                self.metrics.refused(Refusal::Unauthenticated);
+                Err(Box::new(respond(
+                    StatusCode::UNAUTHORIZED,
+                    &[(
+                        header::WWW_AUTHENTICATE,
+                        r#"Bearer realm="toolcell-metrics""#,
+                    )],
+                    "the operator's metrics token is required\n",
+                )))
+            }
+            _ => Err(Box::new(respond(
+                StatusCode::FORBIDDEN,
+                &[],
+                "the metrics are the operator's: they need the token given with \
+                 --metrics-token, not a tenant's\n",
+            ))),
+        }
+    }
+
+    /// Who the request's bearer token says it is from; with no authentication configured
+    /// (loopback only), anonymous, and calls run in the default context.
+    fn authenticate<B>(&self, request: &Request<B>) -> Result<Caller, Box<BoxResponse>> {
+        let presented = bearer(request)?;
+        let refused = |challenge: String| {
+            self.metrics.refused(Refusal::Unauthenticated);
+            Box::new(respond(
+                StatusCode::UNAUTHORIZED,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                "a valid bearer token is required\n",
+            ))
+        };
+        match &self.auth {
+            Auth::None => Ok(Caller::Anonymous),
+            Auth::Tokens(tokens) => match presented.and_then(|token| tokens.check(token)) {
+                Some(tenant) => Ok(Caller::Token(tenant)),
+                None if presented.is_some() => Err(refused(
+                    r#"Bearer realm="toolcell", error="invalid_token""#.to_owned(),
+                )),
+                None => Err(refused(r#"Bearer realm="toolcell""#.to_owned())),
+            },
+            Auth::OAuth(oauth) => {
+                let metadata = oauth.metadata_url();
+                let Some(token) = presented else {
+                    return Err(refused(format!(r#"Bearer resource_metadata="{metadata}""#)));
+                };
+                oauth.verify(token).map(Caller::OAuth).map_err(|why| {
+                    refused(format!(
+                        r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{}""#,
+                        // A quoted-string of printable ASCII: the reason may quote the token's
+                        // own claims (a tenant's name), which are the caller's to choose.
+                        why.chars()
+                            .map(|c| match c {
+                                '"' | '\\' => '\'',
+                                ' '..='~' => c,
+                                _ => '?',
+                            })
+                            .collect::<String>()
+                    ))
+                })
+            }
+        }
+    }
+}
+
+/// The bearer token a request presents, if any; more than one `Authorization` header is a
+/// `400`. RFC 6750, section 2: one method, once. Which one a proxy or a server would pick is
+/// exactly what an attacker wants to choose.
+fn bearer<B>(request: &Request<B>) -> Result<Option<&str>, Box<BoxResponse>> {
+    let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
+    let value = values.next();
+    if values.next().is_some() {
+        return Err(Box::new(respond(
+            StatusCode::BAD_REQUEST,
+            &[],
+            "more than one Authorization header\n",
+        )));
+    }
+    Ok(value
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        }))
+}
+
+/// What the front reads of a request body's messages (a batch is looked through too).
+#[derive(Debug, Default, PartialEq)]
+struct Peeked {
+    /// Each `tools/call`'s tool, and for `call_tool`, the tool it calls: for the scope check.
+    called: Vec<String>,
+    /// The request ids of `notifications/cancelled` messages, as the MCP handler writes
+    /// request ids: the calls to stop.
+    cancelled: Vec<String>,
+}
+
+/// The marker of a body that may cancel a call: without it (and without OAuth's scope check)
+/// the front does not parse the body at all, and rmcp's parse is its only one.
+const CANCEL_MARKER: &[u8] = b"notifications/cancelled";
+
+/// Read `body` once for what the front needs. Parsed as a `serde_json::Value`, which keeps the
+/// last of duplicate keys, as rmcp's parse does, so the tool checked is the tool run.
+fn peek(body: &[u8]) -> Peeked {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Peeked::default();
+    };
+    let messages = match value {
+        serde_json::Value::Array(messages) => messages,
+        message => vec![message],
+    };
+    let mut peeked = Peeked::default();
+    for message in &messages {
+        let params = &message["params"];
+        if message["method"] == "tools/call" {
+            if let Some(name) = params["name"].as_str() {
+                peeked.called.push(name.to_owned());
+                if name == toolcell::registry::CALL_TOOL
+                    && let Some(inner) = params["arguments"]["name"].as_str()
+                {
+                    peeked.called.push(inner.to_owned());
+                }
+            }
+        } else if message["method"] == "notifications/cancelled" {
+            match &params["requestId"] {
+                serde_json::Value::Number(number) => peeked.cancelled.push(number.to_string()),
+                serde_json::Value::String(text) => peeked.cancelled.push(text.clone()),
+                _ => {}
+            }
+        }
+    }
+    peeked
+}
+
+fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: &str) -> BoxResponse {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_owned())).boxed());
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let Ok(value) = header::HeaderValue::from_str(value) {
+            response.headers_mut().insert(name.clone(), value);
+        }
+    }
+    response
+        .headers_mut()
+        .entry(header::CONTENT_TYPE)
+        .or_insert(header::HeaderValue::from_static(
+            "text/plain; charset=utf-8",
+        ));
+    response
+}
+
+async fn route(
+    front: Arc<Front>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Result<BoxResponse, Infallible> {
+    // A target that is not a path (`POST http://evil.com/mcp`) is not for this server, on
+    // any route.
+    if let Err(refused) = crate::guard::check_origin_form(request.uri()) {
+        return Ok(respond(refused.status(), &[], refused.message()));
+    }
+    let path = request.uri().path().to_owned();
+    let get = request.method() == Method::GET;
+    // `/mcp` and `/metrics` are what a rebinding page would want: their Host and Origin are
+    // checked before anything else. (The probes answer any Host: a kubelet names the pod's
+    // address.)
+    if matches!(path.as_str(), MCP_PATH | "/metrics")
+        && let Err(refused) = front.guard.check(request.uri(), request.headers())
+    {
+        front.metrics.refused(Refusal::ForeignRequest);
+        return Ok(respond(refused.status(), &[], refused.message()));
+    }
+    Ok(match path.as_str() {
+        "/healthz" if get => respond(StatusCode::OK, &[], "ok\n"),
+        "/readyz" if get => {
+            if front.draining.load(Ordering::Relaxed) {
+                respond(StatusCode::SERVICE_UNAVAILABLE, &[], "draining\n")
+            } else {
+                respond(StatusCode::OK, &[], "ready\n")
+            }
+        }
+        "/metrics" if get => match front.metrics_allowed(&request) {
+            Ok(()) => respond(
+                StatusCode::OK,
+                &[(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                &front.metrics.render(&front.runtime),
+            ),
+            Err(refused) => *refused,
+        },
+        metadata if get && metadata.starts_with(crate::oauth::METADATA_PATH) => match &front.auth {
+            Auth::OAuth(oauth) => respond(
+                StatusCode::OK,
+                &[(header::CONTENT_TYPE, "application/json")],
+                &oauth.metadata(),
+            ),
+            _ => respond(
+                StatusCode::NOT_FOUND,
+                &[],
+                "no OAuth here: this server takes static tokens or none\n",
+            ),
+        },
+        MCP_PATH => {
+            if front.draining.load(Ordering::Relaxed) {
+                return Ok(respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &[(header::RETRY_AFTER, "1")],
+                    "shutting down\n",
+                ));
+            }
+            let caller = match front.authenticate(&request) {
+                Ok(caller) => caller,
+                Err(refused) => return Ok(*refused),
+            };
+            let client = match caller.tenant() {
+                Some(tenant) => format!("tenant:{}", tenant.name),
+                None => format!("peer:{}", peer.ip()),
+            };
+            let Some(_place) = front
+                .per_client
+                .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
+            else {
+                front.metrics.refused(Refusal::TooManyRequests);
+                return Ok(respond(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &[(header::RETRY_AFTER, "1")],
+                    "too many requests in flight for this client\n",
+                ));
+            };
+            // The body, read to its limit here, so a too-large one is refused before MCP and
+            // a call's tool is known for the scope check.
+            let (mut parts, body) = request.into_parts();
+            let collected = tokio::time::timeout(
+                BODY_READ_TIMEOUT,
+                http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES).collect(),
+            )
+            .await;
+            let Ok(collected) = collected else {
+                return Ok(respond(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &[(header::CONNECTION, "close")],
+                    "the request body did not arrive in time\n",
+                ));
+            };
+            let body = match collected {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) => {
+                    if error.is::<http_body_util::LengthLimitError>() {
+                        front.metrics.refused(Refusal::BodyTooLarge);
+                        return Ok(respond(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            &[],
+                            &format!(
+                                "a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"
+                            ),
+                        ));
+                    }
+                    return Ok(respond(
+                        StatusCode::BAD_REQUEST,
+                        &[],
+                        "the request body was cut off\n",
+                    ));
+                }
+            };
+            let scoped = match (&front.auth, &caller) {
+                (Auth::OAuth(oauth), Caller::OAuth(principal)) => Some((oauth, principal)),
+                _ => None,
+            };
+            let peeked = if scoped.is_some()
+                || body
+                    .windows(CANCEL_MARKER.len())
+                    .any(|window| window == CANCEL_MARKER)
+            {
+                peek(&body)
+            } else {
+                Peeked::default()
+            };
+            if let Some((oauth, principal)) = scoped {
+                let lacking = std::iter::once(None)
+                    .chain(peeked.called.iter().map(|tool| Some(tool.as_str())))
+                    .find_map(|tool| oauth.missing_scope(principal, tool));
+                if let Some(scope) = lacking {
+                    return Ok(respond(
+                        StatusCode::FORBIDDEN,
+                        &[(
+                            header::WWW_AUTHENTICATE,
+                            &format!(
+                                r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
+                                oauth.metadata_url()
+                            ),
+                        )],
+                        &format!("this call needs the scope {scope:?}\n"),
+                    ));
+                }
+            }
+            parts.extensions.insert(ClientKey(client.clone()));
+            if let Some(tenant) = caller.tenant() {
+                parts.extensions.insert(Arc::clone(tenant));
+            }
+            let request = Request::from_parts(parts, Full::new(body));
+            let mut mcp = front.mcp.clone();
+            let response = match tower_service::Service::call(&mut mcp, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
+            // names: the front stops that call, if it is this client's, and only once rmcp
+            // has accepted the request (its media type, its headers, one message, not a
+            // batch): a request refused for any reason has no effect.
+            if response.status().is_success() {
+                for request in peeked.cancelled {
+                    let key = CallKey {
+                        client: Some(ClientKey(client.clone())),
+                        request,
+                    };
+                    front.running.stop(&key);
+                }
+            }
+            response
+        }
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            &[],
+            "not found: MCP is served at /mcp; /healthz, /readyz and /metrics report on it\n",
+        ),
+    })
+}
+
+/// Serve `runtime` over Streamable HTTP as `options` say, until SIGTERM or SIGINT.
+pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> {
+    check_exposure(
+        options.addr,
+        options.tokens.is_some() || options.oauth.is_some(),
+        !options.allowed_hosts.is_empty(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let mut runtime = runtime;
+    let auth = match (&options.tokens, &options.oauth) {
+        (Some(_), Some(_)) => anyhow::bail!("give --tokens or --oauth, not both"),
+        (Some(path), None) => {
+            Auth::Tokens(Tokens::load(path, &mut runtime).map_err(anyhow::Error::msg)?)
+        }
+        (None, Some(path)) => Auth::OAuth(Arc::new(
+            OAuth::load(path, &mut runtime).map_err(anyhow::Error::msg)?,
+        )),
+        (None, None) => Auth::None,
+    };
+    let metrics_token = match &options.metrics_token {
+        Some(path) => Some(MetricsToken::load(path, &mut runtime).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let runtime = Arc::new(runtime);
+    let executor = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("toolcell-http")
+        .enable_time()
+        .enable_io()
+        .build()
+        .context("starting the server's async runtime")?;
+    let served = executor.block_on(serve_http_on(
+        Arc::clone(&runtime),
+        auth,
+        metrics_token,
+        options,
+    ));
+    executor.shutdown_timeout(crate::SHUTDOWN_GRACE);
+    // As in `serve`: the runtime's own tokio runtime is dropped outside async code.
+    drop(runtime);
+    served
+}
+
+async fn serve_http_on(
+    runtime: Arc<Runtime>,
+    auth: Auth,
+    metrics_token: Option<MetricsToken>,
+    options: HttpOptions,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let running = Arc::new(Running::default());
+    let sessions_end = CancellationToken::new();
+    let hosts = if options.allowed_hosts.is_empty() {
+        vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ]
+    } else {
+        options.allowed_hosts.clone()
+    };
+    let origins = if options.allowed_origins.is_empty() {
+        vec![
+            "http://localhost:*".to_owned(),
+            "http://127.0.0.1:*".to_owned(),
+            "http://[::1]:*".to_owned(),
+        ]
+    } else {
+        options.allowed_origins.clone()
+    };
+    let guard = Guard::new(&hosts, &origins).map_err(anyhow::Error::msg)?;
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        // No sessions, in either era: toolcell keeps no state between requests, and a session
+        // would be memory a client can make the server hold (rmcp keeps each for minutes, with
+        // no bound on how many), a stream it can keep open, and an id another tenant could
+        // reuse. A 2025-11-25 client still shakes hands; each of its requests stands alone.
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_cancellation_token(sessions_end.clone());
+    let server =
+        McpServer::new(Arc::clone(&runtime)).for_http(Arc::clone(&metrics), Arc::clone(&running));
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let front = Arc::new(Front {
+        runtime,
+        mcp,
+        auth,
+        metrics,
+        per_client: Counts::default(),
+        draining: AtomicBool::new(false),
+        guard,
+        metrics_token,
+        running: Arc::clone(&running),
+    });
+
+    // A key set from a URL is fetched again now and then, for as long as the server runs.
+    if let Auth::OAuth(oauth) = &front.auth
+        && let Some((_, every)) = oauth.jwks_url()
+    {
+        let oauth = Arc::clone(oauth);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                match oauth.refresh_keys().await {
+                    Ok(count) => tracing::debug!(count, "the OAuth key set was fetched again"),
+                    Err(why) => tracing::warn!("{why}"),
+                }
+            }
+        });
+    }
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("listening on {}", options.addr))?;
+    let local = listener.local_addr().context("the listening address")?;
+    // How a supervisor or a test learns the port when 0 was asked for.
+    eprintln!("toolcell: serving MCP at http://{local}{MCP_PATH}");
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_peer: Counts<IpAddr> = Counts::default();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors, or a connection reset before it was accepted: the
+                    // listener itself is fine. Pause so a persistent error does not spin.
+                    tracing::warn!(%error, "accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let Some(peer_place) = per_peer.enter(peer.ip(), MAX_CONNECTIONS_PER_PEER) else {
+            drop(stream);
+            continue;
+        };
+        let front = Arc::clone(&front);
+        let service =
+            hyper::service::service_fn(move |request| route(Arc::clone(&front), peer, request));
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an HTTP connection ended with an error");
+            }
+            drop(peer_place);
+            drop(permit);
+        });
+    }
+
+    // Draining: accept nothing more, finish what runs.
+    front.draining.store(true, Ordering::Relaxed);
+    drop(listener);
+    eprintln!(
+        "toolcell: shutting down: {} call(s) in flight, {} s to finish",
+        running.count(),
+        options.grace.as_secs_f64()
+    );
+    let connections_done = graceful.shutdown();
+    tokio::pin!(connections_done);
+    let finished = tokio::time::timeout(options.grace, running.until_idle()).await;
+    if finished.is_err() {
+        // Past the grace period: stop what still runs; each call answers `cancelled`.
+        running.stop_all();
+        let _ = tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, running.until_idle()).await;
+    }
+    // Every call has answered. A connection closes once its answer is written; what stays
+    // open after that is a legacy session's event stream, which ends when the sessions do.
+    // (Ending the sessions first would race the answers: rmcp drops an answer not yet
+    // handed over when its server's token is cancelled.)
+    if tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, &mut connections_done)
+        .await
+        .is_err()
+    {
+        sessions_end.cancel();
+        if tokio::time::timeout(CANCELLED_ANSWER_TIMEOUT, &mut connections_done)
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections still open at exit");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancellation_stops_only_the_calls_of_its_own_client() {
+        let running = Arc::new(Running::default());
+        let key = |client: &str, request: &str| CallKey {
+            client: Some(ClientKey(client.to_owned())),
+            request: request.to_owned(),
+        };
+        let (a, b) = (StopToken::new(), StopToken::new());
+        let _a = running.enter(key("tenant:a", "7"), a.clone());
+        let _b = running.enter(key("tenant:b", "7"), b.clone());
+        assert_eq!(running.stop(&key("tenant:c", "7")), 0);
+        assert_eq!(running.stop(&key("tenant:a", "8")), 0);
+        assert!(!a.is_stopped() && !b.is_stopped());
+        assert_eq!(running.stop(&key("tenant:b", "7")), 1);
+        assert!(!a.is_stopped() && b.is_stopped());
+        assert_eq!(
+            peek(br#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"method":"notifications/cancelled","params":{"requestId":"x"}},{"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"echo"}}}]"#),
+            Peeked {
+                called: vec!["call_tool".to_owned(), "echo".to_owned()],
+                cancelled: vec!["7".to_owned(), "x".to_owned()],
+            }
+        );
+    }
+
+    #[test]
+    fn only_loopback_may_go_without_authentication() {
+        for addr in [
+            "127.0.0.1:0",
+            "127.8.9.10:80",
+            "[::1]:0",
+            "[::ffff:127.0.0.1]:0",
+        ] {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            assert_eq!(check_exposure(addr, false, false), Ok(()), "{addr}");
+        }
+        for addr in ["0.0.0.0:8080", "[::]:0", "10.0.0.1:80", "192.168.1.2:0"] {
+            let addr: SocketAddr = addr.parse().expect("an address");
+            let refused = check_exposure(addr, false, true).expect_err("refused");
+            assert!(
+                refused.contains("without authentication"),
+                "{addr}: {refused}"
+            );
+            let refused = check_exposure(addr, true, false).expect_err("refused");
+            assert!(refused.contains("--allow-host"), "{addr}: {refused}");
+            assert_eq!(check_exposure(addr, true, true), Ok(()), "{addr}");
+        }
+    }
+}

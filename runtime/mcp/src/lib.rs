@@ -1,0 +1,298 @@
+//! `toolcell serve`: the same pipeline, served to any MCP client over stdio, or over
+//! Streamable HTTP to many clients and tenants ([`http`]).
+//!
+//! Built on `rmcp`, which speaks both eras of the protocol: the `initialize` handshake
+//! (2025-11-25 and earlier) and the stateless 2026-07-28 protocol (`server/discover`,
+//! per-request `_meta`). What is ours:
+//!
+//! - `tools/list` is the registry's core schemas (core tools, then `find_tool`, then
+//!   `call_tool`), in that fixed order, annotated from each tool's flags;
+//! - `tools/call` enters [`Runtime::run`] in the runtime's default context (over HTTP with
+//!   tokens, the tenant's: [`auth`]), like every other front end; wasm and native tools alike. A tool's
+//!   failure, a denial, a deadline or arguments that break the schema is a result with
+//!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
+//!   own is a JSON-RPC error (-32602, invalid params);
+//! - `notifications/cancelled` stops the running instance through its [`StopToken`], and rmcp
+//!   sends no response for the cancelled request;
+//! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
+//!   to stderr;
+//! - the transport is ours ([`LineTransport`]): a `tools/call` parsed once with its arguments
+//!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
+
+#[cfg(feature = "http")]
+pub mod auth;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(feature = "http")]
+pub mod guard;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "http")]
+pub mod metrics;
+#[cfg(feature = "http")]
+pub mod oauth;
+mod transport;
+
+pub use transport::{
+    CLOSE_FLUSH_TIMEOUT, FAST_PATH_MAX_ARGUMENT_BYTES, LineTransport, MAX_IN_FLIGHT_REQUESTS,
+    MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES, RawArguments, STALLED_OUTPUT_TIMEOUT,
+};
+#[cfg(feature = "fuzzing")]
+pub(crate) use transport::{Parsed, fast_call, slow_parse};
+
+use anyhow::Context as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
+use toolcell::{Call, CallOptions, Runtime, StopToken};
+
+/// How long the server waits, once stdin has closed, for calls still running to stop.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// The MCP face of a [`Runtime`].
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Arc<Runtime>,
+    tools: Arc<Vec<Tool>>,
+    /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
+    #[cfg(feature = "http")]
+    http: Option<(Arc<metrics::Metrics>, Arc<http::Running>)>,
+}
+
+impl McpServer {
+    /// A server for `runtime`; the tool list is built once, here.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        let tools = runtime
+            .registry()
+            .core_schemas()
+            .into_iter()
+            .map(|schema| mcp_tool(&runtime, schema))
+            .collect();
+        McpServer {
+            runtime,
+            tools: Arc::new(tools),
+            #[cfg(feature = "http")]
+            http: None,
+        }
+    }
+
+    /// This server, counting its calls in `metrics` and noting them in `running`.
+    #[cfg(feature = "http")]
+    pub(crate) fn for_http(
+        mut self,
+        metrics: Arc<metrics::Metrics>,
+        running: Arc<http::Running>,
+    ) -> Self {
+        self.http = Some((metrics, running));
+        self
+    }
+}
+
+/// A schema as an MCP tool, with hints from what the tool says about itself.
+fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
+    let annotations = match runtime.info(&schema.name) {
+        Some(info) => {
+            let network = info.uses_network();
+            Some(
+                ToolAnnotations::new()
+                    .read_only(info.read_only)
+                    .destructive(!info.read_only)
+                    .idempotent(info.read_only)
+                    .open_world(network),
+            )
+        }
+        // The loop's own search only reads the registry.
+        None if schema.name == FIND_TOOL => Some(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        // call_tool is whatever the tool it calls is.
+        None => None,
+    };
+    let parameters = match schema.parameters {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    let tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
+    match annotations {
+        Some(annotations) => tool.with_annotations(annotations),
+        None => tool,
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult {
+            tools: self.tools.as_ref().clone(),
+            ..ListToolsResult::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
+            return Err(McpError::invalid_params(
+                format!("no tool named {name:?}; use {FIND_TOOL} to search for one"),
+                None,
+            ));
+        }
+        // The fast path kept the arguments as the text they came in (parsed once, by the
+        // pipeline); a call rmcp parsed has them as a map.
+        let arguments: std::borrow::Cow<'_, str> = match context.extensions.get::<RawArguments>() {
+            Some(raw) => raw.0.as_ref().into(),
+            None => Value::Object(request.arguments.unwrap_or_default())
+                .to_string()
+                .into(),
+        };
+        let id = context.id.to_string();
+        let stop = StopToken::new();
+        let options = CallOptions {
+            stop: Some(stop.clone()),
+            ..CallOptions::default()
+        };
+        // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
+        // the runtime's default context.
+        #[cfg(feature = "http")]
+        let tenant = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
+            .cloned();
+        #[cfg(feature = "http")]
+        let call_context = match &tenant {
+            Some(tenant) => &tenant.context,
+            None => self.runtime.default_context(),
+        };
+        #[cfg(not(feature = "http"))]
+        let call_context = self.runtime.default_context();
+        #[cfg(feature = "http")]
+        let started = std::time::Instant::now();
+        #[cfg(feature = "http")]
+        let _running = self.http.as_ref().map(|(_, running)| {
+            let client = context
+                .extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+                .cloned();
+            let key = http::CallKey {
+                client,
+                request: id.clone(),
+            };
+            running.enter(key, stop.clone())
+        });
+        // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
+        // own per request; a pointer is cheaper to move than kilobytes of state.
+        let call = Call::new(id, name, arguments.into_owned())
+            .in_context(call_context.clone())
+            .with_options(options);
+        let mut call = Box::pin(async { self.runtime.run(&call).await });
+        let report = tokio::select! {
+            report = &mut call => report,
+            () = context.ct.cancelled() => {
+                // The client gave up on the call: stop its instance and let it answer (rmcp
+                // sends nothing for a cancelled request).
+                stop.stop();
+                call.await
+            }
+        };
+        #[cfg(feature = "http")]
+        if let Some((metrics, _)) = &self.http {
+            metrics.call(
+                &self.runtime,
+                &report.tool,
+                &report.response,
+                started.elapsed(),
+            );
+        }
+        let response = report.response;
+        let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
+        let result = if response.is_error() {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serve `runtime` over stdin and stdout until stdin closes.
+pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
+    let runtime = Arc::new(runtime);
+    let executor = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("toolcell-mcp")
+        .enable_time()
+        .enable_io()
+        .build()
+        .context("starting the server's async runtime")?;
+    let served = executor.block_on(async {
+        // Pipes (how MCP clients start a server) are read and written from the reactor, with
+        // no hand-off to a blocking thread per message; a terminal or a file falls back to
+        // tokio's blocking stdio. Must be made inside the runtime.
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        serve_on(Arc::clone(&runtime), stdin, stdout).await
+    });
+    // Calls still running once the session has ended (rmcp cancelled them) have this long to
+    // stop; then their tasks are dropped.
+    executor.shutdown_timeout(SHUTDOWN_GRACE);
+    // The runtime owns a tokio runtime of its own (the blocking pool validation uses, and the
+    // executor of synchronous callers), which must be dropped outside async code: here, after
+    // the server's runtime is gone. Calls run on the server's runtime, never hopping to it.
+    drop(runtime);
+    served
+}
+
+/// Serve `runtime` to one MCP client over `input` and `output` (any byte streams: pipes, a
+/// socket, an in-memory duplex) until `input` closes, with toolcell's [`LineTransport`]. For
+/// an embedder whose runtime holds its own native tools, and for tests.
+pub async fn serve_on<R, W>(runtime: Arc<Runtime>, input: R, output: W) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let service = McpServer::new(runtime)
+        .serve(LineTransport::new(input, output))
+        .await
+        .context("starting the MCP session")?;
+    service.waiting().await.context("serving MCP")?;
+    Ok(())
+}
+
+/// `bytes` as lowercase hex.
+#[cfg(feature = "http")]
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// `N` bytes from the operating system's random source.
+#[cfg(feature = "http")]
+pub(crate) fn random<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;
+    Ok(bytes)
+}

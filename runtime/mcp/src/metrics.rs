@@ -1,0 +1,162 @@
+//! What an HTTP server has done, for Prometheus (`GET /metrics`, text format 0.0.4).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `toolcell_calls_total` | counter | `tool`, `outcome` (`result`, `failed`, `denied`, `timed_out`, `cancelled`) |
+//! | `toolcell_call_duration_seconds` | histogram | `tool` |
+//! | `toolcell_denials_total` | counter | `tool` |
+//! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`) |
+//! | `toolcell_slots_in_use` | gauge | |
+//!
+//! A `tool` label is a registered tool's name, `find_tool`, or `unknown`: a caller cannot make
+//! up label values, so the number of series is bounded by the registry.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+use toolcell::{Runtime, ToolResponse};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// Why the HTTP front refused a request before it reached MCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No token, or one the server does not know.
+    Unauthenticated,
+    /// The client already had as many requests in flight as it may.
+    TooManyRequests,
+    /// The body was longer than the server reads.
+    BodyTooLarge,
+    /// The target, `Host` or `Origin` was malformed or not allowed (a forged request).
+    ForeignRequest,
+}
+
+/// The server's metrics.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: Family<ToolLabel, Histogram>,
+    denials: Family<ToolLabel, Counter>,
+    refusals: Family<ReasonLabel, Counter>,
+    slots: Gauge,
+}
+
+/// The histogram's buckets: 50 µs (a Rust tool's fresh instance) to about 13 s (past the
+/// default deadline), in steps of 4.
+fn buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.000_05, 4.0, 10)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let calls = Family::<CallLabels, Counter>::default();
+        let durations =
+            Family::<ToolLabel, Histogram>::new_with_constructor(|| Histogram::new(buckets()));
+        let denials = Family::<ToolLabel, Counter>::default();
+        let refusals = Family::<ReasonLabel, Counter>::default();
+        let slots = Gauge::default();
+        let mut registry = Registry::default();
+        registry.register(
+            "toolcell_calls",
+            "Calls answered, by tool and outcome",
+            calls.clone(),
+        );
+        registry.register(
+            "toolcell_call_duration_seconds",
+            "How long calls took, from request to answer",
+            durations.clone(),
+        );
+        registry.register(
+            "toolcell_denials",
+            "Calls the gate or the tool denied",
+            denials.clone(),
+        );
+        registry.register(
+            "toolcell_http_refusals",
+            "HTTP requests refused before MCP, by reason",
+            refusals.clone(),
+        );
+        registry.register(
+            "toolcell_slots_in_use",
+            "Calls holding an instance slot or running now",
+            slots.clone(),
+        );
+        Metrics {
+            registry,
+            calls,
+            durations,
+            denials,
+            refusals,
+            slots,
+        }
+    }
+}
+
+impl Metrics {
+    /// Count one answered call to `tool` (as the model named it) that took `took`.
+    pub fn call(&self, runtime: &Runtime, tool: &str, response: &ToolResponse, took: Duration) {
+        let tool =
+            if tool == toolcell::registry::FIND_TOOL || runtime.registry().get(tool).is_some() {
+                tool.to_owned()
+            } else {
+                "unknown".to_owned()
+            };
+        let outcome = match response {
+            ToolResponse::Result { .. } => "result",
+            ToolResponse::Failed { .. } => "failed",
+            ToolResponse::Denied { .. } => "denied",
+            ToolResponse::TimedOut { .. } => "timed_out",
+            ToolResponse::Cancelled => "cancelled",
+        };
+        if outcome == "denied" {
+            self.denials
+                .get_or_create(&ToolLabel { tool: tool.clone() })
+                .inc();
+        }
+        self.durations
+            .get_or_create(&ToolLabel { tool: tool.clone() })
+            .observe(took.as_secs_f64());
+        self.calls
+            .get_or_create(&CallLabels { tool, outcome })
+            .inc();
+    }
+
+    /// Count one request refused before MCP.
+    pub fn refused(&self, why: Refusal) {
+        let reason = match why {
+            Refusal::Unauthenticated => "unauthenticated",
+            Refusal::TooManyRequests => "too_many_requests",
+            Refusal::BodyTooLarge => "body_too_large",
+            Refusal::ForeignRequest => "foreign_request",
+        };
+        self.refusals.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// The metrics in Prometheus's text format, with the slots in use read now.
+    pub fn render(&self, runtime: &Runtime) -> String {
+        self.slots
+            .set(i64::try_from(runtime.calls_in_flight()).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

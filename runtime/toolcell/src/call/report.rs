@@ -1,0 +1,104 @@
+//! What became of one call: seed 002's per-call record, the gate's decision and grants, and
+//! what the guest wrote on the side. Every executor fills one; the pipeline adds who called.
+
+use crate::call::proto::ToolResponse;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What became of one call, with what the guest wrote on the side: seed 002's per-call
+/// record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallReport {
+    /// The caller's id for the call.
+    pub call_id: String,
+    /// The tool that ran (`echo` for a `call_tool` that called `echo`); for a call the loop
+    /// answered itself (`find_tool`, a refused `call_tool`), the name as called.
+    pub tool: String,
+    /// The loop's tool the call came through (`call_tool`), if it did.
+    pub via: Option<String>,
+    /// The agent that made the call.
+    pub agent: String,
+    /// The workspace the call worked in, if it had one.
+    pub workspace: Option<std::path::PathBuf>,
+    /// What the gate decided, if the call reached it.
+    pub gate: GateDecision,
+    /// The response the caller acts on.
+    pub response: ToolResponse,
+    /// The guest's stdout: diagnostics, never the result and never the host's stdout.
+    pub stdout: Captured,
+    /// The guest's stderr.
+    pub stderr: Captured,
+    /// Wall-clock time from the start of instantiation to the answer.
+    pub elapsed: Duration,
+    /// The capabilities the gate granted the call, and why (empty when it needed none, or was
+    /// denied).
+    pub granted: Vec<Granted>,
+}
+
+impl CallReport {
+    /// A response the host gave without running a guest: nothing captured, no time taken.
+    pub fn host_answer(response: ToolResponse) -> CallReport {
+        CallReport {
+            call_id: String::new(),
+            tool: String::new(),
+            via: None,
+            agent: String::new(),
+            workspace: None,
+            gate: GateDecision::NotReached,
+            response,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            elapsed: Duration::ZERO,
+            granted: Vec::new(),
+        }
+    }
+}
+
+/// Why a capability was granted to a call, as the audit record tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantedBy {
+    /// The policy allows it.
+    Policy,
+    /// The policy gates it, and an "always" rule a person saved earlier covers it.
+    SavedRule,
+    /// The policy gates it, and a person approved this call.
+    PersonOnce,
+    /// The policy gates it, and a person approved it and calls like it from now on.
+    PersonAlways,
+}
+
+/// One capability a call was granted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Granted {
+    /// The capability, as the policy names it (`filesystem.write`).
+    pub capability: String,
+    /// The resource (a path relative to the workspace, a variable name, `scheme://host:port`;
+    /// empty for the clock).
+    pub resource: String,
+    /// Who or what granted it.
+    pub by: GrantedBy,
+}
+
+/// What the gate decided for one call, as its report and audit record tell it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateDecision {
+    /// The call never reached the gate: the loop answered it (`find_tool`), or its arguments
+    /// were refused first.
+    #[default]
+    NotReached,
+    /// The gate let the call run, with the grants the report lists.
+    Allow,
+    /// The gate refused the call: nothing ran.
+    Deny,
+}
+
+/// What a guest wrote to one of its output streams, up to the capture limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Captured {
+    /// The bytes kept, as text (invalid UTF-8 replaced).
+    pub text: String,
+    /// True when the guest wrote more than was kept.
+    pub truncated: bool,
+}

@@ -1,0 +1,109 @@
+//! The file checks of a grant: what a policy's [`FileRules`] decide about one path in one
+//! workspace (protected from writing, denied reading, too large to read).
+
+use crate::gate::workspace::Workspace;
+use crate::policy::files::{ALWAYS_PROTECTED, FileRules};
+use crate::tool::info::CapabilityKind;
+use std::path::{Component, Path};
+
+impl FileRules {
+    /// Whether `kind` may be granted on `path` (canonical, relative to the workspace; a
+    /// directory when `is_dir`), or why not.
+    ///
+    /// A write grant is checked against the read rules too: the file it hands over can be
+    /// read through it.
+    pub(crate) fn check(
+        &self,
+        workspace: &Workspace,
+        kind: CapabilityKind,
+        path: &Path,
+        is_dir: bool,
+    ) -> Result<(), String> {
+        match kind {
+            CapabilityKind::FilesystemWrite => {
+                self.check_write(workspace, path, is_dir)?;
+                self.check_read(workspace, path, is_dir)
+            }
+            CapabilityKind::FilesystemRead => self.check_read(workspace, path, is_dir),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_write(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
+        if is_dir {
+            // A directory may hold a repository, saved rules or the policy anywhere below it,
+            // now or later: directories are granted for reading only. Grant files.
+            return Err(
+                "a directory is never granted for writing (a tool may write the files it names)"
+                    .to_owned(),
+            );
+        }
+        // `.git` and `.toolcell` anywhere: a nested repository's hooks run as surely as the
+        // top one's. Compared ignoring case, for file systems that do.
+        for part in path.components() {
+            if let Component::Normal(part) = part
+                && let Some(name) = ALWAYS_PROTECTED
+                    .iter()
+                    .find(|name| part.to_string_lossy().eq_ignore_ascii_case(name))
+            {
+                return Err(format!("{name} is protected: no tool may write in it"));
+            }
+        }
+        // The policy's own list, resolved in this workspace as the path was (so a link to a
+        // protected directory, or `./deploy` for `deploy`, is the same path).
+        for protected in &self.protected {
+            let canonical = crate::gate::resolve(workspace, &protected.to_string_lossy())
+                .map(|resolved| resolved.path)
+                .unwrap_or_else(|_| protected.clone());
+            if path.starts_with(&canonical) || path.starts_with(protected) {
+                return Err(format!(
+                    "{} is protected (the policy's [files] protected): no tool may write it",
+                    protected.display()
+                ));
+            }
+        }
+        self.check_protected_files(workspace, CapabilityKind::FilesystemWrite, path)
+    }
+
+    /// Whether `kind` on `path` leaves the files this runtime protects by name (its policy,
+    /// audit and tokens files) alone: what holds whatever policy a call runs under.
+    pub(crate) fn check_protected_files(
+        &self,
+        workspace: &Workspace,
+        kind: CapabilityKind,
+        path: &Path,
+    ) -> Result<(), String> {
+        if kind == CapabilityKind::FilesystemWrite
+            && self
+                .protected_files
+                .iter()
+                .any(|file| workspace.root().join(path) == *file)
+        {
+            return Err(
+                "it is a policy, audit or tokens file of this server: no tool may write it"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    fn check_read(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
+        if let Some((part, pattern)) = self.deny_read.part_matching(path) {
+            return Err(format!(
+                "{part} matches {pattern:?}, which no tool may read (the policy's [files] \
+                 deny_read)"
+            ));
+        }
+        if let Some(max) = self.max_read_bytes
+            && !is_dir
+            && let Ok(meta) = workspace.dir.metadata(path)
+            && meta.len() > max
+        {
+            return Err(format!(
+                "it is {} bytes; the policy lets a tool read at most {max}",
+                meta.len()
+            ));
+        }
+        Ok(())
+    }
+}

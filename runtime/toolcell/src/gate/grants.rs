@@ -1,0 +1,54 @@
+//! What the gate hands a call: [`Grants`], exactly the authority decided, nothing wider. The
+//! wasm executor turns them into a WASI context (`wasm/sandbox.rs`); a native tool gets them as
+//! handles in its context.
+
+use crate::policy::HostPattern;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the wall clock reads for a call not granted the clock: the Unix epoch,
+/// 1970-01-01T00:00:00Z, so a tool that shows it shows plainly that it was not given the time.
+pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
+
+/// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
+#[derive(Debug, Default)]
+pub struct Grants {
+    /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
+    pub clock: bool,
+    /// Environment variables, by name, with their values.
+    pub env: Vec<(String, String)>,
+    /// Directories the guest may open.
+    pub preopens: Vec<Preopen>,
+    /// The hosts its `wasi:http` requests may reach (none: every request is denied).
+    pub network: Arc<Vec<HostPattern>>,
+    /// The staging directories of granted files (`staging.rs`): what the call writes there is
+    /// carried over after it, and they are removed when the last clone of these grants goes.
+    pub(crate) staged: Vec<Arc<crate::gate::staging::Staging>>,
+    /// Staging directories decided but not yet filled (`gate::finish_staging`), by the
+    /// directory path the guest knows.
+    pub(crate) pending: Vec<(String, crate::gate::staging::Staging)>,
+    /// The names a wasm guest never sees inside its preopens (`guest_fs.rs`): the deny-read
+    /// list of the rules the gate decided by ([`DEFAULT_DENY_READ`] by default).
+    ///
+    /// [`DEFAULT_DENY_READ`]: crate::policy::files::DEFAULT_DENY_READ
+    pub(crate) deny_read: crate::policy::files::DenyRead,
+}
+
+/// One directory a call may open: a directory the gate opened inside the workspace, the path
+/// the guest knows it by, and whether it may write.
+#[derive(Debug, Clone)]
+pub struct Preopen {
+    pub(crate) dir: Arc<cap_std::fs::Dir>,
+    /// The path the guest opens it by (relative to the workspace, `.` for the workspace).
+    pub guest: String,
+    /// Read-write when true, read-only otherwise.
+    pub writable: bool,
+}
+
+impl Preopen {
+    /// The path wasmtime opens for this preopen: the open directory itself, on Linux.
+    pub(crate) fn host_path(&self) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd as _;
+        std::path::PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+}

@@ -1,0 +1,828 @@
+//! The access gate: what one call is granted, decided before anything is instantiated.
+//!
+//! For each capability a tool declares, the gate resolves the resource from the call's
+//! arguments (the capability's JSON pointer), asks the policy, and returns either the grants
+//! that call holds or a typed denial:
+//!
+//! - a path is contained by the host: a relative path starts from the call's working
+//!   directory, `..` is refused, an absolute path must lie in the call's workspace, and the
+//!   path is canonicalized through `cap-std` relative to the workspace
+//!   directory, so a symlink that leads out is refused, never followed. The argument the tool
+//!   receives is rewritten to that canonical path, so the tool opens exactly what was checked;
+//! - `Allow` grants; `Deny`, or no rule at all, denies; `Gated` grants if an "always" rule
+//!   saved in the call's workspace covers the resource or a person approves, and otherwise (headless) denies with
+//!   [`DenyReason::ApprovalRequired`];
+//! - the grant is exactly the resource decided: a directory that a path names is preopened
+//!   itself; a file is handed over alone, in a private staging directory (`staging.rs`), never
+//!   with its siblings; read-only for reads, read-write for writes;
+//! - paths no tool may write (`.git`, `.toolcell`, the policy and audit files, the policy's
+//!   own list) and files no tool may read (`.env*`, private keys, the policy's list; larger
+//!   than the policy's maximum) are refused whatever the rules say (`files.rs`); the grants
+//!   carry that deny-read list, so inside a granted directory those files are not there for
+//!   a wasm guest (`guest_fs.rs`).
+//!
+//! The gate decides for every tool alike, wasm or native: executors receive its grants and
+//! never decide anything themselves.
+//!
+//! The clock is the one capability that degrades instead of denying: a tool not granted it
+//! runs with the fixed wall clock. A `network` capability names a URL; the policy's hosts must
+//! cover it, and the call's `wasi:http` requests may then reach those hosts only (`net.rs`).
+
+use crate::call::report::Granted;
+use crate::call::report::GrantedBy;
+mod files;
+pub(crate) mod grants;
+pub(crate) mod staging;
+pub(crate) mod workspace;
+
+use crate::call::proto::DenyReason;
+use crate::gate::grants::{Grants, Preopen};
+use crate::gate::staging::Staging;
+use crate::gate::workspace::Workspace;
+use crate::policy::HostPattern;
+use crate::policy::files::FileRules;
+use crate::policy::{Access, Rule, ToolPolicy};
+use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
+use cap_std::fs::Dir;
+use serde_json::Value;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Approve this call.
+    Once,
+    /// Approve this call, and calls like it in this workspace from now on.
+    Always,
+    /// Deny this call.
+    Deny,
+}
+
+/// What a gated call asks a person: exactly what they need to decide, and no secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    /// The agent whose call asks.
+    pub agent: String,
+    /// The workspace the call works in, if it has one.
+    pub workspace: Option<PathBuf>,
+    /// The tool.
+    pub tool: String,
+    /// The capability, as the policy names it (`filesystem.write`).
+    pub capability: String,
+    /// The resource, as the workspace sees it (a path relative to it, a variable name).
+    pub resource: String,
+}
+
+/// Asks a person. The CLI's terminal prompt is one; a headless run has none.
+pub trait Approver: Send + Sync + std::fmt::Debug {
+    /// One combined prompt with exactly three answers.
+    fn approve(&self, request: &ApprovalRequest) -> Approval;
+}
+
+/// A path the gate resolved inside the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    /// Canonical, relative to the workspace ("" for the workspace itself).
+    pub(crate) path: PathBuf,
+    /// The directory to preopen: the path if it is a directory, else its parent.
+    pub(crate) dir: PathBuf,
+}
+
+/// The name a capability has in policies and prompts.
+pub fn capability_name(kind: CapabilityKind) -> &'static str {
+    match kind {
+        CapabilityKind::FilesystemRead => "filesystem.read",
+        CapabilityKind::FilesystemWrite => "filesystem.write",
+        CapabilityKind::Network => "network",
+        CapabilityKind::Env => "env",
+        CapabilityKind::Clock => "clock",
+    }
+}
+
+/// Where one call's paths resolve: its workspace (none: no file system at all) and its working
+/// directory inside it.
+pub(crate) struct Scope<'a> {
+    /// The agent whose call it is (what an approval request names).
+    pub(crate) agent: &'a str,
+    pub(crate) workspace: Option<&'a Workspace>,
+    /// Relative to the workspace, already checked to lie inside it ("" for its root).
+    pub(crate) cwd: &'a Path,
+    /// The rules on files of the call's own policy, if its context has one (else the
+    /// runtime's). The files the runtime protects by name are protected either way.
+    pub(crate) files: Option<&'a FileRules>,
+}
+
+/// The access gate of one runtime: the same for every workspace, and, if a person can be
+/// asked, its approver. Saved rules live with each workspace.
+pub(crate) struct Gate {
+    approver: Option<Arc<dyn Approver>>,
+    files: FileRules,
+}
+
+/// Put the files of `grants`' pending staging directories in place and hand the directories
+/// over as preopens. The pipeline calls this once it holds the call's write locks, so what is
+/// staged is what the call will see.
+pub(crate) fn finish_staging(grants: &mut Grants) -> Result<(), Refusal> {
+    for (guest, mut staging) in std::mem::take(&mut grants.pending) {
+        staging.finish().map_err(|error| {
+            open_failed(
+                CapabilityKind::FilesystemRead,
+                &guest,
+                "cannot stage its files",
+                &error,
+            )
+        })?;
+        if grants.preopens.iter().any(|preopen| preopen.guest == guest) {
+            // A directory grant of the same directory already holds these files.
+            continue;
+        }
+        grants.preopens.push(Preopen {
+            dir: Arc::clone(&staging.dir),
+            guest,
+            writable: staging.writable(),
+        });
+        grants.staged.push(Arc::new(staging));
+    }
+    Ok(())
+}
+
+/// What one filesystem capability grants: a directory, or one file (staged).
+enum FsGrant {
+    Dir(Preopen),
+    File {
+        /// The directory holding it, as the guest knows it.
+        guest: String,
+        /// That directory, opened (contained) in the workspace.
+        dir: Dir,
+        name: std::ffi::OsString,
+        writable: bool,
+    },
+}
+
+impl Gate {
+    pub(crate) fn new(approver: Option<Arc<dyn Approver>>, files: FileRules) -> Gate {
+        Gate { approver, files }
+    }
+
+    /// Protect the file at `path` from every tool's writes.
+    pub(crate) fn protect(&mut self, path: &Path) {
+        self.files = std::mem::take(&mut self.files).protecting(path);
+    }
+
+    /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
+    /// not run. May rewrite path arguments in `arguments` to the canonical paths (relative to
+    /// the workspace) that were checked.
+    pub(crate) fn decide(
+        &self,
+        tool: &str,
+        info: &ToolInfo,
+        policy: &ToolPolicy,
+        scope: &Scope<'_>,
+        arguments: &mut Value,
+    ) -> Result<(Grants, Vec<Granted>), Refusal> {
+        let mut grants = Grants::default();
+        let mut granted = Vec::new();
+        // Staging directories for granted files, by the directory path the guest knows.
+        let mut staged: Vec<(String, Staging)> = Vec::new();
+        let mut record = |kind, resource: &str, by| {
+            granted.push(Granted {
+                capability: capability_name(kind).to_owned(),
+                resource: resource.to_owned(),
+                by,
+            });
+        };
+        for capability in &info.capabilities {
+            let kind = capability.kind;
+            let rule = policy.rule(kind);
+            match kind {
+                CapabilityKind::Clock => {
+                    grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
+                    if grants.clock {
+                        record(kind, "", GrantedBy::Policy);
+                    }
+                }
+                CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
+                    let (grant, shown, by) =
+                        self.filesystem(tool, kind, &capability.target, rule, scope, arguments)?;
+                    match grant {
+                        // Two capabilities on one directory share one preopen: a call holds
+                        // at most one descriptor per directory it was granted.
+                        FsGrant::Dir(preopen) => {
+                            if !grants.preopens.iter().any(|p| p.guest == preopen.guest) {
+                                grants.preopens.push(preopen);
+                            }
+                        }
+                        FsGrant::File {
+                            guest,
+                            dir,
+                            name,
+                            writable,
+                        } => {
+                            let staging = match staged.iter_mut().find(|(at, _)| *at == guest) {
+                                Some((_, staging)) => staging,
+                                None => {
+                                    let grants_dir = scope
+                                        .workspace
+                                        .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
+                                        .grants_dir()
+                                        .and_then(|grants| Staging::new(grants, dir))
+                                        .map_err(|error| {
+                                            open_failed(kind, &shown, "cannot stage it", &error)
+                                        })?;
+                                    staged.push((guest, grants_dir));
+                                    let last = staged.len() - 1;
+                                    &mut staged[last].1
+                                }
+                            };
+                            staging.add(&name, writable);
+                        }
+                    }
+                    record(kind, &shown, by);
+                }
+                CapabilityKind::Env => {
+                    let name = resource_text(&capability.target, arguments)
+                        .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
+                    let by = self.allowed(tool, kind, &name, rule, scope, |rule| {
+                        rule.vars.iter().any(|var| var == &name)
+                    })?;
+                    record(kind, &name, by);
+                    if let Ok(value) = std::env::var(&name) {
+                        grants.env.push((name, value));
+                    }
+                }
+                CapabilityKind::Network => {
+                    let url = resource_text(&capability.target, arguments)
+                        .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
+                    let (scheme, host, port) = url_destination(&url)
+                        .ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
+                    let allow_private = rule.is_some_and(|rule| rule.allow_private);
+                    let patterns: Vec<HostPattern> = rule
+                        .map(|rule| {
+                            rule.hosts
+                                .iter()
+                                .filter_map(|h| HostPattern::parse(h).ok())
+                                .map(|pattern| pattern.allowing_private(allow_private))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let destination = format!("{scheme}://{host}:{port}");
+                    let by = self.allowed(tool, kind, &destination, rule, scope, |_| {
+                        patterns.iter().any(|p| p.matches(&scheme, &host, port))
+                    })?;
+                    record(kind, &destination, by);
+                    // The policy's own allowance covers its hosts (redirects among them
+                    // included); a person's approval, or a rule saved from one, covers the
+                    // destination they saw and nothing else.
+                    grants.network = Arc::new(if by == GrantedBy::Policy {
+                        patterns
+                    } else {
+                        let bracketed = if host.contains(':') {
+                            format!("[{host}]")
+                        } else {
+                            host.clone()
+                        };
+                        HostPattern::parse(&format!("{scheme}://{bracketed}:{port}"))
+                            .map(|exact| vec![exact.allowing_private(allow_private)])
+                            .unwrap_or_default()
+                    });
+                }
+            }
+        }
+        grants.pending = staged;
+        // What the rules deny reading is not there inside the directories granted either.
+        grants.deny_read = scope.files.unwrap_or(&self.files).deny_read.clone();
+        Ok((grants, granted))
+    }
+
+    fn filesystem(
+        &self,
+        tool: &str,
+        kind: CapabilityKind,
+        target: &ResourceRef,
+        rule: Option<&Rule>,
+        scope: &Scope<'_>,
+        arguments: &mut Value,
+    ) -> Result<(FsGrant, String, GrantedBy), Refusal> {
+        let Some(workspace) = scope.workspace else {
+            return Err(refuse(kind, "", "no workspace is open").into());
+        };
+        // A path the arguments name is relative to the call's working directory, like a
+        // shell's; a fixed one, and the whole workspace, to the workspace itself.
+        let (requested, base) = match target {
+            ResourceRef::Argument(pointer) => match arguments.pointer(pointer) {
+                None | Some(Value::Null) => (".".to_owned(), scope.cwd),
+                Some(Value::String(path)) => (path.clone(), scope.cwd),
+                Some(_) => {
+                    return Err(refuse(kind, pointer, "the path argument is not a string").into());
+                }
+            },
+            ResourceRef::Fixed(path) => (path.clone(), Path::new("")),
+            ResourceRef::Whole => (".".to_owned(), Path::new("")),
+        };
+        let resolved = resolve_from(workspace, base, &requested)
+            .map_err(|why| refuse(kind, &requested, &why))?;
+        let shown = display(&resolved.path);
+        let is_dir = resolved.path == resolved.dir;
+        scope
+            .files
+            .unwrap_or(&self.files)
+            .check(workspace, kind, &resolved.path, is_dir)
+            .and_then(|()| {
+                self.files
+                    .check_protected_files(workspace, kind, &resolved.path)
+            })
+            .map_err(|why| refuse(kind, &shown, &why))?;
+        let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
+            rule.roots
+                .iter()
+                .any(|root| within_root(workspace, root, &resolved.path))
+        })?;
+        if let ResourceRef::Argument(pointer) = target
+            && let Some(slot) = arguments.pointer_mut(pointer)
+        {
+            *slot = Value::String(shown.clone());
+        }
+        let dir = open_contained_dir(workspace, &resolved.dir)
+            .map_err(|error| open_failed(kind, &shown, "cannot open its directory", &error))?;
+        let writable = kind == CapabilityKind::FilesystemWrite;
+        let guest = display(&resolved.dir);
+        let grant = match resolved.path.file_name() {
+            // A file (or a new one): just that file, in a staging directory (`staging.rs`).
+            Some(name) if !is_dir => FsGrant::File {
+                guest,
+                dir,
+                name: name.to_owned(),
+                writable,
+            },
+            // A directory: that directory.
+            _ => FsGrant::Dir(Preopen {
+                dir: Arc::new(dir),
+                guest,
+                writable,
+            }),
+        };
+        Ok((grant, shown, by))
+    }
+
+    /// Apply `rule` to one resource (`covers` says whether the rule's scope includes it): who
+    /// grants it, or why not.
+    fn allowed(
+        &self,
+        tool: &str,
+        kind: CapabilityKind,
+        resource: &str,
+        rule: Option<&Rule>,
+        scope: &Scope<'_>,
+        covers: impl Fn(&Rule) -> bool,
+    ) -> Result<GrantedBy, DenyReason> {
+        let capability = capability_name(kind);
+        let Some(rule) = rule else {
+            return Err(refuse(
+                kind,
+                resource,
+                &format!("the policy grants {tool} no {capability}"),
+            ));
+        };
+        if !covers(rule) {
+            return Err(refuse(
+                kind,
+                resource,
+                "it is outside what the policy allows",
+            ));
+        }
+        match rule.access {
+            Access::Allow => Ok(GrantedBy::Policy),
+            Access::Deny => Err(refuse(kind, resource, "the policy denies it")),
+            Access::Gated => {
+                let request = ApprovalRequest {
+                    agent: scope.agent.to_owned(),
+                    workspace: scope.workspace.map(|workspace| workspace.root().to_owned()),
+                    tool: tool.to_owned(),
+                    capability: capability.to_owned(),
+                    resource: resource.to_owned(),
+                };
+                if scope.workspace.is_some_and(|workspace| {
+                    workspace.saved_rule_covers(tool, capability, resource)
+                }) {
+                    return Ok(GrantedBy::SavedRule);
+                }
+                let Some(approver) = &self.approver else {
+                    return Err(DenyReason::ApprovalRequired {
+                        capability: request.capability,
+                        resource: request.resource,
+                    });
+                };
+                match approver.approve(&request) {
+                    Approval::Once => Ok(GrantedBy::PersonOnce),
+                    Approval::Always => {
+                        if let Some(workspace) = scope.workspace {
+                            workspace
+                                .save_rule(tool, capability, resource)
+                                .map_err(|error| {
+                                    refuse(
+                                        kind,
+                                        resource,
+                                        &format!("the rule could not be saved: {error}"),
+                                    )
+                                })?;
+                        }
+                        Ok(GrantedBy::PersonAlways)
+                    }
+                    Approval::Deny => Err(DenyReason::ByPerson {
+                        capability: request.capability,
+                        resource: request.resource,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The scheme, host and port an http(s) URL leads to.
+fn url_destination(url: &str) -> Option<(String, String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "http" { 80 } else { 443 });
+    Some((scheme, host, port))
+}
+
+/// The resource text a capability names: its argument's string value, or its fixed value.
+fn resource_text(target: &ResourceRef, arguments: &Value) -> Option<String> {
+    match target {
+        ResourceRef::Argument(pointer) => arguments.pointer(pointer)?.as_str().map(str::to_owned),
+        ResourceRef::Fixed(resource) => Some(resource.clone()),
+        ResourceRef::Whole => None,
+    }
+}
+
+/// Why the gate did not grant a call what it needs.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The decision was no.
+    Denied(DenyReason),
+    /// The decision could not be carried out: the host ran out of file descriptors opening
+    /// what was granted. Not a denial, so it is not reported as one.
+    Exhausted(String),
+}
+
+impl From<DenyReason> for Refusal {
+    fn from(reason: DenyReason) -> Refusal {
+        Refusal::Denied(reason)
+    }
+}
+
+/// A refusal for `error`, met while opening a grant of `kind` on `resource`: out of
+/// descriptors, or a denial saying what failed.
+fn open_failed(kind: CapabilityKind, resource: &str, what: &str, error: &io::Error) -> Refusal {
+    let exhausted = [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
+        .iter()
+        .any(|errno| error.raw_os_error() == Some(errno.raw_os_error()));
+    if exhausted {
+        Refusal::Exhausted(format!(
+            "the host ran out of file descriptors opening {resource}: {error}"
+        ))
+    } else {
+        Refusal::Denied(refuse(kind, resource, &format!("{what}: {error}")))
+    }
+}
+
+/// A denial of `capability` on `resource`, and why. Every refusal the gate makes on a
+/// resource comes through here.
+#[cold]
+fn refuse(kind: CapabilityKind, resource: &str, why: &str) -> DenyReason {
+    DenyReason::Capability {
+        capability: capability_name(kind).to_owned(),
+        resource: resource.to_owned(),
+        why: why.to_owned(),
+    }
+}
+
+/// Resolve `requested` inside the workspace, a relative path from `base` (a directory
+/// relative to the workspace, already contained), or say why it may not be used.
+fn resolve_from(workspace: &Workspace, base: &Path, requested: &str) -> Result<Resolved, String> {
+    let path = Path::new(requested);
+    if path.is_absolute() || base.as_os_str().is_empty() {
+        return resolve(workspace, requested);
+    }
+    resolve(workspace, &base.join(path).to_string_lossy())
+}
+
+/// Resolve `requested` inside the workspace, or say why it may not be used.
+pub(crate) fn resolve(workspace: &Workspace, requested: &str) -> Result<Resolved, String> {
+    let path = Path::new(requested);
+    let relative = if path.is_absolute() {
+        path.strip_prefix(workspace.root())
+            .map_err(|_| "an absolute path outside the workspace".to_owned())?
+    } else {
+        path
+    };
+    let mut lexical = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => lexical.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Err("`..` is not allowed: a path may not climb out of its root".to_owned());
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err("not a path inside the workspace".to_owned());
+            }
+        }
+    }
+    let dir = &workspace.dir;
+    let existing = if lexical.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &lexical
+    };
+    match dir.canonicalize(existing) {
+        Ok(canonical) => {
+            let canonical = strip_dot(canonical);
+            let is_dir = dir
+                .metadata(if canonical.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    &canonical
+                })
+                .map_err(|error| error.to_string())?
+                .is_dir();
+            let parent = if is_dir {
+                canonical.clone()
+            } else {
+                canonical
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            };
+            Ok(Resolved {
+                path: canonical,
+                dir: parent,
+            })
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            // A file that does not exist yet (a write, or a read the tool will report as
+            // missing): its directory must exist and be contained, and the name itself must not
+            // be a dangling symlink.
+            if dir.symlink_metadata(&lexical).is_ok() {
+                return Err("it is a symlink whose target does not exist".to_owned());
+            }
+            let name = lexical
+                .file_name()
+                .ok_or_else(|| "it does not exist".to_owned())?;
+            let parent = lexical.parent().unwrap_or(Path::new(""));
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            let canonical_parent = strip_dot(dir.canonicalize(parent).map_err(|error| {
+                if error.kind() == io::ErrorKind::NotFound {
+                    "its directory does not exist".to_owned()
+                } else {
+                    escape_or(error)
+                }
+            })?);
+            Ok(Resolved {
+                path: canonical_parent.join(name),
+                dir: canonical_parent,
+            })
+        }
+        Err(error) => Err(escape_or(error)),
+    }
+}
+
+/// cap-std reports a path that leads outside its directory (through a symlink or otherwise)
+/// as permission denied.
+fn escape_or(error: io::Error) -> String {
+    if error.kind() == io::ErrorKind::PermissionDenied {
+        "it leads outside the workspace (through a symlink)".to_owned()
+    } else {
+        error.to_string()
+    }
+}
+
+fn strip_dot(path: PathBuf) -> PathBuf {
+    if path == Path::new(".") {
+        PathBuf::new()
+    } else {
+        path
+    }
+}
+
+/// The path as a tool sees it: relative to the workspace, `.` for the workspace itself.
+fn display(path: &Path) -> String {
+    if path.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        path.to_string_lossy().into_owned()
+    }
+}
+
+/// True when the canonical `path` lies in the policy root `root` (relative to the workspace).
+fn within_root(workspace: &Workspace, root: &str, path: &Path) -> bool {
+    let Ok(root) = resolve(workspace, root) else {
+        return false;
+    };
+    path.starts_with(&root.path)
+}
+
+/// Open `relative` (a canonical directory inside the workspace) through cap-std, which refuses
+/// to leave the workspace, so a directory swapped for a symlink after the check is not
+/// followed out.
+fn open_contained_dir(workspace: &Workspace, relative: &Path) -> io::Result<Dir> {
+    if relative.as_os_str().is_empty() {
+        workspace.dir.try_clone()
+    } else {
+        workspace.dir.open_dir(relative)
+    }
+}
+
+/// An approver for tests and embedders: answers every request the same way, and remembers
+/// what it was asked.
+#[derive(Debug)]
+pub struct FixedApprover {
+    answer: Approval,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl FixedApprover {
+    /// An approver that always answers `answer`.
+    pub fn new(answer: Approval) -> Self {
+        FixedApprover {
+            answer,
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request it was asked, in order.
+    pub fn asked(&self) -> Vec<ApprovalRequest> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Approver for FixedApprover {
+    fn approve(&self, request: &ApprovalRequest) -> Approval {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(request.clone());
+        self.answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Capabilities on one directory share one preopen, so a call holds one descriptor per
+    /// directory however many capabilities name it.
+    #[test]
+    fn capabilities_on_one_directory_share_one_preopen() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(temp.path().join("a")).expect("mkdir");
+        let workspace = Workspace::open(temp.path()).expect("workspace");
+        let info = (0..crate::tool::info::MAX_CAPABILITIES).fold(
+            ToolInfo::new("t", "d", serde_json::json!({})),
+            |info, i| {
+                let target = if i % 2 == 0 {
+                    ResourceRef::Fixed("a".to_owned())
+                } else {
+                    ResourceRef::Argument("/path".to_owned())
+                };
+                info.capability(CapabilityKind::FilesystemRead, target)
+            },
+        );
+        let policy = crate::Policy::from_toml(
+            "[tools.t]\nfilesystem.read = { access = \"allow\", roots = [\".\"] }\n",
+        )
+        .expect("policy")
+        .tool("t");
+        let scope = Scope {
+            agent: "agent",
+            workspace: Some(&workspace),
+            cwd: Path::new(""),
+            files: None,
+        };
+        let mut arguments = serde_json::json!({ "path": "a/." });
+        let (grants, granted) = Gate::new(None, FileRules::default())
+            .decide("t", &info, &policy, &scope, &mut arguments)
+            .expect("allowed");
+        assert_eq!(granted.len(), crate::tool::info::MAX_CAPABILITIES);
+        assert_eq!(grants.preopens.len(), 1, "one directory, one preopen");
+        assert_eq!(grants.preopens[0].guest, "a");
+    }
+
+    /// Every path of up to four components from an alphabet of names, symlinks that stay
+    /// inside, symlinks that lead out, a dangling one, `.` and `..`, relative and absolute:
+    /// whatever `resolve` accepts really lies in the workspace, as the filesystem itself says.
+    #[test]
+    fn no_path_made_of_these_parts_resolves_outside_the_workspace() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let ws = temp.path().join("ws");
+        std::fs::create_dir_all(ws.join("a")).expect("mkdir");
+        std::fs::create_dir_all(temp.path().join("outside")).expect("mkdir");
+        std::fs::write(ws.join("a/f.txt"), "in").expect("write");
+        std::fs::write(temp.path().join("outside/f.txt"), "out").expect("write");
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, ws.join(at)).expect("symlink");
+        };
+        link("a", "link_in");
+        link("../outside", "link_out");
+        link("..", "a/up");
+        link("../..", "a/upup");
+        link("nowhere", "dangling");
+        let workspace = Workspace::open(&ws).expect("workspace");
+        let root = workspace.root().to_path_buf();
+
+        let parts = [
+            "a", "f.txt", "link_in", "link_out", "up", "upup", "dangling", "new.txt", ".", "..",
+        ];
+        let mut paths: Vec<String> = vec![String::new()];
+        let mut frontier: Vec<String> = vec![String::new()];
+        for _ in 0..4 {
+            frontier = frontier
+                .iter()
+                .flat_map(|base| {
+                    parts.iter().map(move |part| {
+                        if base.is_empty() {
+                            (*part).to_owned()
+                        } else {
+                            format!("{base}/{part}")
+                        }
+                    })
+                })
+                .collect();
+            paths.extend(frontier.iter().cloned());
+        }
+        let absolute: Vec<String> = paths
+            .iter()
+            .filter(|path| path.matches('/').count() < 3)
+            .map(|path| format!("{}/{path}", root.display()))
+            .collect();
+        paths.extend(absolute);
+
+        let mut accepted = 0;
+        for requested in &paths {
+            let Ok(resolved) = resolve(&workspace, requested) else {
+                continue;
+            };
+            accepted += 1;
+            assert!(
+                resolved.path.is_relative()
+                    && resolved
+                        .path
+                        .components()
+                        .all(|c| matches!(c, Component::Normal(_))),
+                "{requested:?} resolved to {resolved:?}"
+            );
+            // The directory to preopen, as the kernel resolves it, is inside the workspace.
+            let dir = std::fs::canonicalize(root.join(&resolved.dir)).expect("the dir exists");
+            assert!(dir.starts_with(&root), "{requested:?}: {dir:?}");
+            // So is the path itself, if it exists; if not, nothing is there, not even a link.
+            let full = root.join(&resolved.path);
+            match std::fs::canonicalize(&full) {
+                Ok(real) => assert!(real.starts_with(&root), "{requested:?}: {real:?}"),
+                Err(_) => assert!(
+                    full.symlink_metadata().is_err(),
+                    "{requested:?}: {full:?} is a link to nowhere"
+                ),
+            }
+        }
+        // Not vacuous: many paths are fine, and the inside links are followed where they
+        // stay inside.
+        assert!(
+            accepted > 300,
+            "only {accepted} of {} accepted",
+            paths.len()
+        );
+        for (requested, canonical) in [
+            ("link_in/f.txt", "a/f.txt"),
+            ("a/up/a/f.txt", "a/f.txt"),
+            ("./a/./f.txt", "a/f.txt"),
+            ("a/new.txt", "a/new.txt"),
+        ] {
+            let resolved = resolve(&workspace, requested).expect(requested);
+            assert_eq!(resolved.path, Path::new(canonical), "{requested}");
+        }
+        for refused in [
+            "link_out/f.txt",
+            "a/upup/outside/f.txt",
+            "dangling",
+            "a/../a",
+        ] {
+            assert!(resolve(&workspace, refused).is_err(), "{refused}");
+        }
+    }
+}

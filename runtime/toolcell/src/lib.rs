@@ -1,0 +1,214 @@
+//! toolcell runs agent tools (untrusted WebAssembly components, and the host's own Rust tools)
+//! behind one pipeline that decides every call, and gives each wasm call a fresh instance that
+//! holds no authority but what that call was granted.
+//!
+//! This crate is the core an agent loop embeds. It has no registry client, no MCP server, no
+//! HTTP server and no command line: those are `toolcell-oci` (plugged in through
+//! [`source::ComponentSource`]), `toolcell-mcp` and `toolcell-cli`.
+//!
+//! # Embedding
+//!
+//! A [`Runtime`] holds the tools (the built-in components, a tools directory, components given
+//! as bytes, native Rust tools), a [`Policy`] and one wasm engine. Each [`Call`] carries its
+//! [`CallContext`] (agent, workspace, working directory), so one runtime serves many agents
+//! and workspaces. There is one way to run a call in each style: [`Runtime::run`] (async),
+//! [`Runtime::run_blocking`], and seed 000's seam [`ToolPort`], which [`Runtime`] implements
+//! for a loop that speaks [`ToolRequest`] / [`ToolResponse`] in the runtime's default context.
+//!
+//! ```no_run
+//! use serde_json::json;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use toolcell::approval::{Approval, ApprovalRequest, Approver};
+//! use toolcell::limits::Limits;
+//! use toolcell::policy::{Access, Rule, ToolPolicy};
+//! use toolcell::{Call, CallOptions, CapabilityKind, FnTool, Policy, Runtime, ToolInfo};
+//! use toolcell::{ToolPort as _, ToolRequest, ToolResponse};
+//!
+//! /// Says yes to every gated call (a real loop asks its user).
+//! struct Yes;
+//! impl Approver for Yes {
+//!     fn approve(&self, _request: &ApprovalRequest) -> Approval {
+//!         Approval::Once
+//!     }
+//! }
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! // The embedded default policy, extended in code: `shout` is in the model's tool list and
+//! // runs for at most 200 ms; `write_file` may write `notes/` once a person approves.
+//! let policy = Policy::embedded_default()
+//!     .with_tool(
+//!         "shout",
+//!         ToolPolicy::default().core(true).limits(Limits {
+//!             timeout: Duration::from_millis(200),
+//!             ..Limits::default()
+//!         }),
+//!     )?
+//!     .with_tool(
+//!         "write_file",
+//!         ToolPolicy::default().rule_for(
+//!             CapabilityKind::FilesystemWrite,
+//!             Rule::new(Access::Gated).roots(["notes"]),
+//!         ),
+//!     )?;
+//!
+//! let runtime = Runtime::builder()
+//!     .policy(policy)
+//!     .approver(Arc::new(Yes))
+//!     .native(FnTool::new(
+//!         ToolInfo::new("shout", "Returns its text in capitals.",
+//!             json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+//!         |arguments, _context| async move {
+//!             Ok(arguments["text"].as_str().unwrap_or_default().to_uppercase())
+//!         },
+//!     ))
+//!     .build()?;
+//! for failed in runtime.load_errors() {
+//!     eprintln!("not loaded: {failed}");
+//! }
+//!
+//! // Two agents, two workspaces, one runtime.
+//! let alice = runtime.context("alice", "/srv/alice")?;
+//! let bob = runtime.context("bob", "/srv/bob")?.with_cwd("src")?;
+//! for (context, name) in [(&alice, "echo"), (&bob, "shout")] {
+//!     let call = Call::new("1", name, r#"{"text":"hi"}"#)
+//!         .in_context(context.clone())
+//!         .with_options(CallOptions { timeout: Some(Duration::from_secs(5)), ..Default::default() });
+//!     let report = runtime.run_blocking(&call); // or `runtime.run(&call).await`
+//!     match &report.response {
+//!         ToolResponse::Result { text, .. } => println!("{}: {text}", report.tool),
+//!         other => println!("{}: {}", report.tool, other.model_text()),
+//!     }
+//! }
+//!
+//! // Seed 000's seam, in the runtime's default context.
+//! let response = runtime.call(&ToolRequest::new("2", "echo", r#"{"text":"hi"}"#));
+//! assert!(matches!(response, ToolResponse::Result { .. }));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Where to look
+//!
+//! The source tree is the map: one folder per stage of a call, each depending only on the
+//! stages above it in this list (a test, `the_stages_import_no_stage_below_them`, checks it).
+//!
+//! | folder | stage |
+//! |---|---|
+//! | `call/` | the vocabulary: request, response, report, the seam, registry, dispatch, cap, limits, stop |
+//! | `tool/` | what a tool says about itself, and its error vocabulary |
+//! | `policy/` | the policy file, file rules, network host patterns |
+//! | `validate/` | argument validation under the call's deadline |
+//! | `gate/` | the access gate: grants, exact file grants (staging), workspaces and saved rules |
+//! | `wasm/` | the wasm executor: engine, cache, loading, the sandbox, one call in a fresh store |
+//! | `pipeline/` | the runtime: builder, every stage of a call, native tools, audit, component sources |
+//!
+//! `digest.rs` (random names, sha256 hex) is a leaf any stage may use.
+
+mod call;
+mod digest;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+mod gate;
+mod pipeline;
+mod tool;
+mod validate;
+mod wasm;
+
+pub use call::limits::CallOptions;
+pub use call::port::{FakeTools, ToolPort};
+pub use call::proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse};
+pub use call::report::CallReport;
+pub use call::stop::StopToken;
+pub use gate::workspace::Workspace;
+pub use pipeline::Runtime;
+pub use pipeline::builder::RuntimeBuilder;
+pub use pipeline::builtin::builtin_components;
+pub use pipeline::context::{Call, CallContext};
+pub use pipeline::native::{FnTool, NativeTool, ToolContext};
+pub use policy::{Policy, PolicyError};
+pub use tool::error::ToolError;
+pub use tool::info::{Capability, CapabilityKind, ResourceRef, ToolInfo};
+pub use wasm::engine::engines_created;
+pub use wasm::load::LoadError;
+
+pub mod policy;
+
+/// What became of a call: the report, the gate's decision and grants, captured output.
+pub mod report {
+    pub use crate::call::report::{CallReport, Captured, GateDecision, Granted, GrantedBy};
+}
+
+/// The access gate's questions to a person: an [`Approver`](approval::Approver) answers what a
+/// gated call asks.
+pub mod approval {
+    pub use crate::gate::workspace::PERMISSIONS_FILE;
+    pub use crate::gate::{Approval, ApprovalRequest, Approver, FixedApprover};
+}
+
+/// Native tools: the trait, the closure helper, what a call is handed.
+pub mod native {
+    pub use crate::gate::grants::{Grants, Preopen};
+    pub use crate::pipeline::native::{BoxFuture, FnTool, GrantedPath, NativeTool, ToolContext};
+    pub use crate::tool::error::ToolError;
+}
+
+/// Seed 000's pieces for a loop that dispatches itself: the registry, `find_tool` /
+/// `call_tool`, the result cap, tool names.
+pub mod registry {
+    pub use crate::call::cap::{TRUNCATION_MARKER, cap_result, cap_text};
+    pub use crate::call::dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
+    pub use crate::call::registry::{
+        Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
+    };
+    pub use crate::tool::info::check_tool_name;
+}
+
+/// Where components named by reference come from (a registry, through `toolcell-oci`).
+pub mod source {
+    pub use crate::pipeline::builder::Compiling;
+    pub use crate::pipeline::source::{ComponentSource, SourceError, SourcedComponent};
+}
+
+/// The compiled-component cache: where it lives, how it is keyed, what a build found there.
+pub mod cache {
+    pub use crate::wasm::cache::{
+        CACHE_DIR_ENV, CACHE_KEY_ENV, CacheOutcome, CacheStats, default_cache_dir,
+        default_cache_key_file,
+    };
+}
+
+/// The audit record: one JSON line per call, secrets redacted.
+pub mod audit {
+    pub use crate::pipeline::audit::{
+        Audit, AuditRecord, REDACTED, SECRET_KEY_MARKERS, argument_shape, next_record_id, redact,
+    };
+}
+
+/// Every limit and default of a call, a tool's metadata, the engine and the host, as named
+/// constants (each documented with its reason), and per-call [`Limits`](limits::Limits).
+pub mod limits {
+    pub use crate::call::limits::{
+        DEFAULT_MEMORY_BYTES, DEFAULT_RESULT_CAP, DEFAULT_TIMEOUT, DESCRIBE_TIMEOUT, Limits,
+        MAX_ARGUMENT_BYTES, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES,
+    };
+    pub use crate::gate::grants::FIXED_WALL_CLOCK;
+    pub use crate::pipeline::builder::MAX_COMPONENT_BYTES;
+    pub use crate::pipeline::context::DEFAULT_AGENT;
+    pub use crate::tool::info::{
+        MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES, MAX_RESOURCE_BYTES, MAX_SCHEMA_TEXT_BYTES,
+        MAX_TOOL_NAME_CHARS,
+    };
+    pub use crate::tool::schema::{
+        MAX_ARGUMENT_DEPTH, MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
+        MAX_SCHEMA_PATTERNS, MAX_SCHEMA_REFS, MAX_VALIDATION_NESTING, MAX_VALUE_VISITS,
+        REGEX_SIZE_LIMIT,
+    };
+    pub use crate::validate::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, SCHEMA_COMPILE_TIMEOUT};
+    pub use crate::wasm::cache::MAX_CACHE_ENTRY_BYTES;
+    pub use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+    pub use crate::wasm::instance::STDERR_TAIL_BYTES;
+    pub use crate::wasm::net::{CONNECT_TIMEOUT, FIRST_BYTE_TIMEOUT};
+    pub use crate::wasm::sandbox::STDIO_CAPTURE_BYTES;
+}

@@ -1,0 +1,145 @@
+//! What travels with each call: who makes it and where ([`CallContext`]), and the call itself
+//! ([`Call`]).
+//!
+//! Seed 002's routed call carries the workspace, the agent and the working directory on every
+//! invocation; so does this. One [`Runtime`](crate::Runtime), with one engine, serves any
+//! number of agents and workspaces at once.
+
+use crate::call::limits::CallOptions;
+use crate::gate::workspace::Workspace;
+use crate::policy::Policy;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The agent a call is made for when the caller names none.
+pub const DEFAULT_AGENT: &str = "default";
+
+/// Who makes a call and where: the agent, its workspace and its working directory in it.
+///
+/// Without a workspace no file system capability can be granted. Make one with
+/// [`Runtime::context`](crate::Runtime::context), which shares one [`Workspace`] (and so its
+/// saved rules) between every context of the same directory.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    agent: String,
+    workspace: Option<Arc<Workspace>>,
+    cwd: PathBuf,
+    policy: Option<Arc<Policy>>,
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        CallContext {
+            agent: DEFAULT_AGENT.to_owned(),
+            workspace: None,
+            cwd: PathBuf::new(),
+            policy: None,
+        }
+    }
+}
+
+impl CallContext {
+    /// Calls by `agent` in `workspace`, from its root.
+    pub fn new(agent: impl Into<String>, workspace: Option<Arc<Workspace>>) -> CallContext {
+        CallContext {
+            agent: agent.into(),
+            workspace,
+            cwd: PathBuf::new(),
+            policy: None,
+        }
+    }
+
+    /// This context's calls decided by `policy` instead of the runtime's: each tool's rules,
+    /// limits, result class and `sha256` pin, and the `[files]` rules. What the runtime
+    /// protects by name (its policy, audit and tokens files) stays protected, and which tools
+    /// are core (listed to a model) is still the runtime's policy's choice. A server gives
+    /// each tenant its own this way; check it first with
+    /// [`Runtime::check_policy`](crate::Runtime::check_policy).
+    pub fn with_policy(mut self, policy: Arc<Policy>) -> CallContext {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// The policy this context's calls are decided by, if not the runtime's.
+    pub fn policy(&self) -> Option<&Arc<Policy>> {
+        self.policy.as_ref()
+    }
+
+    /// This context with its working directory at `cwd`: relative paths in a call's
+    /// arguments start there. `cwd` is relative to the workspace (or an absolute path inside
+    /// it), and must be a directory in it that no symlink leads out of.
+    pub fn with_cwd(mut self, cwd: impl AsRef<Path>) -> Result<CallContext, String> {
+        let Some(workspace) = &self.workspace else {
+            return Err("a working directory needs a workspace".to_owned());
+        };
+        let requested = cwd.as_ref().to_string_lossy();
+        let resolved = crate::gate::resolve(workspace, &requested)
+            .map_err(|why| format!("the working directory {requested:?}: {why}"))?;
+        if resolved.path != resolved.dir {
+            return Err(format!(
+                "the working directory {requested:?} is not a directory"
+            ));
+        }
+        self.cwd = resolved.path;
+        Ok(self)
+    }
+
+    /// The agent.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The workspace, if there is one.
+    pub fn workspace(&self) -> Option<&Arc<Workspace>> {
+        self.workspace.as_ref()
+    }
+
+    /// The working directory, relative to the workspace (empty for its root).
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+}
+
+/// One call a model made, with everything the pipeline needs to decide and run it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The caller's id for the call (a model's `tool_use.id`).
+    pub id: String,
+    /// The tool as the model named it (a tool, `find_tool` or `call_tool`).
+    pub name: String,
+    /// The arguments, as JSON text.
+    pub arguments: String,
+    /// Who makes it, and where.
+    pub context: CallContext,
+    /// Per-call limits and the stop token.
+    pub options: CallOptions,
+}
+
+impl Call {
+    /// A call with the default context (no workspace) and default options.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Call {
+        Call {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            context: CallContext::default(),
+            options: CallOptions::default(),
+        }
+    }
+
+    /// This call, made in `context`.
+    pub fn in_context(mut self, context: CallContext) -> Call {
+        self.context = context;
+        self
+    }
+
+    /// This call, with `options`.
+    pub fn with_options(mut self, options: CallOptions) -> Call {
+        self.options = options;
+        self
+    }
+}

@@ -1,0 +1,774 @@
+//! [`Runtime`]: the one pipeline every call goes through, whatever front end it enters by and
+//! whatever executes the tool.
+//!
+//! For each call, in this order and in this one place:
+//!
+//! 1. **dispatch** (seed 000's table): `find_tool` and a refused `call_tool` are answered here;
+//!    `call_tool` is unwrapped to the tool it names;
+//! 2. **validate**: the arguments' size, then the tool's JSON Schema;
+//! 3. **gate**: each capability the tool declares, resolved from the arguments in the call's
+//!    workspace and working directory, decided by the policy, a saved rule or a person;
+//! 4. **execute** the decided call, with its grants, limits, deadline and stop token: in a fresh
+//!    wasm instance, or as a native tool's future;
+//! 5. **cap** the text the model reads;
+//! 6. **audit**: one record naming the call, the tool that ran, the agent and the workspace.
+//!
+//! Executors receive a call that has been decided and decide nothing themselves. The CLI, the
+//! MCP server and an embedding agent loop all enter here; so does a loop that holds the runtime
+//! as its [`ToolPort`].
+
+pub(crate) mod audit;
+pub(crate) mod builder;
+pub(crate) mod builtin;
+pub(crate) mod context;
+pub(crate) mod native;
+pub(crate) mod source;
+
+use crate::call::cap::cap_text;
+use crate::call::dispatch::{Dispatch, dispatch};
+use crate::call::limits::{CallOptions, Limits, MAX_ARGUMENT_BYTES};
+use crate::call::port::ToolPort;
+use crate::call::proto::{DenyReason, FailureKind, ToolRequest, ToolResponse};
+use crate::call::registry::Registry;
+use crate::call::report::CallReport;
+use crate::call::report::GateDecision;
+use crate::gate::grants::Grants;
+use crate::gate::workspace::Workspace;
+use crate::gate::{Gate, Refusal, Scope};
+use crate::pipeline::audit::{Audit, AuditRecord};
+use crate::pipeline::context::{Call, CallContext};
+use crate::pipeline::native::{NativeTool, ToolContext};
+use crate::policy::ToolPolicy;
+use crate::tool::info::{ResourceRef, ToolInfo};
+use crate::validate::{ArgumentSchema, Checked};
+use crate::wasm::WasmExecutor;
+use crate::wasm::bindings::GuestPre;
+use crate::wasm::cache::CacheStats;
+use crate::wasm::load::LoadError;
+use crate::wasm::sandbox::CallState;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+/// A path a call writes: its workspace's root, and the path in it.
+pub(crate) type WriteKey = (PathBuf, String);
+
+/// What runs a tool's calls.
+pub(crate) enum Executable {
+    /// A component, instantiated afresh for every call.
+    Wasm(GuestPre<CallState>),
+    /// The host's own Rust tool.
+    Native(Arc<dyn NativeTool>),
+}
+
+/// One tool as the pipeline knows it: what it says about itself, its compiled schema, its
+/// policy, where it came from, and what runs it.
+pub(crate) struct Tool {
+    pub(crate) info: ToolInfo,
+    pub(crate) schema: ArgumentSchema,
+    pub(crate) policy: ToolPolicy,
+    pub(crate) source: String,
+    /// A component's sha256 (lowercase hex); none for a native tool.
+    pub(crate) digest: Option<String>,
+    pub(crate) executable: Executable,
+}
+
+/// The pipeline: a registry of wasm and native tools, the gate, the executors, the result cap
+/// and the audit record. Build one with [`Runtime::builder`]; share it between threads (it is
+/// `Send + Sync`) and call it with any number of [`CallContext`]s at once.
+///
+/// ```no_run
+/// use toolcell::{Call, Runtime, ToolResponse};
+///
+/// let runtime = Runtime::builder().build()?;
+/// let context = runtime.context("agent-1", "/srv/work/repo-a")?;
+/// let report = runtime.run_blocking(
+///     &Call::new("1", "read_file", r#"{"path":"README.md"}"#).in_context(context),
+/// );
+/// if let ToolResponse::Result { text, .. } = &report.response {
+///     println!("{text}");
+/// }
+/// # anyhow::Ok(())
+/// ```
+pub struct Runtime {
+    pub(crate) registry: Registry,
+    pub(crate) tools: HashMap<String, Tool>,
+    pub(crate) gate: Gate,
+    pub(crate) wasm: WasmExecutor,
+    /// Drives calls made from synchronous code.
+    pub(crate) io: tokio::runtime::Runtime,
+    pub(crate) workspaces: Mutex<HashMap<PathBuf, Weak<Workspace>>>,
+    /// One lock per (workspace, path) a call of a tool that is not concurrency-safe holds a
+    /// write grant on, while it runs.
+    pub(crate) write_locks: Mutex<HashMap<WriteKey, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) default_context: CallContext,
+    pub(crate) cap: usize,
+    pub(crate) audit: Option<Audit>,
+    pub(crate) audit_failures: AtomicU64,
+    pub(crate) load_errors: Vec<LoadError>,
+    pub(crate) cache_stats: CacheStats,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("load_errors", &self.load_errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// This pipeline, appending a record of every call to `audit`.
+    pub fn with_audit(mut self, audit: Audit) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// This pipeline with results capped at `cap` bytes (default
+    /// [`DEFAULT_RESULT_CAP`](crate::call::limits::DEFAULT_RESULT_CAP)).
+    pub fn with_cap(mut self, cap: usize) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// How many calls' audit records could not be written (each is also logged as an error).
+    pub fn audit_failures(&self) -> u64 {
+        self.audit_failures.load(Ordering::Relaxed)
+    }
+
+    /// The registry of every tool, wasm and native, in load order, with `core` from the
+    /// policy.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// What the tool named `name` says about itself.
+    pub fn info(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.get(name).map(|tool| &tool.info)
+    }
+
+    /// Where the tool named `name` came from: a file path, `builtin:<name>` or
+    /// `native:<name>`.
+    pub fn source(&self, name: &str) -> Option<&str> {
+        self.tools.get(name).map(|tool| tool.source.as_str())
+    }
+
+    /// The tools that could not be loaded or registered, and why.
+    pub fn load_errors(&self) -> &[LoadError] {
+        &self.load_errors
+    }
+
+    /// How the components were obtained: from the cache, or compiled.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache_stats
+    }
+
+    /// How many calls hold a wasm instance slot right now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.wasm.calls_in_flight()
+    }
+
+    /// The wasm engine every component of this runtime is compiled for and runs in: one per
+    /// runtime, whatever the number of workspaces and agents it serves.
+    pub fn engine(&self) -> &wasmtime::Engine {
+        self.wasm.engine()
+    }
+
+    /// Whether `policy` can decide calls of this runtime (see [`CallContext::with_policy`]):
+    /// a policy that sets a fuel limit needs a runtime that meters fuel, and one that says where
+    /// tools come from or who must have signed them is refused (that is decided at load, by
+    /// the runtime's own policy; per call it would be silently ignored).
+    pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), String> {
+        if policy.sets_fuel() && !self.wasm.meters_fuel() {
+            return Err(
+                "it sets a fuel limit, but this runtime does not meter fuel (set one \
+                        in the runtime's own policy, or build it with \
+                        RuntimeBuilder::fuel_metering(true))"
+                    .to_owned(),
+            );
+        }
+        if policy.decides_provenance() {
+            // Which tools load, from where and signed by whom, is decided once at load, by the
+            // runtime's own policy; a context's policy could not narrow it per call.
+            return Err(
+                "it says where tools come from or who must sign them (source, signed_by, \
+                 [registry]): that is decided once, when tools load, by the server's own \
+                 policy"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Protect the file at `path` (absolute, or relative to the current directory) from every
+    /// tool's writes, whatever policy a call runs under: as
+    /// [`RuntimeBuilder::protect`](crate::RuntimeBuilder::protect), for files a front end reads
+    /// after the runtime is built (a server's tokens file, its tenants' policies).
+    pub fn protect(&mut self, path: &Path) {
+        self.gate.protect(path);
+    }
+
+    /// The context calls get when they name none: the builder's workspace and agent.
+    pub fn default_context(&self) -> &CallContext {
+        &self.default_context
+    }
+
+    /// The workspace at `path`, opened once and shared by every context that names it while
+    /// any is alive, so its saved rules are one set.
+    pub fn workspace(&self, path: impl AsRef<Path>) -> std::io::Result<Arc<Workspace>> {
+        let canonical = path.as_ref().canonicalize()?;
+        let mut open = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(workspace) = open.get(&canonical).and_then(Weak::upgrade) {
+            return Ok(workspace);
+        }
+        let workspace = Arc::new(Workspace::open(&canonical)?);
+        open.retain(|_, workspace| workspace.strong_count() > 0);
+        open.insert(canonical, Arc::downgrade(&workspace));
+        Ok(workspace)
+    }
+
+    /// A context for calls by `agent` in the workspace at `workspace`.
+    pub fn context(
+        &self,
+        agent: impl Into<String>,
+        workspace: impl AsRef<Path>,
+    ) -> std::io::Result<CallContext> {
+        Ok(CallContext::new(agent, Some(self.workspace(workspace)?)))
+    }
+
+    /// Run one call through the whole pipeline (see the module docs) and report what became of
+    /// it. Never panics, always answers.
+    pub async fn run(&self, call: &Call) -> CallReport {
+        let Call {
+            id,
+            name,
+            arguments,
+            context,
+            options,
+        } = call;
+        self.run_in(id, name, arguments, context, options).await
+    }
+
+    /// [`Runtime::run`], from the call's parts.
+    async fn run_in(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
+        let started = Instant::now();
+        // The arguments of what ran, as the audit record keeps them.
+        let mut audited = None;
+        let mut report = match dispatch(&self.registry, name, arguments) {
+            Dispatch::Local(text) => CallReport {
+                tool: name.to_owned(),
+                ..CallReport::host_answer(ToolResponse::text(text))
+            },
+            Dispatch::Port {
+                tool,
+                arguments: routed,
+            } => {
+                let mut report = self
+                    .decide_and_run(id, &tool, &routed, context, options)
+                    .await;
+                if tool != name {
+                    report.via = Some(name.to_owned());
+                }
+                report.tool = tool;
+                audited = Some(routed);
+                report
+            }
+        };
+        id.clone_into(&mut report.call_id);
+        context.agent().clone_into(&mut report.agent);
+        report.workspace = context
+            .workspace()
+            .map(|workspace| workspace.root().to_owned());
+        report.response = self.cap(report.response);
+        self.audit(audited.as_deref().unwrap_or(arguments), &report, started);
+        report
+    }
+
+    /// [`Runtime::run`] from synchronous code, blocking this thread until the call ends.
+    pub fn run_blocking(&self, call: &Call) -> CallReport {
+        self.block_on(self.run(call))
+    }
+
+    /// Stages 2 to 4 for the tool `name`: validate, gate, execute.
+    async fn decide_and_run(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
+        let Some(tool) = self.tools.get(name) else {
+            return refused(DenyReason::NoGrant.into());
+        };
+        if arguments.len() > MAX_ARGUMENT_BYTES {
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::InvalidInput,
+                format!(
+                    "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
+                    arguments.len()
+                ),
+            ));
+        }
+        // The call's own policy (a tenant's), or the runtime's.
+        let tool_policy = match context.policy() {
+            Some(policy) => policy.entry(name).map(Cow::Borrowed).unwrap_or_default(),
+            None => Cow::Borrowed(&tool.policy),
+        };
+        if let Some(pin) = &tool_policy.sha256
+            && tool.digest.as_ref() != Some(pin)
+        {
+            return refused(
+                DenyReason::Capability {
+                    capability: "run".to_owned(),
+                    resource: name.to_owned(),
+                    why: match &tool.digest {
+                        Some(digest) => format!(
+                            "its component's sha256 is {digest}, but this call's policy pins \
+                             it to {pin}"
+                        ),
+                        None => format!(
+                            "this call's policy pins it to the sha256 {pin}, but it is a \
+                             native tool"
+                        ),
+                    },
+                }
+                .into(),
+            );
+        }
+        let limits = tool_policy.limits.overridden_by(options);
+        if limits.fuel.is_some() && !self.wasm.meters_fuel() {
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::Internal,
+                "the call asks for a fuel limit, but this runtime does not meter fuel \
+                 (build it with RuntimeBuilder::fuel_metering(true))",
+            ));
+        }
+        // The call's deadline starts here: validation is its first stage. What validation
+        // spends, execution no longer has (waiting for a person's approval is not counted).
+        let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+        let validating = Instant::now();
+        let checked = tool
+            .schema
+            .check_within(
+                self.io.handle(),
+                name,
+                arguments,
+                validating + limits.timeout,
+                options.stop.as_ref(),
+            )
+            .await;
+        let mut checked = match checked {
+            Checked::Valid(checked) => checked,
+            Checked::Invalid(why) => {
+                return CallReport::host_answer(ToolResponse::failed(
+                    FailureKind::InvalidInput,
+                    why,
+                ));
+            }
+            Checked::TimedOut => {
+                return CallReport::host_answer(ToolResponse::TimedOut { limit_ms });
+            }
+            Checked::Stopped => return CallReport::host_answer(ToolResponse::Cancelled),
+        };
+        let limits = Limits {
+            timeout: limits.timeout.saturating_sub(validating.elapsed()),
+            ..limits
+        };
+        let (mut grants, granted) = if tool.info.capabilities.is_empty() {
+            (Grants::default(), Vec::new())
+        } else {
+            let scope = Scope {
+                agent: context.agent(),
+                workspace: context.workspace().map(Arc::as_ref),
+                cwd: context.cwd(),
+                files: context.policy().map(|policy| policy.files()),
+            };
+            match self
+                .gate
+                .decide(name, &tool.info, &tool_policy, &scope, &mut checked)
+            {
+                Ok(decided) => decided,
+                Err(refusal) => return refused(refusal),
+            }
+        };
+        // A tool that is not concurrency-safe writes each path it was granted alone: two such
+        // calls on one file (a read-compare-write edit, say) run one after the other.
+        let _exclusive = if tool.info.concurrency_safe {
+            Vec::new()
+        } else {
+            match self.exclusive(context, &granted, &limits, options).await {
+                Ok(guards) => guards,
+                Err(response) => {
+                    return CallReport {
+                        gate: GateDecision::Allow,
+                        granted,
+                        ..CallReport::host_answer(response)
+                    };
+                }
+            }
+        };
+        if let Err(refusal) = crate::gate::finish_staging(&mut grants) {
+            return refused(refusal);
+        }
+        let staged = grants.staged.clone();
+        let mut report = match &tool.executable {
+            Executable::Wasm(pre) => {
+                // The guest gets the arguments as validated (and as the gate rewrote their
+                // paths), written out again from the checked value: never the caller's text,
+                // which another parser could read differently (a duplicate key, a number
+                // beyond f64) from the one that validated it.
+                let text = checked.to_string();
+                self.wasm
+                    .run(pre, &grants, &limits, options.stop.as_ref(), &text)
+                    .await
+            }
+            Executable::Native(native) => {
+                let context = ToolContext {
+                    call_id: id.to_owned(),
+                    agent: context.agent().to_owned(),
+                    workspace: context.workspace().map(|w| w.root().to_owned()),
+                    cwd: context.cwd().to_owned(),
+                    // Set when the call starts, by `native::run`.
+                    deadline: Instant::now(),
+                    stop: options.stop.clone().unwrap_or_default(),
+                    grants,
+                };
+                native::run(native, checked, context, limits.timeout).await
+            }
+        };
+        // What the tool wrote to granted files in their staging directories lands now, and
+        // only if the call answered with a result.
+        if matches!(report.response, ToolResponse::Result { .. })
+            && let Some(error) = staged.iter().find_map(|staging| staging.commit().err())
+        {
+            report.response = ToolResponse::failed(
+                FailureKind::Tool,
+                format!("the tool's changes to its granted files could not be kept: {error}"),
+            );
+        }
+        drop(staged);
+        if let ToolResponse::TimedOut { limit_ms: spent } = &mut report.response {
+            // The executor had what validation left; the call's limit is the whole.
+            *spent = limit_ms;
+        }
+        report.gate = GateDecision::Allow;
+        report.granted = granted;
+        if let ToolResponse::Result {
+            class, untrusted, ..
+        } = &mut report.response
+        {
+            // Set by the policy and by what the tool declares, never by the tool's answer:
+            // text from the network is data, not instructions.
+            *class = tool_policy.class;
+            *untrusted = tool.info.uses_network();
+        }
+        report
+    }
+
+    /// The write locks of the paths in `granted` (in one order, so two calls never wait on
+    /// each other), waited for no longer than the call's deadline and until its stop.
+    async fn exclusive(
+        &self,
+        context: &CallContext,
+        granted: &[crate::call::report::Granted],
+        limits: &crate::call::limits::Limits,
+        options: &CallOptions,
+    ) -> Result<Vec<tokio::sync::OwnedMutexGuard<()>>, ToolResponse> {
+        let root = context
+            .workspace()
+            .map(|workspace| workspace.root().to_owned())
+            .unwrap_or_default();
+        let mut keys: Vec<WriteKey> = granted
+            .iter()
+            .filter(|grant| grant.capability == "filesystem.write")
+            .map(|grant| (root.clone(), grant.resource.clone()))
+            .collect();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        keys.sort();
+        keys.dedup();
+        let locks: Vec<_> = {
+            let mut table = self.write_locks.lock().unwrap_or_else(|p| p.into_inner());
+            // Forget the locks no call holds or waits for.
+            table.retain(|_, lock| Arc::strong_count(lock) > 1);
+            keys.into_iter()
+                .map(|key| Arc::clone(table.entry(key).or_default()))
+                .collect()
+        };
+        let stop = options.stop.clone().unwrap_or_default();
+        let all = async {
+            let mut guards = Vec::with_capacity(locks.len());
+            for lock in locks {
+                guards.push(lock.lock_owned().await);
+            }
+            guards
+        };
+        let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+        tokio::select! {
+            guards = tokio::time::timeout(limits.timeout, all) => {
+                guards.map_err(|_| ToolResponse::TimedOut { limit_ms })
+            }
+            () = stop.stopped() => Err(ToolResponse::Cancelled),
+        }
+    }
+
+    /// Stage 5: every text in the response cut to the cap, marker included: the result, a
+    /// failure's message, every free text of a denial (a tool's own refusal, a resource named
+    /// by the arguments, the reason).
+    fn cap(&self, response: ToolResponse) -> ToolResponse {
+        let fit = |text: String| self.fit(text);
+        match response {
+            ToolResponse::Result {
+                text,
+                class,
+                untrusted,
+                truncated,
+            } => {
+                let (text, cut) = if text.len() <= self.cap {
+                    (text, false)
+                } else {
+                    cap_text(&text, self.cap)
+                };
+                ToolResponse::Result {
+                    text,
+                    class,
+                    untrusted,
+                    truncated: truncated || cut,
+                }
+            }
+            ToolResponse::Failed { kind, message } => ToolResponse::Failed {
+                kind,
+                message: fit(message),
+            },
+            ToolResponse::Denied { reason } => ToolResponse::Denied {
+                reason: match reason {
+                    DenyReason::Tool { message } => DenyReason::Tool {
+                        message: fit(message),
+                    },
+                    DenyReason::ApprovalRequired {
+                        capability,
+                        resource,
+                    } => DenyReason::ApprovalRequired {
+                        capability,
+                        resource: fit(resource),
+                    },
+                    DenyReason::ByPerson {
+                        capability,
+                        resource,
+                    } => DenyReason::ByPerson {
+                        capability,
+                        resource: fit(resource),
+                    },
+                    DenyReason::Capability {
+                        capability,
+                        resource,
+                        why,
+                    } => DenyReason::Capability {
+                        capability,
+                        resource: fit(resource),
+                        why: fit(why),
+                    },
+                    DenyReason::NoGrant => DenyReason::NoGrant,
+                },
+            },
+            other => other,
+        }
+    }
+
+    /// The text a model reads for `response` (its result, or one line saying what went
+    /// wrong), at most the cap, marker included, whatever the outcome. Every front end shows
+    /// this.
+    pub fn model_text(&self, response: &ToolResponse) -> String {
+        self.fit(response.model_text())
+    }
+
+    /// `text` within the cap, marker included (untouched, not copied, when it fits).
+    fn fit(&self, text: String) -> String {
+        if text.len() <= self.cap {
+            text
+        } else {
+            cap_text(&text, self.cap).0
+        }
+    }
+
+    /// The cap on what a model reads from one call, in bytes.
+    pub fn cap_bytes(&self) -> usize {
+        self.cap
+    }
+
+    /// Append the call's audit record, if the runtime keeps one.
+    fn audit(&self, arguments: &str, report: &CallReport, started: Instant) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let resources: Vec<&str> = self
+            .tools
+            .get(&report.tool)
+            .map(|tool| {
+                tool.info
+                    .capabilities
+                    .iter()
+                    .filter_map(|capability| match &capability.target {
+                        ResourceRef::Argument(pointer) => Some(pointer.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let record = AuditRecord::of(arguments, &resources, report, started.elapsed());
+        if let Err(error) = audit.record(&record) {
+            self.audit_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(call = %report.call_id, tool = %report.tool, %error,
+                "the audit record could not be written");
+        }
+    }
+
+    /// Drive `future` to completion on the runtime's own executor from synchronous code. From
+    /// inside another tokio runtime (where blocking that runtime's thread would panic) the
+    /// future runs on a scoped thread instead; async callers should use [`Runtime::run`].
+    pub(crate) fn block_on<F: Future + Send>(&self, future: F) -> F::Output
+    where
+        F::Output: Send,
+    {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.io.block_on(future);
+        }
+        std::thread::scope(|scope| {
+            let handle = self.io.handle();
+            match scope.spawn(move || handle.block_on(future)).join() {
+                Ok(output) => output,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+/// The report of a call the gate refused before anything ran: a denial, or (when the host ran
+/// out of descriptors carrying out what it had allowed so far) an internal failure, never
+/// reported as a denial.
+fn refused(refusal: Refusal) -> CallReport {
+    match refusal {
+        Refusal::Denied(reason) => CallReport {
+            gate: GateDecision::Deny,
+            ..CallReport::host_answer(ToolResponse::Denied { reason })
+        },
+        Refusal::Exhausted(why) => CallReport {
+            gate: GateDecision::Allow,
+            ..CallReport::host_answer(ToolResponse::failed(FailureKind::Internal, why))
+        },
+    }
+}
+
+/// The runtime is the real port behind seed 000's seam: a loop that holds it as its
+/// `ToolPort` gets the whole pipeline for every call, in the default context.
+impl ToolPort for Runtime {
+    fn call(&self, request: &ToolRequest) -> ToolResponse {
+        self.call_with(request, &CallOptions::default())
+    }
+
+    fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
+        self.call_with_report(request, options).response
+    }
+
+    fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
+        self.block_on(self.run_in(
+            &request.id,
+            &request.tool,
+            &request.arguments,
+            &self.default_context,
+            options,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::proto::Class;
+    use crate::pipeline::native::FnTool;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn the_pipeline_dispatches_then_caps_and_records_the_tool_that_ran() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&runs);
+        let echo = FnTool::new(
+            ToolInfo::new(
+                "echo",
+                "Returns its text argument unchanged.",
+                serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            ),
+            move |arguments, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(arguments["text"].as_str().unwrap_or_default().to_owned()) }
+            },
+        );
+        let runtime = Runtime::builder()
+            .builtin_tools(false)
+            .cache_dir(None)
+            .pool_slots(1)
+            .native(echo)
+            .build()
+            .expect("runtime")
+            .with_cap(crate::call::cap::TRUNCATION_MARKER.len() + 3);
+        let report = runtime.run_blocking(&Call::new(
+            "1",
+            "call_tool",
+            r#"{"name":"echo","arguments":{"text":"hello, world!!!!"}}"#,
+        ));
+        assert_eq!(
+            report.response,
+            ToolResponse::Result {
+                text: "hel\n[truncated]".to_owned(),
+                class: Class::Public,
+                untrusted: false,
+                truncated: true,
+            }
+        );
+        assert_eq!(
+            (report.tool.as_str(), report.via.as_deref(), report.gate),
+            ("echo", Some("call_tool"), GateDecision::Allow)
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // Answered by dispatch: the tool never runs, and the gate is never reached.
+        let report = runtime.run_blocking(&Call::new("2", "find_tool", r#"{"query":"zzz"}"#));
+        assert_eq!(
+            report.response,
+            ToolResponse::Result {
+                text: "No \n[truncated]".to_owned(),
+                class: Class::Public,
+                untrusted: false,
+                truncated: true,
+            }
+        );
+        assert_eq!(report.gate, GateDecision::NotReached);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // An unknown tool is the gate's denial, and nothing runs.
+        let report = runtime.run_blocking(&Call::new("3", "rm", "{}"));
+        assert_eq!(
+            (report.response, report.gate),
+            (
+                ToolResponse::Denied {
+                    reason: DenyReason::NoGrant
+                },
+                GateDecision::Deny
+            )
+        );
+    }
+}

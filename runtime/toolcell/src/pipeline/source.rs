@@ -1,0 +1,56 @@
+//! Where the components a reference names come from, and whether their provenance meets the
+//! policy: the one trait a registry plugs into the builder with ([`ComponentSource`]). The core
+//! never speaks a registry's protocol; `toolcell-oci` implements this for its store.
+
+use crate::policy::Signer;
+use std::path::{Path, PathBuf};
+
+/// A component a [`ComponentSource`] read.
+#[derive(Debug, Clone)]
+pub struct SourcedComponent {
+    /// Where it came from, as load errors and [`Runtime::source`](crate::Runtime::source) name
+    /// it (for a registry: `oci://REGISTRY/REPOSITORY@sha256:…`).
+    pub source: String,
+    /// What a signature signs (for a registry: the manifest's digest).
+    pub digest: String,
+    /// The component.
+    pub bytes: Vec<u8>,
+}
+
+/// Why a source could not load a component, or refused its provenance: shown as the tool's
+/// load error (the tool is left out; the others load).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+impl From<String> for SourceError {
+    fn from(message: String) -> Self {
+        SourceError(message)
+    }
+}
+
+/// Components named by reference (the builder's [`pulled`](crate::RuntimeBuilder::pulled), a
+/// policy's `source`), read without the network, and the check of who signed them.
+///
+/// Called only while a runtime is built ([`RuntimeBuilder::build`](crate::RuntimeBuilder::build)),
+/// from that thread.
+pub trait ComponentSource: Send + Sync {
+    /// The component `reference` names.
+    fn load(&self, reference: &str) -> Result<SourcedComponent, SourceError>;
+
+    /// `Ok` when the component whose digest is `digest` carries a valid signature by one of
+    /// `required` (each list the policy names is checked on its own call). `trust_root` is the
+    /// policy's `[registry] trust_root`, for keyless signers.
+    fn check_signed(
+        &self,
+        digest: &str,
+        required: &[&Signer],
+        trust_root: Option<&Path>,
+    ) -> Result<(), SourceError>;
+
+    /// Files that decide which bytes a reference loads (a lock file): the builder protects them
+    /// from every tool's writes.
+    fn protected_files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,238 @@
+//! What a tool says about itself, checked before the host believes it.
+//!
+//! A component's `describe()` is guest output like any other: the host refuses a name a model
+//! provider would reject, a schema that is not a JSON object, or a capability whose argument
+//! pointer is not a JSON pointer, so a lying tool never reaches the registry. A native tool's
+//! [`ToolInfo`] is checked the same way.
+
+use crate::call::registry::ToolSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The longest tool name: what every major model provider accepts.
+pub const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// The most bytes a tool's description may have. A model reads every description with every
+/// request; real ones are a few hundred bytes, the longest a few KB.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 * 1024;
+
+/// The most capabilities a tool may declare. Each is resolved and decided on every call and
+/// may hand the instance a directory (a descriptor); real tools declare one to three.
+pub const MAX_CAPABILITIES: usize = 32;
+
+/// The longest resource a capability may name (an argument pointer or a fixed path, host or
+/// variable name): a path's length limit on Linux.
+pub const MAX_RESOURCE_BYTES: usize = 4096;
+
+/// The most bytes of schema text a component's `describe()` may return, read before it is
+/// parsed: the schema limit ([`MAX_SCHEMA_BYTES`](crate::tool::schema::MAX_SCHEMA_BYTES)) with room
+/// for pretty-printing.
+pub const MAX_SCHEMA_TEXT_BYTES: usize = 4 * crate::tool::schema::MAX_SCHEMA_BYTES;
+
+/// A kind of authority a call may need (the WIT `capability-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityKind {
+    /// Read files and list directories below a root.
+    FilesystemRead,
+    /// Create, change or remove files below a root.
+    FilesystemWrite,
+    /// Make HTTP requests to a host.
+    Network,
+    /// Read one environment variable.
+    Env,
+    /// Read the real wall clock.
+    Clock,
+}
+
+/// Where a capability's resource comes from (the WIT `resource-ref`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceRef {
+    /// A JSON pointer into the call's arguments.
+    Argument(String),
+    /// Always this resource.
+    Fixed(String),
+    /// No resource: granted whole.
+    Whole,
+}
+
+/// One capability a tool may need.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    /// What kind of authority.
+    pub kind: CapabilityKind,
+    /// Which resource it applies to.
+    pub target: ResourceRef,
+}
+
+/// A tool's description of itself, as checked by the host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolInfo {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for a model.
+    pub description: String,
+    /// The JSON Schema of its arguments (always a JSON object).
+    pub input_schema: Value,
+    /// True when a call changes nothing outside its instance.
+    pub read_only: bool,
+    /// True when calls may run at the same time.
+    pub concurrency_safe: bool,
+    /// Every capability a call may need.
+    pub capabilities: Vec<Capability>,
+}
+
+impl ToolInfo {
+    /// A tool named `name` that does what `description` says and takes arguments that fit
+    /// `input_schema`: not read-only, not concurrency-safe, needing no capability. For native
+    /// tools; a component says this in its `describe()`.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> ToolInfo {
+        ToolInfo {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            read_only: false,
+            concurrency_safe: false,
+            capabilities: Vec::new(),
+        }
+    }
+
+    /// This description, saying whether calls change nothing outside the tool.
+    pub fn read_only(mut self, read_only: bool) -> ToolInfo {
+        self.read_only = read_only;
+        self
+    }
+
+    /// This description, saying whether calls may run at the same time.
+    pub fn concurrency_safe(mut self, safe: bool) -> ToolInfo {
+        self.concurrency_safe = safe;
+        self
+    }
+
+    /// This description, with one more capability a call may need: `kind` on the resource
+    /// `target` names.
+    pub fn capability(mut self, kind: CapabilityKind, target: ResourceRef) -> ToolInfo {
+        self.capabilities.push(Capability { kind, target });
+        self
+    }
+
+    /// This description, if the host can believe it: a name every model provider accepts, a
+    /// description, a schema that is a JSON object, and capabilities whose argument pointers
+    /// are JSON pointers. Wasm and native tools are checked alike.
+    pub(crate) fn checked(self) -> Result<ToolInfo, String> {
+        check_tool_name(&self.name)?;
+        if self.description.trim().is_empty() {
+            return Err(format!("tool {:?} has an empty description", self.name));
+        }
+        if self.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(format!(
+                "tool {:?}: its description is {} bytes; at most {MAX_DESCRIPTION_BYTES} may be",
+                self.name,
+                self.description.len()
+            ));
+        }
+        if self.capabilities.len() > MAX_CAPABILITIES {
+            return Err(format!(
+                "tool {:?} declares {} capabilities; at most {MAX_CAPABILITIES} may be",
+                self.name,
+                self.capabilities.len()
+            ));
+        }
+        if !self.input_schema.is_object() {
+            return Err(format!(
+                "tool {:?}: its input schema is not a JSON object",
+                self.name
+            ));
+        }
+        for capability in &self.capabilities {
+            if let ResourceRef::Argument(resource) | ResourceRef::Fixed(resource) =
+                &capability.target
+                && resource.len() > MAX_RESOURCE_BYTES
+            {
+                return Err(format!(
+                    "tool {:?}: capability {:?} names a resource of {} bytes; at most \
+                     {MAX_RESOURCE_BYTES} may be",
+                    self.name,
+                    capability.kind,
+                    resource.len()
+                ));
+            }
+            if let ResourceRef::Argument(pointer) = &capability.target
+                && !pointer.starts_with('/')
+            {
+                return Err(format!(
+                    "tool {:?}: capability {:?} names argument {pointer:?}, which is not a \
+                     JSON pointer (it must start with '/')",
+                    self.name, capability.kind
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The schema a model reads.
+    pub fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.input_schema.clone(),
+        }
+    }
+
+    /// True when a call may reach the network: its results are then untrusted data.
+    pub fn uses_network(&self) -> bool {
+        self.capabilities
+            .iter()
+            .any(|capability| capability.kind == CapabilityKind::Network)
+    }
+}
+
+/// Check that `name` fits `^[a-zA-Z0-9_-]{1,64}$` (what every model provider accepts) and
+/// is not one of the loop's own tools.
+pub fn check_tool_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_CHARS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fits {
+        return Err(format!(
+            "tool name {name:?} must be 1 to {MAX_TOOL_NAME_CHARS} characters from a-z A-Z 0-9 _ -"
+        ));
+    }
+    if name == crate::call::dispatch::FIND_TOOL || name == crate::call::dispatch::CALL_TOOL {
+        return Err(format!("tool name {name:?} is reserved for the agent loop"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_that_every_provider_accepts() {
+        let long = "a".repeat(MAX_TOOL_NAME_CHARS);
+        let too_long = "a".repeat(MAX_TOOL_NAME_CHARS + 1);
+        for ok in ["echo", "read_file", "http-fetch", "A9", long.as_str()] {
+            assert_eq!(check_tool_name(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "has space",
+            "dot.name",
+            "slash/name",
+            "émoji",
+            too_long.as_str(),
+            "find_tool",
+            "call_tool",
+        ] {
+            assert!(check_tool_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! What a tool says about itself ([`ToolInfo`](info::ToolInfo): name, description, schema,
+//! capabilities), the limits that make it untrusted input, what its schema may ask of the host,
+//! and a tool's own error vocabulary. Depends on `call` only.
+
+pub(crate) mod error;
+pub(crate) mod info;
+pub(crate) mod schema;

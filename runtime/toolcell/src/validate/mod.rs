@@ -1,0 +1,574 @@
+//! Arguments checked against the tool's JSON Schema, as the first stage of the call: under its
+//! deadline and stop token, and never on the async threads when it could take long.
+//!
+//! Each tool's schema is checked against [`crate::tool::schema`]'s limits and compiled once, at load,
+//! itself bounded in time ([`SCHEMA_COMPILE_TIMEOUT`]); a schema over a limit or that does not
+//! compile refuses the tool. `jsonschema` is built without its network features, so a schema
+//! can never make the host fetch anything, and patterns are compiled by the `regex` crate
+//! (linear time, no backreferences or lookaround) with a bounded program size.
+//!
+//! At call time, a check whose estimated work is small ([`INLINE_VALIDATION_WORK`]) runs where
+//! the call is: it ends in microseconds. A larger one runs on the host's blocking pool, on a
+//! [`VALIDATION_STACK_BYTES`] stack that the schema's nesting limit cannot overflow, while the
+//! call waits for it, its deadline or its stop token, whichever comes first. Every compiled
+//! subschema carries a watch keyword that, every [`WATCH_EVERY`] subschemas, looks at the
+//! deadline and the stop token; past either, the check unwinds at once and its thread is free
+//! (with `panic = "abort"` there is no unwinding: the check then runs to its end, which the
+//! limits bound, but the call still answers at its deadline).
+
+use crate::call::stop::StopToken;
+use crate::tool::schema::{self, MAX_ARGUMENT_DEPTH, REGEX_SIZE_LIMIT, SchemaCost};
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most schema violations one refusal lists: enough to fix a call in one go, bounded so a
+/// huge argument cannot produce a huge message.
+pub const MAX_LISTED_VIOLATIONS: usize = 20;
+
+/// The most characters of one violation's description: a violation quotes the failing value,
+/// which may be most of a megabyte of arguments.
+pub const MAX_VIOLATION_CHARS: usize = 400;
+
+/// How long compiling one tool's schema may take at load. Compiling a schema within the size
+/// limits takes milliseconds; one that takes longer is refused rather than allowed to stall
+/// the host's start (like [`DESCRIBE_TIMEOUT`](crate::call::limits::DESCRIBE_TIMEOUT)).
+pub const SCHEMA_COMPILE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The most estimated work (argument bytes times subschemas per value) a check may take where
+/// the call is, rather than on the blocking pool. A subschema visit costs up to ~150 ns, so
+/// this is about a millisecond at worst; an echo's arguments are a few dozen. Above it, the
+/// hand-off to another thread (tens of microseconds) is worth its cost.
+pub const INLINE_VALIDATION_WORK: u64 = 16 * 1024;
+
+/// The most subschema nesting a check may have to run where the call is, on a stack the host
+/// does not choose (a tokio worker's is 2 MiB).
+pub const INLINE_MAX_NESTING: u64 = 32;
+
+/// The stack of the threads that run larger checks and compile schemas: room for
+/// [`MAX_VALIDATION_NESTING`](crate::tool::schema::MAX_VALIDATION_NESTING) subschemas many times
+/// over (reserved address space; only what is used is backed by memory).
+pub const VALIDATION_STACK_BYTES: usize = 32 * 1024 * 1024;
+
+/// How many subschemas a check visits between two looks at its deadline and stop token.
+pub const WATCH_EVERY: u32 = 64;
+
+/// The keyword added to every compiled subschema to watch the deadline and the stop token.
+const WATCH_KEYWORD: &str = "x-toolcell-watch";
+
+/// A tool's compiled argument schema.
+#[derive(Clone)]
+pub(crate) struct ArgumentSchema {
+    validator: Arc<jsonschema::Validator>,
+    cost: SchemaCost,
+}
+
+/// What checking a call's arguments came to.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Checked {
+    /// They fit; here they are, parsed.
+    Valid(Value),
+    /// They do not (or are not JSON); why, naming each failing place.
+    Invalid(String),
+    /// The deadline passed first.
+    TimedOut,
+    /// The stop token was stopped first.
+    Stopped,
+}
+
+impl ArgumentSchema {
+    /// Check `schema` against the limits and compile it; the error says why it is refused.
+    pub(crate) fn compile(schema: &Value) -> Result<ArgumentSchema, String> {
+        let cost = schema::check(schema)?;
+        // The compiled copy carries the watch keyword in every subschema.
+        let mut watched = schema.clone();
+        for pointer in schema::subschema_pointers(schema) {
+            if let Some(Value::Object(map)) = watched.pointer_mut(&pointer) {
+                map.insert(WATCH_KEYWORD.to_owned(), Value::Bool(true));
+            }
+        }
+        let validator = jsonschema::options()
+            .with_pattern_options(
+                jsonschema::PatternOptions::regex()
+                    .size_limit(REGEX_SIZE_LIMIT)
+                    .dfa_size_limit(REGEX_SIZE_LIMIT),
+            )
+            .with_keyword(WATCH_KEYWORD, |_, _, _| Ok(Box::new(Watch)))
+            .build(&watched)
+            .map_err(|error| format!("its input schema is not a valid JSON Schema: {error}"))?;
+        Ok(ArgumentSchema {
+            validator: Arc::new(validator),
+            cost,
+        })
+    }
+
+    /// [`ArgumentSchema::compile`] on the blocking pool, given at most
+    /// [`SCHEMA_COMPILE_TIMEOUT`]. Call it inside the host's runtime.
+    pub(crate) async fn compile_bounded(schema: &Value) -> Result<ArgumentSchema, String> {
+        let schema = schema.clone();
+        let compiling = tokio::task::spawn_blocking(move || {
+            catch_unwind(AssertUnwindSafe(|| ArgumentSchema::compile(&schema)))
+        });
+        match tokio::time::timeout(SCHEMA_COMPILE_TIMEOUT, compiling).await {
+            Ok(Ok(Ok(compiled))) => compiled,
+            Ok(Ok(Err(_))) | Ok(Err(_)) => {
+                Err("compiling its input schema failed inside the validator".to_owned())
+            }
+            Err(_) => Err(format!(
+                "compiling its input schema took longer than {} ms",
+                SCHEMA_COMPILE_TIMEOUT.as_millis()
+            )),
+        }
+    }
+
+    /// Parse `arguments` and check them, here and to the end. The error names every failing
+    /// place in the arguments (as a JSON pointer) and what is wrong there.
+    pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<Value, String> {
+        let instance: Value = serde_json::from_str(arguments)
+            .map_err(|error| format!("the arguments for {tool} are not JSON: {error}"))?;
+        let depth = schema::json_depth(&instance);
+        if depth > MAX_ARGUMENT_DEPTH {
+            return Err(format!(
+                "the arguments for {tool} nest {depth} levels deep; at most \
+                 {MAX_ARGUMENT_DEPTH} may"
+            ));
+        }
+        let mut violations = self.validator.iter_errors(&instance).peekable();
+        if violations.peek().is_none() {
+            drop(violations);
+            return Ok(instance);
+        }
+        let mut message = format!("the arguments do not fit {tool}'s schema:");
+        for (listed, violation) in violations.enumerate() {
+            if listed == MAX_LISTED_VIOLATIONS {
+                message.push_str("\n- (and more)");
+                break;
+            }
+            let path = violation.instance_path().to_string();
+            let at = if path.is_empty() {
+                "(the arguments)".to_owned()
+            } else {
+                path
+            };
+            // A violation may quote a subschema: without the host's own keyword.
+            let mut what = violation.to_string();
+            for watch in [
+                format!(",\"{WATCH_KEYWORD}\":true"),
+                format!("\"{WATCH_KEYWORD}\":true,"),
+                format!("\"{WATCH_KEYWORD}\":true"),
+            ] {
+                what = what.replace(&watch, "");
+            }
+            if let Some((cut, _)) = what.char_indices().nth(MAX_VIOLATION_CHARS) {
+                what.truncate(cut);
+                what.push_str(" [...]");
+            }
+            message.push_str(&format!("\n- at {at}: {what}"));
+        }
+        Err(message)
+    }
+
+    /// Check `arguments` as a call's first stage: where the call is if the work is small,
+    /// otherwise on the blocking pool of `pool` (whose threads must have
+    /// [`VALIDATION_STACK_BYTES`] of stack), ending at `deadline` or when `stop` is stopped.
+    pub(crate) async fn check_within(
+        &self,
+        pool: &tokio::runtime::Handle,
+        tool: &str,
+        arguments: &str,
+        deadline: Instant,
+        stop: Option<&StopToken>,
+    ) -> Checked {
+        if stop.is_some_and(StopToken::is_stopped) {
+            return Checked::Stopped;
+        }
+        let bytes = u64::try_from(arguments.len()).unwrap_or(u64::MAX);
+        let work = bytes.saturating_mul(self.cost.visits_per_value);
+        if work <= INLINE_VALIDATION_WORK && self.cost.nesting <= INLINE_MAX_NESTING {
+            return match self.check(tool, arguments) {
+                Ok(value) => Checked::Valid(value),
+                Err(why) => Checked::Invalid(why),
+            };
+        }
+        let schema = self.clone();
+        let (tool, arguments) = (tool.to_owned(), arguments.to_owned());
+        let watched_stop = stop.cloned();
+        let checking = pool.spawn_blocking(move || {
+            watch(deadline, watched_stop, || schema.check(&tool, &arguments))
+        });
+        let never_stopped = StopToken::new();
+        let stop = stop.unwrap_or(&never_stopped);
+        tokio::select! {
+            joined = checking => match joined {
+                Ok(checked) => checked,
+                Err(_) => Checked::Invalid(
+                    "checking the arguments failed inside the validator".to_owned(),
+                ),
+            },
+            () = tokio::time::sleep_until(deadline.into()) => Checked::TimedOut,
+            () = stop.stopped() => Checked::Stopped,
+        }
+    }
+}
+
+/// Why a watched check unwound.
+enum Interrupted {
+    TimedOut,
+    Stopped,
+}
+
+/// What the watch keyword looks at, for the check running on this thread.
+struct Watched {
+    deadline: Cell<Option<Instant>>,
+    stop: RefCell<Option<StopToken>>,
+    visits: Cell<u32>,
+}
+
+thread_local! {
+    static WATCHED: Watched = const {
+        Watched {
+            deadline: Cell::new(None),
+            stop: RefCell::new(None),
+            visits: Cell::new(0),
+        }
+    };
+}
+
+/// Run `check` on this thread, unwinding out of it at `deadline` or when `stop` is stopped.
+fn watch(
+    deadline: Instant,
+    stop: Option<StopToken>,
+    check: impl FnOnce() -> Result<Value, String>,
+) -> Checked {
+    WATCHED.with(|watched| {
+        watched.deadline.set(Some(deadline));
+        watched.stop.replace(stop);
+        watched.visits.set(0);
+    });
+    let outcome = catch_unwind(AssertUnwindSafe(check));
+    WATCHED.with(|watched| {
+        watched.deadline.set(None);
+        watched.stop.replace(None);
+    });
+    match outcome {
+        Ok(Ok(value)) => Checked::Valid(value),
+        Ok(Err(why)) => Checked::Invalid(why),
+        Err(payload) => match payload.downcast::<Interrupted>().map(|why| *why) {
+            Ok(Interrupted::TimedOut) => Checked::TimedOut,
+            Ok(Interrupted::Stopped) => Checked::Stopped,
+            Err(_) => Checked::Invalid("checking the arguments failed inside the validator".into()),
+        },
+    }
+}
+
+/// The watch keyword: always valid; every [`WATCH_EVERY`] visits on a watched thread, it
+/// unwinds the check if the deadline has passed or the stop token is stopped.
+struct Watch;
+
+impl Watch {
+    fn visit() {
+        let interrupted = WATCHED.with(|watched| {
+            let deadline = watched.deadline.get()?;
+            let visits = watched.visits.get().wrapping_add(1);
+            watched.visits.set(visits);
+            if visits % WATCH_EVERY != 0 {
+                return None;
+            }
+            if Instant::now() >= deadline {
+                return Some(Interrupted::TimedOut);
+            }
+            let stopped = watched
+                .stop
+                .borrow()
+                .as_ref()
+                .is_some_and(StopToken::is_stopped);
+            stopped.then_some(Interrupted::Stopped)
+        });
+        if let Some(why) = interrupted {
+            // Not a panic: `resume_unwind` skips the panic hook, so nothing is printed.
+            std::panic::resume_unwind(Box::new(why));
+        }
+    }
+}
+
+impl<'i> jsonschema::Keyword<'i> for Watch {
+    fn validate(&self, _instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        Watch::visit();
+        Ok(())
+    }
+
+    fn is_valid(&self, _instance: &'i Value) -> bool {
+        Watch::visit();
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> ArgumentSchema {
+        ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "text": { "type": "string" },
+                "count": { "type": "integer", "minimum": 0 },
+                "nested": { "type": "object", "properties": { "flag": { "type": "boolean" } } }
+            },
+            "required": ["text"],
+            "additionalProperties": false
+        }))
+        .expect("compiles")
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        assert_eq!(
+            schema().check("t", r#"{"text":"x","count":3}"#),
+            Ok(json!({"text":"x","count":3}))
+        );
+    }
+
+    #[test]
+    fn every_failing_path_is_listed() {
+        let error = schema()
+            .check("t", r#"{"count":-1,"nested":{"flag":"yes"},"extra":1}"#)
+            .expect_err("invalid");
+        assert!(
+            error.starts_with("the arguments do not fit t's schema:"),
+            "{error}"
+        );
+        for needle in [
+            "/count",
+            "/nested/flag",
+            "\"text\" is a required property",
+            "extra",
+        ] {
+            assert!(error.contains(needle), "{needle} missing from {error}");
+        }
+        assert!(error.lines().count() >= 5, "{error}");
+    }
+
+    #[test]
+    fn a_quoted_subschema_is_shown_as_the_tool_wrote_it() {
+        let schema =
+            ArgumentSchema::compile(&json!({ "properties": { "n": { "not": { "const": 1 } } } }))
+                .expect("compiles");
+        let error = schema.check("t", r#"{"n":1}"#).expect_err("invalid");
+        assert!(error.contains(r#"{"const":1}"#), "{error}");
+        assert!(!error.contains(WATCH_KEYWORD), "{error}");
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_say_so() {
+        let error = schema().check("t", "{not json").expect_err("invalid");
+        assert!(error.contains("not JSON"), "{error}");
+    }
+
+    #[test]
+    fn arguments_nested_too_deep_are_refused_before_validation() {
+        let deep = format!(
+            "{{\"text\":\"x\",\"nested\":{}1{}}}",
+            "[".repeat(MAX_ARGUMENT_DEPTH),
+            "]".repeat(MAX_ARGUMENT_DEPTH)
+        );
+        let error = schema().check("t", &deep).expect_err("too deep");
+        assert!(error.contains("levels deep"), "{error}");
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_refused() {
+        let error = ArgumentSchema::compile(&json!({ "type": "no-such-type" }))
+            .err()
+            .expect("refused");
+        assert!(error.contains("not a valid JSON Schema"), "{error}");
+    }
+
+    #[test]
+    fn a_remote_ref_is_never_fetched() {
+        // A server on loopback that would serve the referenced schema: it is never asked.
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        server.set_nonblocking(true).expect("nonblocking");
+        let port = server.local_addr().expect("address").port();
+        for reference in [
+            format!("http://127.0.0.1:{port}/schema.json"),
+            format!("http://127.0.0.1:{port}/schema.json#/definitions/a"),
+        ] {
+            let schema = json!({ "properties": { "a": { "$ref": reference } } });
+            let error = ArgumentSchema::compile(&schema).err().expect("refused");
+            assert!(error.contains("does not point inside"), "{error}");
+            // And the validator itself, given the schema directly, does not fetch it either
+            // (it is built without network features).
+            assert!(jsonschema::validator_for(&schema).is_err());
+        }
+        assert!(
+            matches!(server.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "something connected to the schema server"
+        );
+    }
+
+    #[test]
+    fn backreferences_and_lookaround_are_refused_and_patterns_still_work() {
+        for pattern in [r"^(a|a)*\1b", r"^(?=a)a", r"(?<!x)y"] {
+            let schema = json!({ "properties": { "s": { "type": "string", "pattern": pattern } } });
+            let error = ArgumentSchema::compile(&schema).err().expect("refused");
+            assert!(
+                error.contains("not a valid JSON Schema"),
+                "{pattern}: {error}"
+            );
+        }
+        let schema = ArgumentSchema::compile(&json!({
+            "properties": { "id": { "type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}$" } }
+        }))
+        .expect("compiles");
+        assert!(schema.check("t", r#"{"id":"0123abcd-ef01"}"#).is_ok());
+        assert!(schema.check("t", r#"{"id":"nope"}"#).is_err());
+    }
+
+    #[test]
+    fn a_pattern_too_big_to_compile_is_refused() {
+        let schema =
+            json!({ "properties": { "s": { "type": "string", "pattern": r"\w{1000}{100}" } } });
+        let error = ArgumentSchema::compile(&schema).err().expect("refused");
+        assert!(error.contains("not a valid JSON Schema"), "{error}");
+    }
+
+    #[test]
+    fn the_list_of_violations_is_bounded() {
+        let schema = ArgumentSchema::compile(&json!({
+            "type": "object",
+            "additionalProperties": { "type": "string" }
+        }))
+        .expect("compiles");
+        let many: serde_json::Map<String, Value> =
+            (0..100).map(|i| (format!("k{i}"), json!(i))).collect();
+        let error = schema
+            .check("t", &Value::Object(many).to_string())
+            .expect_err("invalid");
+        assert_eq!(
+            error.lines().count(),
+            1 + MAX_LISTED_VIOLATIONS + 1,
+            "{error}"
+        );
+        // Each line is bounded too, however big the value it quotes.
+        let schema =
+            ArgumentSchema::compile(&json!({ "properties": { "a": { "type": "number" } } }))
+                .expect("compiles");
+        let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(100_000));
+        let error = schema.check("t", &big).expect_err("invalid");
+        assert!(error.len() < MAX_VIOLATION_CHARS + 200, "{}", error.len());
+        assert!(error.ends_with("[...]"), "{error}");
+    }
+
+    /// A schema that checks every item of an array against 4,000 subschemas (two per branch),
+    /// and arguments that make that take about a minute unwatched (58 s measured).
+    fn slow() -> (ArgumentSchema, String) {
+        let branches: Vec<Value> = (0..2000)
+            .map(|i| json!({ "not": { "const": i } }))
+            .collect();
+        let schema = ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": { "xs": { "type": "array", "items": { "allOf": branches } } }
+        }))
+        .expect("compiles");
+        let arguments = format!(r#"{{"xs":[{}0]}}"#, "-1,".repeat(100_000));
+        (schema, arguments)
+    }
+
+    #[test]
+    fn a_slow_check_ends_at_the_deadline_and_frees_its_thread() {
+        let (schema, arguments) = slow();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(100);
+        let checked = runtime.block_on(schema.check_within(
+            runtime.handle(),
+            "t",
+            &arguments,
+            deadline,
+            None,
+        ));
+        assert_eq!(checked, Checked::TimedOut);
+        // The one blocking thread is free again at once: the check unwound, it did not run on.
+        let quick = ArgumentSchema::compile(&json!({ "type": "object" })).expect("compiles");
+        let next = runtime.block_on(async {
+            tokio::task::spawn_blocking(move || quick.check("t", "{}"))
+                .await
+                .expect("joined")
+        });
+        assert!(next.is_ok());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the slow check ran on: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_slow_check_ends_when_stopped() {
+        let (schema, arguments) = slow();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let stop = StopToken::new();
+        let stopper = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            stopper.stop();
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let checked = runtime.block_on(schema.check_within(
+            runtime.handle(),
+            "t",
+            &arguments,
+            deadline,
+            Some(&stop),
+        ));
+        assert_eq!(checked, Checked::Stopped);
+        // Already stopped: not even started.
+        let checked = runtime.block_on(schema.check_within(
+            runtime.handle(),
+            "t",
+            "{}",
+            deadline,
+            Some(&stop),
+        ));
+        assert_eq!(checked, Checked::Stopped);
+    }
+
+    #[test]
+    fn the_deepest_admitted_check_fits_its_stack() {
+        // A recursive schema at the nesting limit's edge, and arguments at the depth limit,
+        // checked on a thread with the validation stack.
+        let mut level = json!({ "additionalProperties": { "$ref": "#/$defs/n" } });
+        for _ in 0..5 {
+            level = json!({ "allOf": [level] });
+        }
+        let schema =
+            ArgumentSchema::compile(&json!({ "$ref": "#/$defs/n", "$defs": { "n": level } }))
+                .expect("compiles");
+        assert!(schema.cost.nesting > 400, "{:?}", schema.cost);
+        let arguments = format!(
+            "{}1{}",
+            "{\"a\":".repeat(MAX_ARGUMENT_DEPTH),
+            "}".repeat(MAX_ARGUMENT_DEPTH)
+        );
+        let checked = std::thread::Builder::new()
+            .stack_size(VALIDATION_STACK_BYTES)
+            .spawn(move || schema.check("t", &arguments))
+            .expect("thread")
+            .join()
+            .expect("no overflow");
+        assert!(checked.is_ok(), "{checked:?}");
+    }
+}

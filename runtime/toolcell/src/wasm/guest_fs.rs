@@ -1,0 +1,408 @@
+//! What a wasm guest's `wasi:filesystem` calls may do beyond staying inside their preopens: no
+//! guest makes a symlink, and no guest sees a file its call's deny-read list names.
+//!
+//! wasmtime-wasi keeps every path a guest names inside the preopen it starts from. Two rules
+//! are toolcell's own, linked in place of wasmtime-wasi's functions, which still do everything
+//! these rules allow:
+//!
+//! - `descriptor.symlink-at` answers `not-permitted`. cap-std refuses an absolute target and
+//!   never follows a link out of a preopen, but it lets a guest create a relative link such as
+//!   `../../../etc/passwd`, which the user's editor, git or shell would follow later. No tool
+//!   needs to create links, so none may.
+//! - a path with a part that matches the call's deny-read patterns (`files.rs`: `.env`,
+//!   `*.pem`, `.ssh`, ...) is not there. Every `descriptor` method that takes a path answers
+//!   `no-entry` for it before wasmtime-wasi sees it, and `directory-entry-stream` skips such
+//!   names. A path is checked as written (`sub/../.env` names `.env`) and as it resolves in its
+//!   directory (a link `notes -> .env`, a directory link into `.ssh`), by cap-std, which keeps
+//!   to wasmtime-wasi's rules; a path that cannot be resolved for the check is refused too.
+//!   `readlink-at` is refused when the link's own text names such a file.
+//!
+//! What names cannot show: a hard link to a secret under an innocent name is that file. What
+//! the check sees can change before the call it guards only by another process's hand: a
+//! directory preopened for reading cannot be changed by the guest, and a writable preopen is a
+//! staging directory holding only the files the gate granted by name (`staging.rs`), which
+//! passed the same list.
+
+use crate::policy::files::DenyRead;
+use crate::wasm::sandbox::CallState;
+use std::ffi::OsStr;
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, DescriptorStat, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
+    MetadataHashValue, NewTimestamp, OpenFlags, PathFlags,
+};
+use wasmtime_wasi::p2::{FsResult, ReaddirIterator};
+
+/// The `wasi:filesystem` version wasmtime-wasi links (guests importing any 0.2.x reach it).
+const WASI_FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+
+/// What a shadowed function returns to the guest: its WIT result, or a trap.
+type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// Link toolcell's rules in place of wasmtime-wasi's `wasi:filesystem/types` functions that
+/// take a path, make a link or list a directory. `linker` must already hold wasmtime-wasi's.
+pub(crate) fn link(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+    linker.allow_shadowing(true);
+    let linked = shadow(linker);
+    linker.allow_shadowing(false);
+    linked
+}
+
+fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
+    let mut types = linker.instance(WASI_FILESYSTEM_TYPES)?;
+    types.func_wrap_async(
+        "[method]descriptor.symlink-at",
+        |_store, (_fd, _target, _link): (Resource<Descriptor>, String, String)| {
+            Box::new(async { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store,
+         (fd, path_flags, path, open_flags, flags): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            OpenFlags,
+            DescriptorFlags,
+        )| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(
+                    HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                        .await,
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.stat-at",
+        |mut store, (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+                    return absent::<DescriptorStat>();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::stat_at(&mut view, fd, path_flags, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.metadata-hash-at",
+        |mut store, (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+                    return absent::<MetadataHashValue>();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::metadata_hash_at(&mut view, fd, path_flags, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.set-times-at",
+        |mut store,
+         (fd, path_flags, path, accessed, modified): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            NewTimestamp,
+            NewTimestamp,
+        )| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(
+                    HostDescriptor::set_times_at(
+                        &mut view, fd, path_flags, path, accessed, modified,
+                    )
+                    .await,
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.readlink-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, false).await {
+                    return absent::<String>();
+                }
+                let deny = store.data().deny_read.clone();
+                let mut view = store.data_mut().filesystem();
+                match HostDescriptor::readlink_at(&mut view, fd, path).await {
+                    // The link's text names a hidden file: it says one is there.
+                    Ok(target) if deny.part_matching(Path::new(&target)).is_some() => absent(),
+                    result => answer(result),
+                }
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, false).await {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::create_directory_at(&mut view, fd, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.remove-directory-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, false).await {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::remove_directory_at(&mut view, fd, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.unlink-file-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &path, false).await {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::unlink_file_at(&mut view, fd, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        |mut store,
+         (fd, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &old_path, false).await
+                    || hidden(store.data_mut(), &new_fd, &new_path, false).await
+                {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.link-at",
+        |mut store,
+         (fd, old_flags, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                if hidden(store.data_mut(), &fd, &old_path, follows(old_flags)).await
+                    || hidden(store.data_mut(), &new_fd, &new_path, false).await
+                {
+                    return absent();
+                }
+                let mut view = store.data_mut().filesystem();
+                answer(
+                    HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path)
+                        .await,
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]directory-entry-stream.read-directory-entry",
+        |mut store, (stream,): (Resource<ReaddirIterator>,)| {
+            Box::new(async move {
+                let deny = store.data().deny_read.clone();
+                let mut view = store.data_mut().filesystem();
+                // Each hidden name is skipped: the stream holds a bounded list, read once.
+                loop {
+                    let next = HostDirectoryEntryStream::read_directory_entry(
+                        &mut view,
+                        Resource::new_borrow(stream.rep()),
+                    )
+                    .await;
+                    match next {
+                        Ok(Some(entry)) if deny.matching(OsStr::new(&entry.name)).is_some() => {}
+                        next => return answer(next),
+                    }
+                }
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// Whether a call with these flags follows a link in the last part of its path.
+fn follows(flags: PathFlags) -> bool {
+    flags.contains(PathFlags::SYMLINK_FOLLOW)
+}
+
+/// The answer to a path that names a hidden file: there is nothing there. Every refusal of a
+/// hidden name comes through here.
+#[cold]
+fn absent<T>() -> Answer<T> {
+    Ok((Err(ErrorCode::NoEntry),))
+}
+
+/// wasmtime-wasi's answer, as the guest receives it: its error code, or a trap.
+fn answer<T>(result: FsResult<T>) -> Answer<T> {
+    match result {
+        Ok(value) => Ok((Ok(value),)),
+        Err(error) => Ok((Err(error.downcast()?),)),
+    }
+}
+
+/// Whether `path`, from the directory `fd` of `state`'s call, names or leads to a file its
+/// deny-read list hides (the last part followed if `follow`). A descriptor that is not a
+/// directory is left to wasmtime-wasi, which refuses it; an empty list hides nothing, and
+/// resolves nothing.
+fn hidden(
+    state: &mut CallState,
+    fd: &Resource<Descriptor>,
+    path: &str,
+    follow: bool,
+) -> impl Future<Output = bool> + Send + 'static {
+    let deny = state.deny_read.clone();
+    let named = deny.part_matching(Path::new(path)).is_some();
+    let dir = match state.filesystem().table.get(fd) {
+        Ok(Descriptor::Dir(dir)) if !named && !deny.is_empty() => Some(Arc::clone(&dir.dir)),
+        _ => None,
+    };
+    let path = path.to_owned();
+    async move {
+        if named {
+            return true;
+        }
+        let Some(dir) = dir else {
+            return false;
+        };
+        // Resolving walks the file system: off the async threads, as wasmtime-wasi does.
+        tokio::task::spawn_blocking(move || resolves_hidden(&dir, &path, follow, &deny))
+            .await
+            .unwrap_or(true)
+    }
+}
+
+/// Whether `path` (no part of which is hidden as written), from the directory `dir`, resolves
+/// to a path with a hidden part: through links in the directories above its last part, and in
+/// its last part too if `follow` (or if it ends in `..`). What cannot be resolved for the check
+/// is hidden, except what does not exist, which the call itself will not find. Blocking.
+fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, deny: &DenyRead) -> bool {
+    let Ok(dir) = dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
+        return true;
+    };
+    // A path that ends in `/`, `/.` or `/..` has its last link followed by the kernel whatever
+    // the call's flags say (`keys/` opens the directory `keys -> .ssh` points to), while
+    // `Path` drops that ending (`Path::new("keys/").file_name()` is `keys`): such a path is
+    // always resolved in full.
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let follow = follow || matches!(last, "" | "." | "..");
+    let path = Path::new(path);
+    let hides = |resolved: io::Result<std::path::PathBuf>| match resolved {
+        Ok(real) => Some(deny.part_matching(&real).is_some()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+        Err(_) => Some(true),
+    };
+    if follow || path.file_name().is_none() {
+        match hides(dir.canonicalize(path)) {
+            Some(hidden) => return hidden,
+            // A link to nothing leads to a name this check cannot see: as good as absent.
+            None if dir
+                .symlink_metadata(path)
+                .is_ok_and(|meta| meta.is_symlink()) =>
+            {
+                return true;
+            }
+            None => {}
+        }
+    }
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    hides(dir.canonicalize(parent)).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths checked as they resolve: through links to hidden files and directories, and not
+    /// through what merely lies beside them.
+    #[test]
+    fn a_path_is_hidden_as_it_resolves() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let root = temp.path();
+        for (path, text) in [
+            (".env", "TOKEN"),
+            (".ssh/id_rsa", "KEY"),
+            (".ssh/config", "Host x"),
+            ("notes.txt", "notes"),
+            ("sub/readme", "readme"),
+        ] {
+            std::fs::create_dir_all(root.join(path).parent().expect("parent")).expect("mkdir");
+            std::fs::write(root.join(path), text).expect("write");
+        }
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, root.join(at)).expect("symlink");
+        };
+        link(".env", "innocent");
+        link(".ssh", "keys");
+        link("../.ssh", "sub/up");
+        link("nowhere", "dangling");
+        link("notes.txt", "fine");
+        let dir = std::fs::File::open(root).expect("open");
+        let deny = DenyRead::default();
+        for (path, follow, expected) in [
+            ("notes.txt", true, false),
+            ("sub/readme", true, false),
+            ("fine", true, false),
+            ("innocent", true, true),
+            ("innocent", false, false),
+            ("keys/config", false, true),
+            ("keys", true, true),
+            ("keys", false, false),
+            // The kernel follows a link whose name ends in `/` or `/.`, whatever the flags
+            // (found by a hostile review: `keys/` opened `.ssh` and listed its other files).
+            ("keys/", false, true),
+            ("keys/.", false, true),
+            ("sub/up/.", false, true),
+            ("sub/up/", false, true),
+            ("sub/", false, false),
+            ("sub/.", false, false),
+            ("sub/up/config", true, true),
+            ("sub/..", true, false),
+            ("dangling", true, true),
+            ("dangling", false, false),
+            ("new.txt", true, false),
+            ("missing/new.txt", false, false),
+            ("../outside", true, true),
+        ] {
+            assert_eq!(
+                resolves_hidden(&dir, path, follow, &deny),
+                expected,
+                "{path} (follow: {follow})"
+            );
+        }
+    }
+}

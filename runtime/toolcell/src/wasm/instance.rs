@@ -1,0 +1,283 @@
+//! One guest call in a fresh store, and what became of it.
+//!
+//! Every call, and every `describe()` at load, gets a new `Store` holding a new
+//! [`CallState`]: nothing a previous call did can be seen. The store carries the call's
+//! deadline twice: an epoch callback interrupts a guest running wasm, and a timer around the
+//! whole call future stops a guest that waits inside a host call, where epochs do not reach.
+
+use crate::call::report::CallReport;
+use crate::wasm::bindings::{GuestPre, Info, ToolError};
+
+use crate::call::limits::Limits;
+use crate::call::proto::{FailureKind, ToolResponse};
+use crate::call::stop::StopToken;
+use crate::gate::grants::Grants;
+use crate::wasm::sandbox::CallState;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+/// How much of the end of a guest's stderr a failure message quotes: enough for a panic
+/// message and its location, not enough to flood a model's context.
+pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
+
+/// Why the epoch callback stopped a guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupted {
+    TimedOut,
+    Cancelled,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Interrupted::TimedOut => f.write_str("the call's deadline passed"),
+            Interrupted::Cancelled => f.write_str("the call was cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A fresh store for one call holding exactly `grants`, limited by `limits`, stopped by `stop`
+/// or at `deadline`.
+fn new_store(
+    engine: &Engine,
+    grants: &Grants,
+    limits: &Limits,
+    stop: Option<&StopToken>,
+    deadline: Instant,
+) -> wasmtime::Result<Store<CallState>> {
+    let mut store = Store::new(engine, CallState::new(grants, limits));
+    store.limiter(|state| &mut state.limiter);
+    // Fuel and epoch deadlines both start at zero: set them before anything runs.
+    // (`get_fuel` answers only when the engine meters fuel; see the pipeline, which refuses
+    // a fuel limit on an engine that does not.)
+    if store.get_fuel().is_ok() {
+        store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
+    }
+    let stop = stop.cloned();
+    // Each tick the callback checks the deadline and the stop flag, and otherwise yields so
+    // the timer and the stop wake-up around the call can fire too.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if stop.as_ref().is_some_and(StopToken::is_stopped) {
+            return Err(Interrupted::Cancelled.into());
+        }
+        if Instant::now() >= deadline {
+            return Err(Interrupted::TimedOut.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}
+
+/// Run the guest's `describe()` in a fresh, powerless instance.
+pub(crate) async fn describe(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    limits: &Limits,
+) -> Result<Info, String> {
+    let deadline = Instant::now() + limits.timeout;
+    let mut store = new_store(engine, &Grants::default(), limits, None, deadline)
+        .map_err(|error| format!("could not make an instance: {}", error_text(&error)))?;
+    let run = async {
+        let guest = pre.instantiate_async(&mut store).await?;
+        guest.toolcell_tool_tool().call_describe(&mut store).await
+    };
+    match tokio::time::timeout(limits.timeout, run).await {
+        Ok(Ok(info)) => Ok(info),
+        Ok(Err(error)) => Err(format!("describe() failed: {}", error_text(&error))),
+        Err(_) => Err(format!(
+            "describe() ran past its {} ms deadline",
+            limits.timeout.as_millis()
+        )),
+    }
+}
+
+/// Run the guest's `call(arguments)` in a fresh instance holding `grants`, under `limits`,
+/// until it answers, its deadline passes, or `stop` is stopped.
+///
+/// The deadline runs from now and covers the wait for a free instance slot (one of `slots`'
+/// permits) as well as the call. A result's class and trust are the caller's to set.
+pub(crate) async fn call(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    grants: &Grants,
+    limits: &Limits,
+    stop: Option<&StopToken>,
+    slots: &Semaphore,
+    arguments: &str,
+) -> CallReport {
+    let started = Instant::now();
+    let deadline = started + limits.timeout;
+    let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+    let answer = |response| CallReport {
+        elapsed: started.elapsed(),
+        ..CallReport::host_answer(response)
+    };
+    if stop.is_some_and(StopToken::is_stopped) {
+        return answer(ToolResponse::Cancelled);
+    }
+    let stopped = async {
+        match stop {
+            Some(stop) => stop.stopped().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(stopped);
+
+    // Back-pressure: when every slot is taken, wait for one rather than fail.
+    let _slot = tokio::select! {
+        permit = tokio::time::timeout_at(deadline.into(), slots.acquire()) => match permit {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_closed)) => {
+                return answer(ToolResponse::failed(FailureKind::Internal, "the runtime is shutting down"));
+            }
+            Err(_elapsed) => return answer(ToolResponse::TimedOut { limit_ms }),
+        },
+        () = &mut stopped => return answer(ToolResponse::Cancelled),
+    };
+
+    let mut store = match new_store(engine, grants, limits, stop, deadline) {
+        Ok(store) => store,
+        Err(error) => {
+            return answer(ToolResponse::failed(
+                FailureKind::Internal,
+                format!("could not make an instance: {}", error_text(&error)),
+            ));
+        }
+    };
+    if let Some(unopened) = &store.data().unopened {
+        return answer(ToolResponse::failed(
+            FailureKind::Internal,
+            format!("a granted directory could not be opened for the tool: {unopened}"),
+        ));
+    }
+    let run = async {
+        let guest = pre.instantiate_async(&mut store).await?;
+        guest
+            .toolcell_tool_tool()
+            .call_call(&mut store, arguments)
+            .await
+    };
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
+        () = &mut stopped => return report(ToolResponse::Cancelled, &store, started),
+    };
+    let response = match outcome {
+        Ok(Ok(Ok(text))) => ToolResponse::text(text),
+        Ok(Ok(Err(error))) => from_tool_error(error),
+        Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
+        Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+    };
+    report(response, &store, started)
+}
+
+fn report(response: ToolResponse, store: &Store<CallState>, started: Instant) -> CallReport {
+    CallReport {
+        stdout: store.data().stdout.captured(),
+        stderr: store.data().stderr.captured(),
+        elapsed: started.elapsed(),
+        ..CallReport::host_answer(response)
+    }
+}
+
+/// A guest's own error, as the host's typed response: the same mapping as a native tool's.
+fn from_tool_error(error: ToolError) -> ToolResponse {
+    use crate::tool::error::ToolError as Native;
+    match error {
+        ToolError::InvalidInput(message) => Native::InvalidInput(message),
+        ToolError::NotFound(message) => Native::NotFound(message),
+        ToolError::Denied(message) => Native::Denied(message),
+        ToolError::Failed(message) => Native::Failed(message),
+    }
+    .into()
+}
+
+/// What stopped a guest: the deadline, a refused allocation, fuel, or a trap.
+fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -> ToolResponse {
+    if let Some(interrupted) = error.downcast_ref::<Interrupted>() {
+        return match interrupted {
+            Interrupted::TimedOut => ToolResponse::TimedOut { limit_ms },
+            Interrupted::Cancelled => ToolResponse::Cancelled,
+        };
+    }
+    let stderr = state.stderr.captured().text;
+    let tail = stderr_tail(&stderr);
+    let with_stderr = |message: String| {
+        if tail.is_empty() {
+            message
+        } else {
+            format!("{message}\nguest stderr:\n{tail}")
+        }
+    };
+    if state.limiter.refused_memory {
+        return ToolResponse::failed(
+            FailureKind::OutOfMemory,
+            with_stderr(format!(
+                "the tool needed more memory than its limit allows ({})",
+                error_text(error)
+            )),
+        );
+    }
+    let kind = match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => FailureKind::OutOfFuel,
+        Some(_) => FailureKind::Trap,
+        None => FailureKind::Internal,
+    };
+    ToolResponse::failed(
+        kind,
+        with_stderr(format!("the tool crashed: {}", error_text(error))),
+    )
+}
+
+/// An error and its causes on one line.
+fn error_text(error: &wasmtime::Error) -> String {
+    format!("{error:#}")
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of `stderr`, cut on a character boundary, trimmed.
+fn stderr_tail(stderr: &str) -> &str {
+    let start = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    let start = stderr.ceil_char_boundary(start);
+    stderr[start..].trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::proto::DenyReason;
+
+    #[test]
+    fn the_stderr_tail_is_bounded_and_whole_characters() {
+        assert_eq!(stderr_tail("  panicked at x\n"), "panicked at x");
+        let long = "é".repeat(STDERR_TAIL_BYTES);
+        let tail = stderr_tail(&long);
+        assert!(tail.len() <= STDERR_TAIL_BYTES);
+        assert!(tail.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn tool_errors_map_to_their_typed_responses() {
+        let m = || "why".to_owned();
+        assert_eq!(
+            from_tool_error(ToolError::InvalidInput(m())),
+            ToolResponse::failed(FailureKind::InvalidInput, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::NotFound(m())),
+            ToolResponse::failed(FailureKind::NotFound, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::Failed(m())),
+            ToolResponse::failed(FailureKind::Tool, "why")
+        );
+        assert_eq!(
+            from_tool_error(ToolError::Denied(m())),
+            ToolResponse::Denied {
+                reason: DenyReason::Tool { message: m() }
+            }
+        );
+    }
+}

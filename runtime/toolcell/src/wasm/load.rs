@@ -1,0 +1,86 @@
+//! Loading a component: compile it once, link it once, ask it once what it is.
+//!
+//! Everything here may fail because of the component, never because of the host: each failure
+//! is a [`LoadError`] naming the component, and the other components load regardless.
+
+use crate::call::limits::{DESCRIBE_TIMEOUT, Limits};
+use crate::tool::info::ToolInfo;
+use crate::validate::ArgumentSchema;
+use crate::wasm::bindings::GuestPre;
+use crate::wasm::cache::{CacheEntry, CacheOutcome};
+use crate::wasm::instance;
+use crate::wasm::sandbox::CallState;
+use std::fmt;
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+/// A component that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// Where it came from: a file path, or `builtin:<name>`.
+    pub source: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.source, self.message)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// A tool ready to be called: its checked description and its prepared instance.
+pub(crate) struct LoadedTool {
+    pub(crate) info: ToolInfo,
+    pub(crate) pre: GuestPre<CallState>,
+    pub(crate) schema: ArgumentSchema,
+    pub(crate) source: String,
+}
+
+/// Compile `bytes` (or read them compiled from their cache `entry`), link them against
+/// `linker`, and read the tool's `describe()`.
+pub(crate) async fn load(
+    engine: &Engine,
+    linker: &Linker<CallState>,
+    entry: &CacheEntry,
+    source: &str,
+    bytes: &[u8],
+) -> Result<(LoadedTool, CacheOutcome), LoadError> {
+    let refuse = |message: String| LoadError {
+        source: source.to_owned(),
+        message,
+    };
+    let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
+    let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
+        refuse(format!(
+            "it imports something toolcell does not provide: {error:#}"
+        ))
+    })?;
+    let pre = GuestPre::new(instance_pre).map_err(|error| {
+        refuse(format!(
+            "it does not export the toolcell:tool/tool@0.1.0 interface: {error:#}"
+        ))
+    })?;
+    let limits = Limits {
+        timeout: DESCRIBE_TIMEOUT,
+        ..Limits::default()
+    };
+    let info = instance::describe(engine, &pre, &limits)
+        .await
+        .map_err(&refuse)?;
+    let info = ToolInfo::from_guest(info).map_err(&refuse)?;
+    let schema = ArgumentSchema::compile_bounded(&info.input_schema)
+        .await
+        .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?;
+    Ok((
+        LoadedTool {
+            info,
+            pre,
+            schema,
+            source: source.to_owned(),
+        },
+        outcome,
+    ))
+}

@@ -1,0 +1,256 @@
+//! The WASI context of one call: exactly that call's grants, and nothing ambient.
+//!
+//! `CallState::new` is the only place a guest's WASI context is built. By default it grants
+//! nothing:
+//!
+//! - no preopened directories, so no file system at all;
+//! - no environment variables and no arguments;
+//! - stdin empty; stdout and stderr captured into bounded in-memory buffers (never the host's);
+//! - TCP and UDP disabled, every socket address refused, name lookup disabled; `wasi:http`
+//!   linked, but every request denied unless the call was granted hosts (`net.rs`);
+//! - a wall clock fixed at [`FIXED_WALL_CLOCK`] unless the call is granted the clock;
+//! - a monotonic clock that starts at zero with the instance (it measures, but tells no date);
+//! - randomness, which grants no authority.
+//!
+//! What a [`Grants`] adds (a preopened directory, read-only or read-write; environment variables
+//! by name; the real clock) is added here and nowhere else. Inside every preopen, what the
+//! grants' deny-read list names is not there for the guest (`guest_fs.rs`).
+
+use crate::call::limits::{CallLimiter, Limits};
+use crate::call::report::Captured;
+use crate::gate::grants::FIXED_WALL_CLOCK;
+use crate::gate::grants::Grants;
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::{FsPerms, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// How many bytes of a guest's stdout, and separately of its stderr, are kept. Guest output is
+/// diagnostics, not the result; this bounds the host memory a chatty or hostile guest can
+/// take. Writes past it are accepted and dropped, and the capture says it was cut.
+pub const STDIO_CAPTURE_BYTES: usize = 64 * 1024;
+
+/// Everything a call's `Store` holds: its WASI context, its resources, its limiter and its
+/// captured output.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: CallLimiter,
+    pub(crate) stdout: CapturePipe,
+    pub(crate) stderr: CapturePipe,
+    /// A granted directory that could not be preopened (the call must not run without it).
+    pub(crate) unopened: Option<String>,
+    /// The names hidden in every preopen (`guest_fs.rs`).
+    pub(crate) deny_read: crate::policy::files::DenyRead,
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: crate::wasm::net::NetworkHooks,
+}
+
+impl CallState {
+    /// The state of a fresh call holding exactly `grants`, limited by `limits`.
+    pub(crate) fn new(grants: &Grants, limits: &Limits) -> CallState {
+        let stdout = CapturePipe::new(STDIO_CAPTURE_BYTES);
+        let stderr = CapturePipe::new(STDIO_CAPTURE_BYTES);
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        if !grants.clock {
+            builder.wall_clock(FixedWallClock);
+        }
+        builder.envs(&grants.env);
+        let mut unopened = None;
+        for preopen in &grants.preopens {
+            let perms = if preopen.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            // wasmtime opens a preopen by path. Handing it the already-open directory's
+            // /proc/self/fd entry gives it that very directory, whatever has happened to the
+            // path since the gate checked it.
+            if let Err(error) = builder.preopened_dir(preopen.host_path(), &preopen.guest, perms) {
+                unopened = Some(format!("{}: {error:#}", preopen.guest));
+            }
+        }
+        CallState {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limiter: CallLimiter::new(limits),
+            stdout,
+            stderr,
+            unopened,
+            deny_read: grants.deny_read.clone(),
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for CallState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            hooks: &mut self.hooks,
+            table: &mut self.table,
+            ctx: &mut self.http,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A wall clock that always reads [`FIXED_WALL_CLOCK`].
+struct FixedWallClock;
+
+impl HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        FIXED_WALL_CLOCK
+    }
+}
+
+/// A guest output stream kept in memory up to a capacity. Unlike wasmtime's
+/// `MemoryOutputPipe`, a write past the capacity does not fail (which would make a guest's
+/// `println!` panic): the excess is dropped and the capture remembers it was cut.
+#[derive(Clone)]
+pub(crate) struct CapturePipe {
+    inner: Arc<Mutex<Capture>>,
+}
+
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    capacity: usize,
+    truncated: bool,
+}
+
+impl CapturePipe {
+    fn new(capacity: usize) -> Self {
+        CapturePipe {
+            inner: Arc::new(Mutex::new(Capture {
+                capacity,
+                ..Capture::default()
+            })),
+        }
+    }
+
+    fn append(&self, bytes: &[u8]) {
+        let mut capture = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let room = capture.capacity.saturating_sub(capture.bytes.len());
+        let kept = bytes.len().min(room);
+        capture.bytes.extend_from_slice(&bytes[..kept]);
+        capture.truncated |= kept < bytes.len();
+    }
+
+    /// What was kept, as text (invalid UTF-8 replaced), and whether anything was dropped.
+    pub(crate) fn captured(&self) -> Captured {
+        let capture = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Captured {
+            text: String::from_utf8_lossy(&capture.bytes).into_owned(),
+            truncated: capture.truncated,
+        }
+    }
+}
+
+/// The most a single `write` may carry: the guest asks `check-write` before each write, and
+/// this keeps one write's host-side copy small whatever the guest asks for.
+const WRITE_PERMIT_BYTES: usize = 64 * 1024;
+
+impl IsTerminal for CapturePipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturePipe {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CapturePipe {
+    async fn ready(&mut self) {}
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CapturePipe {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.append(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_PERMIT_BYTES)
+    }
+}
+
+impl tokio::io::AsyncWrite for CapturePipe {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.append(bytes);
+        std::task::Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_keeps_its_capacity_and_says_it_cut() {
+        let pipe = CapturePipe::new(4);
+        let captured = |text: &str, truncated| Captured {
+            text: text.to_owned(),
+            truncated,
+        };
+        pipe.append(b"ab");
+        assert_eq!(pipe.captured(), captured("ab", false));
+        pipe.append(b"cd");
+        assert_eq!(pipe.captured(), captured("abcd", false));
+        pipe.append(b"e");
+        assert_eq!(pipe.captured(), captured("abcd", true));
+    }
+}
