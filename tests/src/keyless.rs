@@ -513,7 +513,7 @@ fn a_trust_root_that_could_verify_nothing_is_refused() {
     let mut json: serde_json::Value = serde_json::from_str(&sigstore.trusted_root()).expect("json");
     json["tlogs"] = serde_json::json!([]);
     let why = TrustRoot::from_json(json.to_string().as_bytes()).expect_err("no log");
-    assert!(why.contains("no transparency log"), "{why}");
+    assert!(why.to_string().contains("no transparency log"), "{why}");
     // A policy naming a keyless signer without a trust root is refused where it is read.
     let why = toolcell::Policy::from_toml(
         "[tools.echo]\nsigned_by = [{ issuer = \"https://issuer.example\", subject = \"a@b.c\" }]\n",

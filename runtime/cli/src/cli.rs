@@ -728,22 +728,26 @@ fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
                 usage("no store directory: give --store or set $TOOLCELL_STORE".into())
             })?;
         let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-        let mut lock =
-            toolcell_oci::Lock::open(workspace.join(toolcell_oci::LOCK_FILE)).map_err(usage)?;
+        let mut lock = toolcell_oci::Lock::open(workspace.join(toolcell_oci::LOCK_FILE))
+            .map_err(|error| usage(error.to_string()))?;
         let mut keys = Vec::new();
         let mut identities = Vec::new();
         for signer in &policy.registry().signed_by {
             match signer {
                 toolcell::policy::Signer::Key(path) => {
-                    keys.push(toolcell_oci::signing::TrustedKey::read(path).map_err(usage)?);
+                    keys.push(
+                        toolcell_oci::signing::TrustedKey::read(path)
+                            .map_err(|error| usage(error.to_string()))?,
+                    );
                 }
                 toolcell::policy::Signer::Identity(identity) => identities.push(identity.clone()),
             }
         }
         let trust_root = match &policy.registry().trust_root {
-            Some(path) if !identities.is_empty() => {
-                Some(toolcell_oci::signing::TrustRoot::read(path).map_err(usage)?)
-            }
+            Some(path) if !identities.is_empty() => Some(
+                toolcell_oci::signing::TrustRoot::read(path)
+                    .map_err(|error| usage(error.to_string()))?,
+            ),
             _ => None,
         };
         let options = toolcell_oci::PullOptions {
@@ -873,7 +877,7 @@ fn keygen(prefix: &std::path::Path) -> ExitCode {
                     .map_err(|error| format!("{}: {error}", path.display()))
             };
             create(&private, &private_pem, 0o600)?;
-            create(&public, &public_pem, 0o644)
+            create(&public, &public_pem, 0o644).map_err(toolcell_oci::OciError::from)
         },
     );
     match written {

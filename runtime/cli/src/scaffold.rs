@@ -126,7 +126,8 @@ impl std::error::Error for ScaffoldError {
 /// Write a new `language` project for a tool named `name` into `dir`, which must not exist or
 /// be empty. Returns the files written, relative to `dir`. A file is never overwritten.
 pub fn new_tool(name: &str, language: Language, dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    toolcell::registry::check_tool_name(name).map_err(ScaffoldError::BadName)?;
+    toolcell::registry::check_tool_name(name)
+        .map_err(|error| ScaffoldError::BadName(error.into()))?;
     // Package managers want a name that starts with a letter (Cargo refuses a leading digit).
     if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return Err(ScaffoldError::BadName(format!(

@@ -104,12 +104,14 @@ pub(crate) fn tenant(
 impl Tokens {
     /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
     /// [`Workspace`](toolcell::Workspace) per directory, shared by tenants that name the same one).
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, String> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, crate::ConfigError> {
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
         let text = read_bounded(path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
         if parsed.token.is_empty() {
-            return Err(why("no [[token]] tables: nobody could call".to_owned()));
+            return Err(crate::ConfigError(why(
+                "no [[token]] tables: nobody could call".to_owned(),
+            )));
         }
         let mut entries: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
         // Each tenant once, with the workspace and policy its first table named.
@@ -124,10 +126,10 @@ impl Tokens {
                 ))
             })?;
             if entries.iter().any(|(known, _)| *known == hash) {
-                return Err(why(format!(
+                return Err(crate::ConfigError(why(format!(
                     "tenant {:?}: a token is listed twice",
                     entry.tenant
-                )));
+                ))));
             }
             let tenant = match tenants
                 .iter()
@@ -135,10 +137,10 @@ impl Tokens {
             {
                 Some((tenant, workspace, policy)) => {
                     if *workspace != entry.workspace || *policy != entry.policy {
-                        return Err(why(format!(
+                        return Err(crate::ConfigError(why(format!(
                             "tenant {:?} is given two workspaces or policies",
                             entry.tenant
-                        )));
+                        ))));
                     }
                     Arc::clone(tenant)
                 }
@@ -227,7 +229,7 @@ pub const MAX_METRICS_TOKEN_FILE_BYTES: u64 = 4096;
 
 impl MetricsToken {
     /// Read the file at `path`.
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, String> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, crate::ConfigError> {
         let why = |what: String| format!("the metrics token file {}: {what}", path.display());
         let text = read_bounded(path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
         // `sha256sum` writes `HASH  -`: the first word is the hash.
@@ -357,7 +359,7 @@ mod tests {
             let file = dir.path().join("tokens.toml");
             std::fs::write(&file, text).expect("file");
             let refused = Tokens::load(&file, &mut runtime).expect_err(text);
-            assert!(refused.contains(why), "{text:?}: {refused}");
+            assert!(refused.0.contains(why), "{text:?}: {refused}");
         }
     }
 }

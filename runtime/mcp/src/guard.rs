@@ -93,7 +93,7 @@ impl Guard {
     /// `origins` (`scheme://host:port`, `scheme://host:*` for any port, `scheme://host` for the
     /// scheme's default port, or `null`). An entry that does not parse is an error, so a typo
     /// never widens or silently narrows what is allowed.
-    pub fn new(hosts: &[String], origins: &[String]) -> Result<Guard, String> {
+    pub fn new(hosts: &[String], origins: &[String]) -> Result<Guard, crate::ConfigError> {
         let hosts = hosts
             .iter()
             .map(|entry| {

@@ -121,22 +121,26 @@ pub struct HttpOptions {
 /// Whether serving at `addr` is allowed: an address other than loopback needs authentication
 /// (`auth_given`) and the names clients will reach it by (`hosts_given`), since the default
 /// allow-list holds loopback names only.
-pub fn check_exposure(addr: SocketAddr, auth_given: bool, hosts_given: bool) -> Result<(), String> {
+pub fn check_exposure(
+    addr: SocketAddr,
+    auth_given: bool,
+    hosts_given: bool,
+) -> Result<(), crate::ConfigError> {
     if is_loopback(addr.ip()) {
         return Ok(());
     }
     if !auth_given {
-        return Err(format!(
+        return Err(crate::ConfigError(format!(
             "refusing to serve MCP on {addr} without authentication: anyone who can reach it \
              could run tools. Give --tokens FILE (see `toolcell token`) or --oauth FILE, or \
              bind a loopback address such as 127.0.0.1"
-        ));
+        )));
     }
     if !hosts_given {
-        return Err(format!(
+        return Err(crate::ConfigError(format!(
             "serving on {addr}: give --allow-host with each name clients use to reach this \
              server (the Host header is checked; only loopback names are allowed by default)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -394,7 +398,7 @@ impl Front {
                         r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{}""#,
                         // A quoted-string of printable ASCII: the reason may quote the token's
                         // own claims (a tenant's name), which are the caller's to choose.
-                        why.chars()
+                        why.0.chars()
                             .map(|c| match c {
                                 '"' | '\\' => '\'',
                                 ' '..='~' => c,
@@ -920,11 +924,11 @@ mod tests {
             let addr: SocketAddr = addr.parse().expect("an address");
             let refused = check_exposure(addr, false, true).expect_err("refused");
             assert!(
-                refused.contains("without authentication"),
+                refused.0.contains("without authentication"),
                 "{addr}: {refused}"
             );
             let refused = check_exposure(addr, true, false).expect_err("refused");
-            assert!(refused.contains("--allow-host"), "{addr}: {refused}");
+            assert!(refused.0.contains("--allow-host"), "{addr}: {refused}");
             assert_eq!(check_exposure(addr, true, true), Ok(()), "{addr}");
         }
     }

@@ -325,7 +325,7 @@ fn fetch_jwks_blocking(url: &str) -> Result<JwkSet, String> {
 impl OAuth {
     /// Read the configuration at `path` and the key set it names, opening each tenant's
     /// workspace in `runtime`.
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, String> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, crate::ConfigError> {
         let why = |what: String| format!("the OAuth configuration {}: {what}", path.display());
         let parsed: OAuthFile =
             toml::from_str(&read_bounded(path).map_err(&why)?).map_err(|e| why(e.to_string()))?;
@@ -374,28 +374,32 @@ impl OAuth {
                     .jwks_max_age_secs
                     .map_or(DEFAULT_JWKS_MAX_AGE, Duration::from_secs);
                 if max_age < 2 * every {
-                    return Err(why(format!(
+                    return Err(crate::ConfigError(why(format!(
                         "jwks_max_age_secs ({}) must be at least twice jwks_refresh_secs ({}): \
                          one failed refresh would refuse every token",
                         max_age.as_secs(),
                         every.as_secs()
-                    )));
+                    ))));
                 }
                 let jwks = fetch_jwks_blocking(url).map_err(&why)?;
                 (jwks, Some((url.clone(), every)), url.clone())
             }
-            _ => return Err(why("give jwks_file or jwks_url (one of them)".to_owned())),
+            _ => {
+                return Err(crate::ConfigError(why(
+                    "give jwks_file or jwks_url (one of them)".to_owned(),
+                )));
+            }
         };
         if parsed.jwks_max_age_secs.is_some() && jwks_url.is_none() {
-            return Err(why(
+            return Err(crate::ConfigError(why(
                 "jwks_max_age_secs applies to a jwks_url only (a key file does not age)".to_owned(),
-            ));
+            )));
         }
         let token_types: Vec<String> = match parsed.token_types {
             Some(types) if types.is_empty() => {
-                return Err(why(
-                    "token_types is empty: no token could be accepted".to_owned()
-                ));
+                return Err(crate::ConfigError(why(
+                    "token_types is empty: no token could be accepted".to_owned(),
+                )));
             }
             Some(types) => types.iter().map(|typ| typ.to_ascii_lowercase()).collect(),
             None => DEFAULT_TOKEN_TYPES
@@ -405,9 +409,9 @@ impl OAuth {
         };
         let keys = usable_keys(&jwks, &algorithms);
         if keys.is_empty() {
-            return Err(why(format!(
+            return Err(crate::ConfigError(why(format!(
                 "{source} holds no key usable with {algorithms:?}"
-            )));
+            ))));
         }
         let mut validation = Validation::new(algorithms[0]);
         validation.algorithms = algorithms;
@@ -430,9 +434,9 @@ impl OAuth {
             tenants.insert(name, tenant);
         }
         if tenants.is_empty() {
-            return Err(why(
+            return Err(crate::ConfigError(why(
                 "no [tenants.NAME] tables: no token could name a tenant".to_owned(),
-            ));
+            )));
         }
         // A scope for a name no tool has (a typo: `Read_File`) would leave the tool it meant
         // behind the server's scope alone.
@@ -441,9 +445,9 @@ impl OAuth {
                 && tool.as_str() != toolcell::registry::CALL_TOOL
                 && tool.as_str() != toolcell::registry::FIND_TOOL
         }) {
-            return Err(why(format!(
+            return Err(crate::ConfigError(why(format!(
                 "[tool_scopes] names {unknown:?}, which is no tool of this server"
-            )));
+            ))));
         }
         let metadata_url = metadata_url(&resource).ok_or_else(|| why("resource".to_owned()))?;
         let fetched = jwks_url.as_ref().map(|_| std::time::Instant::now());
@@ -483,15 +487,15 @@ impl OAuth {
 
     /// Fetch the key set from its URL again and use it; on failure (the issuer unreachable,
     /// a set with no usable key) the keys stay as they were. Returns how many keys there are.
-    pub async fn refresh_keys(&self) -> Result<usize, String> {
+    pub async fn refresh_keys(&self) -> Result<usize, crate::ConfigError> {
         let Some((url, _)) = &self.jwks_url else {
             return Ok(self.keys().keys.len());
         };
         let keys = usable_keys(&fetch_jwks(url).await?, &self.algorithms);
         if keys.is_empty() {
-            return Err(format!(
+            return Err(crate::ConfigError(format!(
                 "the key set at {url} holds no usable key; kept the old one"
-            ));
+            )));
         }
         let count = keys.len();
         let set = Arc::new(KeySet {
@@ -506,17 +510,17 @@ impl OAuth {
     }
 
     /// Verify `token`: the caller it names, or why it is refused (for `error_description`).
-    pub fn verify(&self, token: &str) -> Result<Principal, String> {
+    pub fn verify(&self, token: &str) -> Result<Principal, crate::ConfigError> {
         if token.len() > MAX_ACCESS_TOKEN_BYTES {
-            return Err("the token is too long".to_owned());
+            return Err(crate::ConfigError("the token is too long".to_owned()));
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| "not a JWT".to_owned())?;
         // RFC 7515, section 4.1.11: a header naming extensions the recipient must understand
         // (`crit`) is refused by one that understands none.
         if header_names_crit(token) {
-            return Err(
+            return Err(crate::ConfigError(
                 "the token's header has crit extensions this server does not understand".to_owned(),
-            );
+            ));
         }
         // RFC 9068, section 4: a resource server checks that it was given an access token.
         let typ_ok = header.typ.as_deref().is_some_and(|typ| {
@@ -525,21 +529,21 @@ impl OAuth {
                 .any(|accepted| accepted.eq_ignore_ascii_case(typ))
         });
         if !typ_ok {
-            return Err(format!(
+            return Err(crate::ConfigError(format!(
                 "not an access token: its typ must be one of {:?}",
                 self.token_types
-            ));
+            )));
         }
         let keys = self.keys();
         if let Some(fetched) = keys.fetched
             && fetched.elapsed() > self.jwks_max_age
         {
-            return Err(format!(
+            return Err(crate::ConfigError(format!(
                 "the issuer's keys were last fetched {} s ago, past the {} s they may be used: \
                  every token is refused until they are fetched again",
                 fetched.elapsed().as_secs(),
                 self.jwks_max_age.as_secs()
-            ));
+            )));
         }
         let mut last = "no key of the issuer's set matches the token".to_owned();
         for (kid, key, alg) in keys.keys.iter() {
@@ -553,7 +557,7 @@ impl OAuth {
                 key,
                 &validation,
             ) {
-                Ok(data) => return self.principal(&data.claims),
+                Ok(data) => return self.principal(&data.claims).map_err(crate::ConfigError),
                 Err(error) => {
                     use jsonwebtoken::errors::ErrorKind;
                     last = match error.kind() {
@@ -582,12 +586,12 @@ impl OAuth {
                             | ErrorKind::MissingRequiredClaim(_)
                     );
                     if claims_failed {
-                        return Err(last);
+                        return Err(crate::ConfigError(last));
                     }
                 }
             }
         }
-        Err(last)
+        Err(crate::ConfigError(last))
     }
 
     fn principal(

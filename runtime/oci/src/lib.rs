@@ -75,7 +75,7 @@ impl ToolRef {
     /// Parse `oci://REGISTRY/REPOSITORY:TAG` or `oci://REGISTRY/REPOSITORY@sha256:HEX` (the
     /// scheme may be left out). The registry must be named (no default registry is assumed),
     /// and so must a tag or a digest (no default `latest`).
-    pub fn parse(text: &str) -> Result<ToolRef, String> {
+    pub fn parse(text: &str) -> Result<ToolRef, OciError> {
         let rest = text.strip_prefix(OCI_SCHEME).unwrap_or(text);
         let bad = |why: &str| {
             format!(
@@ -84,15 +84,15 @@ impl ToolRef {
         };
         let (registry, path) = rest.split_once('/').ok_or_else(|| bad("no repository"))?;
         if !(registry.contains('.') || registry.contains(':') || registry == "localhost") {
-            return Err(bad("no registry host"));
+            return Err(crate::OciError::from(bad("no registry host")));
         }
         let last = path.rsplit('/').next().unwrap_or(path);
         if !last.contains(':') && !last.contains('@') {
-            return Err(bad("no tag or digest"));
+            return Err(crate::OciError::from(bad("no tag or digest")));
         }
         let reference: Reference = rest.parse().map_err(|error| bad(&format!("{error}")))?;
         if let Some(digest) = reference.digest() {
-            check_digest(digest).map_err(|why| bad(&why))?;
+            check_digest(digest).map_err(|why| bad(&why.to_string()))?;
         }
         Ok(ToolRef { reference })
     }
@@ -164,7 +164,7 @@ pub fn is_loopback_host(registry: &str) -> bool {
 
 /// `digest` is `sha256:` and 64 lowercase hex digits (the only algorithm toolcell accepts: what
 /// it stores and pins by).
-pub fn check_digest(digest: &str) -> Result<(), String> {
+pub fn check_digest(digest: &str) -> Result<(), OciError> {
     match digest.strip_prefix("sha256:") {
         Some(hex)
             if hex.len() == 64
@@ -174,7 +174,9 @@ pub fn check_digest(digest: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!("{digest:?} is not a sha256 digest")),
+        _ => Err(crate::OciError::from(format!(
+            "{digest:?} is not a sha256 digest"
+        ))),
     }
 }
 
@@ -233,7 +235,7 @@ pub struct Stored {
 
 /// The component `reference` names, from `store` alone (no network): a digest reference
 /// directly, a tag through `lock`. Every byte is checked against its digest again.
-pub fn load(reference: &ToolRef, store: &Store, lock: Option<&Lock>) -> Result<Stored, String> {
+pub fn load(reference: &ToolRef, store: &Store, lock: Option<&Lock>) -> Result<Stored, OciError> {
     let digest = match reference.digest() {
         Some(digest) => digest.to_owned(),
         None => lock
@@ -297,7 +299,7 @@ mod tests {
             ("oci://ghcr.io/acme/echo@md5:abc", ""),
         ] {
             let refused = ToolRef::parse(bad).expect_err(bad);
-            assert!(refused.contains(why), "{bad}: {refused}");
+            assert!(refused.to_string().contains(why), "{bad}: {refused}");
         }
         let parsed = ToolRef::parse("oci://127.0.0.1:5000/tools/echo:1.0").expect("ref");
         assert_eq!(

@@ -100,7 +100,7 @@ pub struct Pulled {
 
 /// The credentials for `registry`: from the environment if `$TOOLCELL_REGISTRY` names it,
 /// else docker's `config.json`, else none.
-pub fn credentials(registry: &str) -> Result<RegistryAuth, String> {
+pub fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
     let ours = std::env::var(REGISTRY_VARIABLE).is_ok_and(|named| named == registry);
     if ours {
         if let Some(token) = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()) {
@@ -128,9 +128,15 @@ pub fn credentials(registry: &str) -> Result<RegistryAuth, String> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(RegistryAuth::Anonymous);
         }
-        Err(error) => return Err(format!("{}: {error}", path.display())),
+        Err(error) => {
+            return Err(crate::OciError::from(format!(
+                "{}: {error}",
+                path.display()
+            )));
+        }
     };
-    docker_credentials(&text, registry).map_err(|why| format!("{}: {why}", path.display()))
+    docker_credentials(&text, registry)
+        .map_err(|why| crate::OciError::from(format!("{}: {why}", path.display())))
 }
 
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
@@ -416,7 +422,9 @@ async fn fetch_component(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    Ok(store.write(&layer.digest, &bytes?)?)
+    store
+        .write(&layer.digest, &bytes?)
+        .map_err(|error| WireError::Malformed(error.to_string()))
 }
 
 /// The blob `layer` of the wire's repository: no more than it declares (and at most `max`

@@ -22,6 +22,7 @@
 //! [`Identity`] the policy names. Nothing is fetched: the log's inclusion proof is not
 //! checked online (as `cosign verify --offline`).
 
+use crate::OciError;
 use crate::digest_of;
 use base64::Engine as _;
 use rustls::pki_types::{CertificateDer, UnixTime};
@@ -155,7 +156,7 @@ pub struct TrustedKey {
 
 impl TrustedKey {
     /// Read the PEM public key at `path`.
-    pub fn read(path: &Path) -> Result<TrustedKey, String> {
+    pub fn read(path: &Path) -> Result<TrustedKey, OciError> {
         let why = |what: String| format!("the public key {}: {what}", path.display());
         let pem = read_key_file(path).map_err(&why)?;
         let der = pem_body(&pem).map_err(&why)?;
@@ -290,7 +291,7 @@ pub fn signers(
                     });
                 }
                 Err(why) => {
-                    keyless_failure.get_or_insert(why);
+                    keyless_failure.get_or_insert(why.to_string());
                 }
             }
         }
@@ -447,16 +448,16 @@ struct RekorPayload {
 
 impl TrustRoot {
     /// Read the trust root at `path`.
-    pub fn read(path: &Path) -> Result<TrustRoot, String> {
+    pub fn read(path: &Path) -> Result<TrustRoot, OciError> {
         let why = |what: String| format!("the trust root {}: {what}", path.display());
         let bytes = read_bounded(path, MAX_TRUST_ROOT_BYTES).map_err(&why)?;
-        let mut root = TrustRoot::from_json(&bytes).map_err(&why)?;
+        let mut root = TrustRoot::from_json(&bytes).map_err(|error| why(error.to_string()))?;
         root.path = path.to_owned();
         Ok(root)
     }
 
     /// Parse a `trusted_root.json`.
-    pub fn from_json(bytes: &[u8]) -> Result<TrustRoot, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<TrustRoot, OciError> {
         let file: TrustedRootFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         let decode = |raw: &RawBytes| {
             base64::engine::general_purpose::STANDARD
@@ -504,11 +505,11 @@ impl TrustRoot {
             root.logs.insert(hex, (key, window));
         }
         if root.roots.is_empty() || root.logs.is_empty() {
-            return Err(
+            return Err(crate::OciError::from(
                 "it names no certificate authority or no transparency log: no keyless \
                  signature could verify"
                     .to_owned(),
-            );
+            ));
         }
         Ok(root)
     }
@@ -519,7 +520,7 @@ impl TrustRoot {
         &self,
         stored: &StoredSignature,
         payload: &[u8],
-    ) -> Result<Identity, String> {
+    ) -> Result<Identity, OciError> {
         let pem = stored
             .certificate
             .as_deref()
@@ -566,10 +567,10 @@ impl TrustRoot {
         let integrated = u64::try_from(bundle.payload.integrated_time)
             .map_err(|_| "its transparency-log time is before 1970")?;
         if !log_window.contains(integrated) {
-            return Err(
+            return Err(crate::OciError::from(
                 "its transparency-log key was not in use when the entry says it was made"
                     .to_owned(),
-            );
+            ));
         }
         let intermediates: Vec<CertificateDer<'static>> = self
             .intermediates
@@ -745,7 +746,7 @@ impl std::fmt::Debug for SigningKey {
 impl SigningKey {
     /// Read the private key at `path`: cosign's encrypted PEM (the password from
     /// `$COSIGN_PASSWORD`, empty if unset) or a plain PKCS#8 PEM.
-    pub fn read(path: &Path) -> Result<SigningKey, String> {
+    pub fn read(path: &Path) -> Result<SigningKey, OciError> {
         let why = |what: String| format!("the private key {}: {what}", path.display());
         let pem = read_key_file(path).map_err(&why)?;
         let encrypted = std::str::from_utf8(&pem)
@@ -771,7 +772,7 @@ impl SigningKey {
 
     /// A fresh ECDSA P-256 key pair (cosign's default): the private key encrypted with
     /// `password` in cosign's format, and the public key, both PEM.
-    pub fn generate(password: &[u8]) -> Result<(String, String), String> {
+    pub fn generate(password: &[u8]) -> Result<(String, String), OciError> {
         let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
             .create_signer()
             .map_err(|error| error.to_string())?;
@@ -788,16 +789,16 @@ impl SigningKey {
     }
 
     /// `sha256:` of the public key's DER encoding (as [`TrustedKey::id`]).
-    pub fn id(&self) -> Result<String, String> {
+    pub fn id(&self) -> Result<String, OciError> {
         self.keys
             .public_key_to_der()
             .map(|der| digest_of(&der))
-            .map_err(|error| error.to_string())
+            .map_err(|error| OciError::from(error.to_string()))
     }
 
     /// The signature layer for the artifact `repository` (`REGISTRY/REPOSITORY`) at `digest`:
     /// its simple-signing payload and the payload's signature, base64.
-    pub fn sign(&self, repository: &str, digest: &str) -> Result<(Vec<u8>, String), String> {
+    pub fn sign(&self, repository: &str, digest: &str) -> Result<(Vec<u8>, String), OciError> {
         let reference: sigstore::registry::OciReference = format!("{repository}@{digest}")
             .parse()
             .map_err(|error| format!("{repository}@{digest}: {error}"))?;
@@ -904,7 +905,7 @@ mod tests {
         // The test does not set COSIGN_PASSWORD: the empty password is tried, and fails.
         if std::env::var_os(PASSWORD_VARIABLE).is_none() {
             let refused = SigningKey::read(&path).expect_err("wrong password");
-            assert!(refused.contains(PASSWORD_VARIABLE), "{refused}");
+            assert!(refused.to_string().contains(PASSWORD_VARIABLE), "{refused}");
         }
         std::fs::write(dir.path().join("bad.pub"), "not a key").expect("write");
         assert!(TrustedKey::read(&dir.path().join("bad.pub")).is_err());

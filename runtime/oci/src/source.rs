@@ -144,3 +144,9 @@ impl KeyRing {
         Ok((keys, identities, root))
     }
 }
+
+impl From<crate::OciError> for SourceError {
+    fn from(error: crate::OciError) -> SourceError {
+        SourceError(error.to_string())
+    }
+}

@@ -1,5 +1,6 @@
 //! Where pulled tools live: a content-addressed store, and the workspace's lock file.
 
+use crate::OciError;
 use crate::{MAX_MANIFEST_BYTES, check_digest, digest_of};
 use serde::{Deserialize, Serialize};
 use std::io::{Read as _, Write as _};
@@ -61,43 +62,56 @@ impl Store {
     }
 
     /// The blob `digest`, at most `max` bytes, checked against its digest.
-    pub fn read(&self, digest: &str, max: u64) -> Result<Vec<u8>, String> {
+    pub fn read(&self, digest: &str, max: u64) -> Result<Vec<u8>, OciError> {
         let path = self.blob_path(digest)?;
         let bytes =
             read_bounded(&path, max).map_err(|why| format!("{digest} in the store: {why}"))?;
         if digest_of(&bytes) != digest {
-            return Err(format!(
+            return Err(crate::OciError::from(format!(
                 "{digest} in the store ({}) does not match its digest: it was changed",
                 path.display()
-            ));
+            )));
         }
         Ok(bytes)
     }
 
     /// The image manifest `digest`.
-    pub fn manifest(&self, digest: &str) -> Result<oci_client::manifest::OciImageManifest, String> {
+    pub fn manifest(
+        &self,
+        digest: &str,
+    ) -> Result<oci_client::manifest::OciImageManifest, OciError> {
         let bytes = self.read(digest, MAX_MANIFEST_BYTES as u64)?;
-        serde_json::from_slice(&bytes).map_err(|error| format!("the manifest {digest}: {error}"))
+        serde_json::from_slice(&bytes)
+            .map_err(|error| crate::OciError::from(format!("the manifest {digest}: {error}")))
     }
 
     /// Keep `bytes` as the blob `digest`, after checking they are.
-    pub fn write(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+    pub fn write(&self, digest: &str, bytes: &[u8]) -> Result<(), OciError> {
         let path = self.blob_path(digest)?;
         let actual = digest_of(bytes);
         if actual != digest {
-            return Err(format!("the bytes are {actual}, not {digest}"));
+            return Err(crate::OciError::from(format!(
+                "the bytes are {actual}, not {digest}"
+            )));
         }
-        write_atomic(&path, bytes).map_err(|error| format!("storing {digest}: {error}"))
+        write_atomic(&path, bytes)
+            .map_err(|error| crate::OciError::from(format!("storing {digest}: {error}")))
     }
 
     /// The signatures recorded for the manifest `digest` (none if none were found).
-    pub fn signatures(&self, digest: &str) -> Result<Vec<crate::signing::StoredSignature>, String> {
+    pub fn signatures(
+        &self,
+        digest: &str,
+    ) -> Result<Vec<crate::signing::StoredSignature>, OciError> {
         let path = self.signatures_path(digest)?;
         match read_bounded(&path, MAX_SIGNATURES_FILE_BYTES) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|error| format!("the signatures of {digest}: {error}")),
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+                crate::OciError::from(format!("the signatures of {digest}: {error}"))
+            }),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(error) => Err(format!("the signatures of {digest}: {error}")),
+            Err(error) => Err(crate::OciError::from(format!(
+                "the signatures of {digest}: {error}"
+            ))),
         }
     }
 
@@ -109,7 +123,7 @@ impl Store {
         &self,
         digest: &str,
         signatures: &[crate::signing::StoredSignature],
-    ) -> Result<(), String> {
+    ) -> Result<(), OciError> {
         let path = self.signatures_path(digest)?;
         let mut kept = self.signatures(digest).unwrap_or_default();
         // Two bytes for the brackets; one comma between each.
@@ -129,8 +143,9 @@ impl Store {
             kept.push(signature.clone());
         }
         let text = serde_json::to_vec(&kept).map_err(|error| error.to_string())?;
-        write_atomic(&path, &text)
-            .map_err(|error| format!("storing the signatures of {digest}: {error}"))
+        write_atomic(&path, &text).map_err(|error| {
+            crate::OciError::from(format!("storing the signatures of {digest}: {error}"))
+        })
     }
 }
 
@@ -210,7 +225,7 @@ const LOCK_HEADER: &str = "# toolcell.lock: the digest each pulled tool's tag re
 
 impl Lock {
     /// The lock file at `path` (empty if there is none).
-    pub fn open(path: impl Into<PathBuf>) -> Result<Lock, String> {
+    pub fn open(path: impl Into<PathBuf>) -> Result<Lock, OciError> {
         let path = path.into();
         let file = match read_bounded(&path, MAX_LOCK_FILE_BYTES) {
             Ok(bytes) => {
@@ -219,7 +234,12 @@ impl Lock {
                 toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
-            Err(error) => return Err(format!("{}: {error}", path.display())),
+            Err(error) => {
+                return Err(crate::OciError::from(format!(
+                    "{}: {error}",
+                    path.display()
+                )));
+            }
         };
         Ok(Lock { path, file })
     }
@@ -257,10 +277,11 @@ impl Lock {
     }
 
     /// Write the lock file (whole, atomically).
-    pub fn save(&self) -> Result<(), String> {
+    pub fn save(&self) -> Result<(), OciError> {
         let body = toml::to_string(&self.file).map_err(|error| error.to_string())?;
-        write_atomic(&self.path, format!("{LOCK_HEADER}{body}").as_bytes())
-            .map_err(|error| format!("writing {}: {error}", self.path.display()))
+        write_atomic(&self.path, format!("{LOCK_HEADER}{body}").as_bytes()).map_err(|error| {
+            crate::OciError::from(format!("writing {}: {error}", self.path.display()))
+        })
     }
 }
 
@@ -281,7 +302,7 @@ mod tests {
         let path = store.blob_path(&digest).expect("path");
         std::fs::write(&path, b"changed").expect("tamper");
         let refused = store.read(&digest, 100).expect_err("changed");
-        assert!(refused.contains("was changed"), "{refused}");
+        assert!(refused.to_string().contains("was changed"), "{refused}");
         assert!(store.read("sha256:../../x", 100).is_err());
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(path.parent().expect("dir"))

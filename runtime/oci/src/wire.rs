@@ -143,6 +143,19 @@ impl From<String> for OciError {
     }
 }
 
+impl From<&str> for OciError {
+    fn from(why: &str) -> OciError {
+        OciError::Failed(why.to_owned())
+    }
+}
+
+/// For the registry code that still builds its messages as text.
+impl From<OciError> for String {
+    fn from(error: OciError) -> String {
+        error.to_string()
+    }
+}
+
 /// Which access a request needs: the action of a token's scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Access {

@@ -26,6 +26,7 @@
 //! use toolcell::{ToolPort as _, ToolRequest, ToolResponse};
 //!
 //! /// Says yes to every gated call (a real loop asks its user).
+//! #[derive(Debug)]
 //! struct Yes;
 //! impl Approver for Yes {
 //!     fn approve(&self, _request: &ApprovalRequest) -> Approval {
@@ -123,9 +124,9 @@ pub use call::report::CallReport;
 pub use call::stop::StopToken;
 pub use gate::workspace::Workspace;
 pub use pipeline::Runtime;
-pub use pipeline::builder::RuntimeBuilder;
+pub use pipeline::builder::{BuildError, RuntimeBuilder};
 pub use pipeline::builtin::builtin_components;
-pub use pipeline::context::{Call, CallContext};
+pub use pipeline::context::{Call, CallContext, CwdError};
 pub use pipeline::native::{FnTool, NativeTool, ToolContext};
 pub use policy::{Policy, PolicyError};
 pub use tool::error::ToolError;
@@ -162,7 +163,7 @@ pub mod registry {
     pub use crate::call::registry::{
         Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
     };
-    pub use crate::tool::info::check_tool_name;
+    pub use crate::tool::info::{InvalidToolName, check_tool_name};
 }
 
 /// Where components named by reference come from (a registry, through `toolcell-oci`).

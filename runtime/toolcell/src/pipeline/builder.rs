@@ -15,7 +15,6 @@ use crate::wasm::WasmExecutor;
 use crate::wasm::cache::{CacheStats, CompileCache, default_cache_dir, default_cache_key_file};
 use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
 use crate::wasm::load::LoadError;
-use anyhow::Context as _;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -240,7 +239,7 @@ impl RuntimeBuilder {
     /// A tool that cannot be loaded does not stop the others: it is left out and listed in
     /// [`Runtime::load_errors`]. This fails only when the host cannot run at all, or a tools
     /// directory or the default workspace cannot be opened.
-    pub fn build(mut self) -> anyhow::Result<Runtime> {
+    pub fn build(mut self) -> Result<Runtime, BuildError> {
         let mut sources = Vec::new();
         if self.builtin {
             for (name, bytes) in BUILTIN_TOOLS {
@@ -249,7 +248,10 @@ impl RuntimeBuilder {
         }
         let mut unreadable = Vec::new();
         for dir in &self.dirs {
-            let (read, refused) = read_tools_dir(dir)?;
+            let (read, refused) = read_tools_dir(dir).map_err(|source| BuildError::ToolsDir {
+                dir: dir.clone(),
+                source,
+            })?;
             sources.extend(read);
             unreadable.extend(refused);
         }
@@ -259,7 +261,8 @@ impl RuntimeBuilder {
         let fuel_metering = self
             .fuel_metering
             .unwrap_or_else(|| self.policy.sets_fuel());
-        let wasm = WasmExecutor::new(self.pool_slots, fuel_metering, self.keep_resident_bytes)?;
+        let wasm = WasmExecutor::new(self.pool_slots, fuel_metering, self.keep_resident_bytes)
+            .map_err(|error| BuildError::Host(format!("{error:#}")))?;
         let workers = std::thread::available_parallelism().map_or(2, usize::from);
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -269,7 +272,9 @@ impl RuntimeBuilder {
             .enable_time()
             .enable_io()
             .build()
-            .context("starting the host's async runtime")?;
+            .map_err(|error| {
+                BuildError::Host(format!("starting the host's async runtime: {error}"))
+            })?;
 
         // The keys and trust root that decide which signatures count are no tool's to write.
         self.protected.extend(self.policy.trust_files());
@@ -298,7 +303,10 @@ impl RuntimeBuilder {
         if let Some(dir) = &self.workspace {
             let workspace = runtime
                 .workspace(dir)
-                .with_context(|| format!("opening the workspace {}", dir.display()))?;
+                .map_err(|source| BuildError::Workspace {
+                    dir: dir.clone(),
+                    source,
+                })?;
             runtime.default_context = CallContext::new(self.agent, Some(workspace));
         } else {
             runtime.default_context = CallContext::new(self.agent, None);
@@ -557,17 +565,12 @@ type Source = (String, Vec<u8>);
 /// Only regular files are read: a directory, a FIFO (opened without waiting on it), a device
 /// or a dangling link named `*.wasm` is refused, and so is a link that leads out of the
 /// directory. A file larger than [`MAX_COMPONENT_BYTES`] is refused before it is read.
-fn read_tools_dir(dir: &Path) -> anyhow::Result<(Vec<Source>, Vec<LoadError>)> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the tools directory {}", dir.display()))?;
-    let root = dir
-        .canonicalize()
-        .with_context(|| format!("reading the tools directory {}", dir.display()))?;
+fn read_tools_dir(dir: &Path) -> std::io::Result<(Vec<Source>, Vec<LoadError>)> {
+    let entries = std::fs::read_dir(dir)?;
+    let root = dir.canonicalize()?;
     let mut paths = Vec::new();
     for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading the tools directory {}", dir.display()))?
-            .path();
+        let path = entry?.path();
         if path.extension().is_some_and(|ext| ext == "wasm") {
             paths.push(path);
         }
@@ -620,6 +623,34 @@ fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|error| format!("cannot be read: {error}"))?;
     Ok(bytes)
+}
+
+/// Why a runtime could not be built at all. (A tool that cannot be loaded does not stop the
+/// build: it is a [`LoadError`] in [`Runtime::load_errors`].)
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A tools directory could not be listed.
+    #[error("reading the tools directory {}: {source}", dir.display())]
+    ToolsDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The default workspace could not be opened.
+    #[error("opening the workspace {}: {source}", dir.display())]
+    Workspace {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host cannot run at all here: the engine, its instance pool or the async runtime
+    /// could not be made.
+    #[error("{0}")]
+    Host(String),
 }
 
 /// What [`RuntimeBuilder::on_compile`] calls.

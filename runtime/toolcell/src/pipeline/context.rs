@@ -11,6 +11,28 @@ use crate::policy::Policy;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Why a working directory was refused ([`CallContext::with_cwd`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CwdError {
+    /// The context has no workspace, so no directory in it.
+    #[error("a working directory needs a workspace")]
+    NoWorkspace,
+    /// The path is not inside the workspace, or a link leads out of it.
+    #[error("the working directory {cwd:?}: {why}")]
+    Refused {
+        /// The directory asked for.
+        cwd: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// The path is a file.
+    #[error("the working directory {cwd:?} is not a directory")]
+    NotADirectory {
+        /// The directory asked for.
+        cwd: String,
+    },
+}
+
 /// The agent a call is made for when the caller names none.
 pub const DEFAULT_AGENT: &str = "default";
 
@@ -68,17 +90,20 @@ impl CallContext {
     /// This context with its working directory at `cwd`: relative paths in a call's
     /// arguments start there. `cwd` is relative to the workspace (or an absolute path inside
     /// it), and must be a directory in it that no symlink leads out of.
-    pub fn with_cwd(mut self, cwd: impl AsRef<Path>) -> Result<CallContext, String> {
+    pub fn with_cwd(mut self, cwd: impl AsRef<Path>) -> Result<CallContext, CwdError> {
         let Some(workspace) = &self.workspace else {
-            return Err("a working directory needs a workspace".to_owned());
+            return Err(CwdError::NoWorkspace);
         };
         let requested = cwd.as_ref().to_string_lossy();
-        let resolved = crate::gate::resolve(workspace, &requested)
-            .map_err(|why| format!("the working directory {requested:?}: {why}"))?;
+        let resolved =
+            crate::gate::resolve(workspace, &requested).map_err(|why| CwdError::Refused {
+                cwd: requested.clone().into_owned(),
+                why,
+            })?;
         if resolved.path != resolved.dir {
-            return Err(format!(
-                "the working directory {requested:?} is not a directory"
-            ));
+            return Err(CwdError::NotADirectory {
+                cwd: requested.into_owned(),
+            });
         }
         self.cwd = resolved.path;
         Ok(self)

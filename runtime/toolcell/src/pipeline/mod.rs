@@ -38,7 +38,7 @@ use crate::gate::{Gate, Refusal, Scope};
 use crate::pipeline::audit::{Audit, AuditRecord};
 use crate::pipeline::context::{Call, CallContext};
 use crate::pipeline::native::{NativeTool, ToolContext};
-use crate::policy::ToolPolicy;
+use crate::policy::{PolicyError, ToolPolicy};
 use crate::tool::info::{ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
@@ -183,24 +183,22 @@ impl Runtime {
     /// a policy that sets a fuel limit needs a runtime that meters fuel, and one that says where
     /// tools come from or who must have signed them is refused (that is decided at load, by
     /// the runtime's own policy; per call it would be silently ignored).
-    pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), String> {
+    pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), PolicyError> {
         if policy.sets_fuel() && !self.wasm.meters_fuel() {
-            return Err(
+            return Err(PolicyError::new(
                 "it sets a fuel limit, but this runtime does not meter fuel (set one \
                         in the runtime's own policy, or build it with \
-                        RuntimeBuilder::fuel_metering(true))"
-                    .to_owned(),
-            );
+                        RuntimeBuilder::fuel_metering(true))",
+            ));
         }
         if policy.decides_provenance() {
             // Which tools load, from where and signed by whom, is decided once at load, by the
             // runtime's own policy; a context's policy could not narrow it per call.
-            return Err(
+            return Err(PolicyError::new(
                 "it says where tools come from or who must sign them (source, signed_by, \
                  [registry]): that is decided once, when tools load, by the server's own \
-                 policy"
-                    .to_owned(),
-            );
+                 policy",
+            ));
         }
         Ok(())
     }

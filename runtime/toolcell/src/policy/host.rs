@@ -2,6 +2,7 @@
 //! public ([`is_non_public`]). Plain data and its checks: the sender that honours them is the
 //! wasm executor's (`wasm/net.rs`).
 
+use crate::policy::PolicyError;
 use std::net::IpAddr;
 
 /// One host a policy allows: `[scheme://]host[:port]`, where host may start with `*.` to cover
@@ -18,19 +19,21 @@ pub struct HostPattern {
 
 impl HostPattern {
     /// Parse a pattern from a policy.
-    pub fn parse(text: &str) -> Result<HostPattern, String> {
+    pub fn parse(text: &str) -> Result<HostPattern, PolicyError> {
         let (scheme, rest) = match text.split_once("://") {
             Some((scheme, rest)) => (scheme.to_ascii_lowercase(), rest),
             None => ("https".to_owned(), text),
         };
         if scheme != "http" && scheme != "https" {
-            return Err(format!("host {text:?}: only http and https are supported"));
+            return Err(PolicyError::new(format!(
+                "host {text:?}: only http and https are supported"
+            )));
         }
         let (host, port) = match rest.rsplit_once(':') {
             Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => {
-                let port = port
-                    .parse::<u16>()
-                    .map_err(|_| format!("host {text:?}: {port:?} is not a port"))?;
+                let port = port.parse::<u16>().map_err(|_| {
+                    PolicyError::new(format!("host {text:?}: {port:?} is not a port"))
+                })?;
                 (host, Some(port))
             }
             _ => (rest, None),
@@ -40,7 +43,9 @@ impl HostPattern {
             .trim_end_matches(']')
             .to_ascii_lowercase();
         if host.is_empty() || host.contains('/') {
-            return Err(format!("host {text:?} is not [scheme://]host[:port]"));
+            return Err(PolicyError::new(format!(
+                "host {text:?} is not [scheme://]host[:port]"
+            )));
         }
         Ok(HostPattern {
             scheme,

@@ -179,7 +179,7 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
-    fn new(message: impl Into<String>) -> PolicyError {
+    pub(crate) fn new(message: impl Into<String>) -> PolicyError {
         PolicyError {
             file: None,
             line: None,

@@ -192,21 +192,34 @@ impl ToolInfo {
     }
 }
 
+/// A tool name no model provider accepts, or one of the loop's own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidToolName(String);
+
+impl From<InvalidToolName> for String {
+    fn from(error: InvalidToolName) -> String {
+        error.0
+    }
+}
+
 /// Check that `name` fits `^[a-zA-Z0-9_-]{1,64}$` (what every model provider accepts) and
 /// is not one of the loop's own tools.
-pub fn check_tool_name(name: &str) -> Result<(), String> {
+pub fn check_tool_name(name: &str) -> Result<(), InvalidToolName> {
     let fits = !name.is_empty()
         && name.len() <= MAX_TOOL_NAME_CHARS
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !fits {
-        return Err(format!(
+        return Err(InvalidToolName(format!(
             "tool name {name:?} must be 1 to {MAX_TOOL_NAME_CHARS} characters from a-z A-Z 0-9 _ -"
-        ));
+        )));
     }
     if name == crate::call::dispatch::FIND_TOOL || name == crate::call::dispatch::CALL_TOOL {
-        return Err(format!("tool name {name:?} is reserved for the agent loop"));
+        return Err(InvalidToolName(format!(
+            "tool name {name:?} is reserved for the agent loop"
+        )));
     }
     Ok(())
 }
