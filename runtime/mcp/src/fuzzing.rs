@@ -2,7 +2,7 @@
 //! input, and the transport's fast path compared with rmcp's parse. Not for embedders.
 
 use serde_json::{Map, Value, json};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use toolcell::policy::ToolPolicy;
 use toolcell::{FnTool, Policy, Runtime, ToolInfo};

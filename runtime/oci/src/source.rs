@@ -15,12 +15,17 @@ use toolcell::source::{ComponentSource, SourceError, SourcedComponent};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// let source = toolcell_oci::OciSource::new(toolcell_oci::Store::default_dir(), Some("toolcell.lock".into()));
+/// # fn main() -> Result<(), toolcell::BuildError> {
+/// let source = toolcell_oci::OciSource::new(
+///     toolcell_oci::Store::default_dir(),
+///     Some("toolcell.lock".into()),
+/// );
 /// let runtime = toolcell::Runtime::builder()
 ///     .source(Arc::new(source))
 ///     .pulled("oci://ghcr.io/acme/fetch:2")
 ///     .build()?;
-/// # anyhow::Ok(())
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct OciSource {

@@ -16,13 +16,13 @@ use crate::call::registry::{Entry, Registry, ToolSchema};
 use crate::gate;
 use crate::gate::workspace::Workspace;
 use crate::pipeline::Runtime;
-use crate::pipeline::native::FnTool;
+
 use crate::policy::{Policy, ToolPolicy};
 use crate::tool::info::ToolInfo;
 use crate::validate::{ArgumentSchema, Checked, MAX_LISTED_VIOLATIONS};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::call::port::ToolPort as _;
 /// The depth of a JSON value (what the MCP fast path compares with rmcp's parse).
@@ -97,7 +97,7 @@ impl CompiledSchema {
 
     /// Check `arguments` as the pipeline does, as a call's first stage: here if the work is
     /// small, else on the blocking pool of `pool` (whose threads must have
-    /// [`VALIDATION_STACK_BYTES`](crate::VALIDATION_STACK_BYTES) of stack), until `deadline`.
+    /// [`VALIDATION_STACK_BYTES`](crate::validate::VALIDATION_STACK_BYTES) of stack), until `deadline`.
     pub async fn check_as_called(
         &self,
         pool: &tokio::runtime::Handle,
@@ -131,7 +131,7 @@ pub fn check_policy(data: &[u8]) -> Result<(), String> {
     let second = Policy::from_toml(&text);
     let policy = match (first, second) {
         (Err(one), Err(two)) if one == two => {
-            return if one.is_empty() {
+            return if one.message().is_empty() {
                 Err("an empty error".to_owned())
             } else {
                 Ok(())
@@ -248,7 +248,7 @@ pub fn check_dispatch(data: &[u8]) -> Result<(), String> {
         _ => rest.split_once('\0').unwrap_or((rest.as_ref(), "")),
     };
     let registry = dispatch_registry();
-    let decided = crate::call::dispatch(&registry, name, arguments);
+    let decided = crate::call::dispatch::dispatch(&registry, name, arguments);
     if name != FIND_TOOL && name != CALL_TOOL {
         let expected = Dispatch::Port {
             tool: name.to_owned(),
@@ -590,7 +590,7 @@ pub const SCHEMA_CHECK_DEADLINE: Duration = Duration::from_secs(10);
 const WORKER_STACK_BYTES: usize = 2 * 1024 * 1024;
 
 /// The host's validation pool as the builder makes it: threads with
-/// [`VALIDATION_STACK_BYTES`](crate::VALIDATION_STACK_BYTES) of stack. Unlike the host's, its
+/// [`VALIDATION_STACK_BYTES`](crate::validate::VALIDATION_STACK_BYTES) of stack. Unlike the host's, its
 /// idle threads never exit. LeakSanitizer's check at exit once (in a 10-minute run) reported
 /// a blocking thread's allocations as leaked, most likely because that thread was starting or
 /// exiting just then.
@@ -600,7 +600,7 @@ fn validation_pool() -> Result<&'static tokio::runtime::Runtime, String> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_keep_alive(Duration::from_secs(7 * 24 * 3600))
-            .thread_stack_size(crate::VALIDATION_STACK_BYTES)
+            .thread_stack_size(crate::validate::VALIDATION_STACK_BYTES)
             .enable_time()
             .build()
             .map_err(|error| format!("starting the validation pool: {error}"))
@@ -636,7 +636,7 @@ pub fn check_schema(data: &[u8]) -> Result<(), String> {
     let (schema_text, arguments) = text.split_once('\0').unwrap_or((text.as_ref(), "{}"));
     let schema_text = schema_text.to_owned();
     let pool = validation_pool()?;
-    let compiled = on_thread(crate::VALIDATION_STACK_BYTES, move || {
+    let compiled = on_thread(crate::validate::VALIDATION_STACK_BYTES, move || {
         compile_schema_text(&schema_text)
     })?;
     let Ok(compiled) = compiled else {
@@ -649,7 +649,7 @@ pub fn check_schema(data: &[u8]) -> Result<(), String> {
         pool.block_on(schema.check_as_called(pool.handle(), "fuzz", &owned, deadline))
     })?;
     let (schema, owned) = (Arc::clone(&compiled), arguments.to_owned());
-    let to_the_end = on_thread(crate::VALIDATION_STACK_BYTES, move || {
+    let to_the_end = on_thread(crate::validate::VALIDATION_STACK_BYTES, move || {
         schema.check("fuzz", &owned)
     })?;
     let as_called = match as_called {
