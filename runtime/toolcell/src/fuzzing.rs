@@ -235,7 +235,7 @@ pub fn dispatch_registry() -> Registry {
 
 /// `dispatch` on a name and arguments split from `data`: the first byte picks the name
 /// (`find_tool`, `call_tool`, `echo`, or the text up to the first NUL), the rest (UTF-8,
-/// lossily) is the arguments. Checks every row of the table in `dispatch.rs`.
+/// lossily) is the arguments. Checks every row of the table in `call/dispatch.rs`.
 pub fn check_dispatch(data: &[u8]) -> Result<(), String> {
     let Some((&selector, rest)) = data.split_first() else {
         return Ok(());

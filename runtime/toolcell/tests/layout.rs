@@ -110,6 +110,116 @@ fn the_stages_import_no_stage_below_them() {
     assert!(checked > 30, "only {checked} files checked");
 }
 
+/// The module (`call::registry`) of the source file at `relative` (to `src/`).
+fn module_of(relative: &Path) -> String {
+    let text = relative
+        .with_extension("")
+        .to_string_lossy()
+        .replace('/', "::");
+    text.strip_suffix("::mod").unwrap_or(&text).to_owned()
+}
+
+/// The modules among `modules` that `text` names (`crate::a::b::Item` names `a::b` if that is
+/// a module, else `a`; `crate::a::{b, c}` names `a::b` and `a::c` where those are modules),
+/// outside comments and unit tests.
+fn imported_modules(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let mut found = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let parts: Vec<&str> = path.split("::").filter(|part| !part.is_empty()).collect();
+            let longest = (1..=parts.len())
+                .rev()
+                .map(|k| parts[..k].join("::"))
+                .find(|candidate| modules.contains(candidate));
+            if let Some(module) = &longest {
+                found.insert(module.clone());
+            }
+            // `crate::a::{b, c}`: the braces may name submodules.
+            let after = &rest[path.len()..];
+            if let (Some(base), Some(inner)) = (
+                longest,
+                after
+                    .strip_prefix('{')
+                    .and_then(|inner| inner.split('}').next()),
+            ) {
+                for item in inner.split(',') {
+                    let candidate = format!("{base}::{}", item.trim());
+                    if modules.contains(&candidate) {
+                        found.insert(candidate);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_of_the_core_imports_one_that_imports_it_back() {
+    let src = manifest_dir().join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&src).expect("inside src");
+            (
+                module_of(relative),
+                std::fs::read_to_string(file).expect("readable"),
+            )
+        })
+        .filter(|(module, _)| module != "lib" && module != "fuzzing")
+        .collect();
+    let modules: BTreeSet<String> = texts.iter().map(|(module, _)| module.clone()).collect();
+    let edges: std::collections::BTreeMap<String, BTreeSet<String>> = texts
+        .iter()
+        .map(|(module, text)| {
+            let mut imported = imported_modules(text, &modules);
+            imported.remove(module);
+            (module.clone(), imported)
+        })
+        .collect();
+    // A depth-first search: a module met again while still on the path closes a circle.
+    fn visit(
+        module: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) {
+        if let Some(at) = path.iter().position(|on| on == module) {
+            panic!("an import circle: {} -> {module}", path[at..].join(" -> "));
+        }
+        if done.contains(module) {
+            return;
+        }
+        path.push(module.to_owned());
+        for next in edges.get(module).into_iter().flatten() {
+            visit(next, edges, path, done);
+        }
+        path.pop();
+        done.insert(module.to_owned());
+    }
+    let mut done = BTreeSet::new();
+    for module in edges.keys() {
+        visit(module, &edges, &mut Vec::new(), &mut done);
+    }
+    assert!(
+        edges.values().map(BTreeSet::len).sum::<usize>() > 50,
+        "too few imports found: the scan is broken"
+    );
+}
+
 /// The names of the `toolcell*` packages `manifest` depends on (normal dependencies).
 fn toolcell_dependencies(manifest: &Path) -> BTreeSet<String> {
     let text = std::fs::read_to_string(manifest).expect("a manifest");

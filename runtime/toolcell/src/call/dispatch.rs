@@ -12,12 +12,8 @@
 //! | anything else | anything | `Port { tool: name, arguments }` unchanged: the port decides |
 
 use crate::call::registry::Registry;
+pub use crate::call::registry::{CALL_TOOL, FIND_TOOL};
 use serde_json::{Map, Value};
-
-/// The name of the loop's tool search.
-pub const FIND_TOOL: &str = "find_tool";
-/// The name of the loop's indirect call.
-pub const CALL_TOOL: &str = "call_tool";
 
 /// What [`dispatch`] decided for one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,11 +1,16 @@
 //! What tools exist: their schemas, and which of them are core.
 //!
 //! The model's `tools` array is fixed for an epoch and holds only the core tools plus
-//! [`FIND_TOOL`](crate::call::dispatch::FIND_TOOL) and [`CALL_TOOL`](crate::call::dispatch::CALL_TOOL); every other tool is found
+//! [`FIND_TOOL`] and [`CALL_TOOL`]; every other tool is found
 //! through `find_tool` and called through `call_tool` (seed 000).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+/// The name of the loop's tool search.
+pub const FIND_TOOL: &str = "find_tool";
+/// The name of the loop's indirect call.
+pub const CALL_TOOL: &str = "call_tool";
 
 /// A tool as a model sees it: its name, what it does, and the JSON Schema of its arguments.
 ///
@@ -122,7 +127,7 @@ pub fn echo_schema() -> ToolSchema {
 /// `find_tool`: the loop's own search over the registry.
 pub fn find_tool_schema() -> ToolSchema {
     ToolSchema {
-        name: crate::call::dispatch::FIND_TOOL.to_owned(),
+        name: FIND_TOOL.to_owned(),
         description:
             "Search for more tools by keyword. Returns the schemas of the tools that match."
                 .to_owned(),
@@ -142,7 +147,7 @@ pub fn find_tool_schema() -> ToolSchema {
 /// `call_tool`: the loop's way to call a tool that is not in the `tools` array.
 pub fn call_tool_schema() -> ToolSchema {
     ToolSchema {
-        name: crate::call::dispatch::CALL_TOOL.to_owned(),
+        name: CALL_TOOL.to_owned(),
         description: "Call a tool that find_tool returned. Pass its name and an arguments \
                       object that fits its schema."
             .to_owned(),

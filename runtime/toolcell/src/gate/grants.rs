@@ -21,13 +21,13 @@ pub struct Grants {
     pub preopens: Vec<Preopen>,
     /// The hosts its `wasi:http` requests may reach (none: every request is denied).
     pub network: Arc<Vec<HostPattern>>,
-    /// The staging directories of granted files (`staging.rs`): what the call writes there is
+    /// The staging directories of granted files (`gate/staging.rs`): what the call writes there is
     /// carried over after it, and they are removed when the last clone of these grants goes.
     pub(crate) staged: Vec<Arc<crate::gate::staging::Staging>>,
     /// Staging directories decided but not yet filled (`gate::finish_staging`), by the
     /// directory path the guest knows.
     pub(crate) pending: Vec<(String, crate::gate::staging::Staging)>,
-    /// The names a wasm guest never sees inside its preopens (`guest_fs.rs`): the deny-read
+    /// The names a wasm guest never sees inside its preopens (`wasm/guest_fs.rs`): the deny-read
     /// list of the rules the gate decided by ([`DEFAULT_DENY_READ`] by default).
     ///
     /// [`DEFAULT_DENY_READ`]: crate::policy::files::DEFAULT_DENY_READ

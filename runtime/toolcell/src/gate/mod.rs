@@ -13,20 +13,20 @@
 //!   saved in the call's workspace covers the resource or a person approves, and otherwise (headless) denies with
 //!   [`DenyReason::ApprovalRequired`];
 //! - the grant is exactly the resource decided: a directory that a path names is preopened
-//!   itself; a file is handed over alone, in a private staging directory (`staging.rs`), never
+//!   itself; a file is handed over alone, in a private staging directory (`gate/staging.rs`), never
 //!   with its siblings; read-only for reads, read-write for writes;
 //! - paths no tool may write (`.git`, `.toolcell`, the policy and audit files, the policy's
 //!   own list) and files no tool may read (`.env*`, private keys, the policy's list; larger
-//!   than the policy's maximum) are refused whatever the rules say (`files.rs`); the grants
+//!   than the policy's maximum) are refused whatever the rules say (`policy/files.rs`); the grants
 //!   carry that deny-read list, so inside a granted directory those files are not there for
-//!   a wasm guest (`guest_fs.rs`).
+//!   a wasm guest (`wasm/guest_fs.rs`).
 //!
 //! The gate decides for every tool alike, wasm or native: executors receive its grants and
 //! never decide anything themselves.
 //!
 //! The clock is the one capability that degrades instead of denying: a tool not granted it
 //! runs with the fixed wall clock. A `network` capability names a URL; the policy's hosts must
-//! cover it, and the call's `wasi:http` requests may then reach those hosts only (`net.rs`).
+//! cover it, and the call's `wasi:http` requests may then reach those hosts only (`wasm/net.rs`).
 
 use crate::call::report::Granted;
 use crate::call::report::GrantedBy;
@@ -349,7 +349,7 @@ impl Gate {
         let writable = kind == CapabilityKind::FilesystemWrite;
         let guest = display(&resolved.dir);
         let grant = match resolved.path.file_name() {
-            // A file (or a new one): just that file, in a staging directory (`staging.rs`).
+            // A file (or a new one): just that file, in a staging directory (`gate/staging.rs`).
             Some(name) if !is_dir => FsGrant::File {
                 guest,
                 dir,

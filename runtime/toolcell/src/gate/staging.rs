@@ -18,7 +18,7 @@
 //!   `protected_hardlinks`), the file is copied in, and a written copy renamed back.
 //!
 //! Nothing else is in the staging directory, and it is removed when the call's grants are
-//! dropped. Links the tool creates there are never carried over (and `guest_fs.rs` refuses to
+//! dropped. Links the tool creates there are never carried over (and `wasm/guest_fs.rs` refuses to
 //! let a guest create one at all).
 //!
 //! A process killed mid-call cannot remove its staging directories, and they hold hard links to

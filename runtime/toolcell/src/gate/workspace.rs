@@ -21,7 +21,7 @@ pub struct Workspace {
     root: PathBuf,
     pub(crate) dir: Dir,
     saved: Mutex<SavedRules>,
-    /// `.toolcell/grants`, where file grants are staged (`staging.rs`), opened on first use.
+    /// `.toolcell/grants`, where file grants are staged (`gate/staging.rs`), opened on first use.
     grants: std::sync::OnceLock<Dir>,
 }
 
@@ -29,7 +29,7 @@ impl Workspace {
     /// Open the workspace at `path` (it must be a directory), with the rules saved in it.
     ///
     /// Staging directories that no live process holds (left by one killed mid-call) are
-    /// removed first (`staging.rs`); one that cannot be is left for the next open.
+    /// removed first (`gate/staging.rs`); one that cannot be is left for the next open.
     pub fn open(path: &Path) -> io::Result<Workspace> {
         let root = path.canonicalize()?;
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;

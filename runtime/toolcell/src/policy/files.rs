@@ -6,7 +6,7 @@
 //!   later calls) at any depth, the policy file and the audit file when they lie in the
 //!   workspace, and the policy's own `[files] protected` list (a file with other names is
 //!   handed over as a copy, so a hard link to a protected file is not written through it:
-//!   `staging.rs`). Directories are never granted for writing: a tool writes the files it
+//!   `gate/staging.rs`). Directories are never granted for writing: a tool writes the files it
 //!   names.
 //!   What a write grant hands over can be read, so it must pass the read rules too.
 //! - **Denied reading**: any path with a part that matches [`DEFAULT_DENY_READ`] (or the
@@ -14,9 +14,9 @@
 //!   files, `.ssh`. The gate refuses a grant that names one; and inside a directory a wasm
 //!   tool is granted (`list_dir`, `glob`, `grep`), they are not there: not listed, and
 //!   `no-entry` to whatever path names them, as written (`sub/../.env`) or as it resolves (a
-//!   link to one) (`guest_fs.rs`). Names are what is matched: a hard link to a secret under
+//!   link to one) (`wasm/guest_fs.rs`). Names are what is matched: a hard link to a secret under
 //!   an innocent name is that file. A native tool is handed the directory itself, and its
-//!   grants bound it only as far as it uses them (`native.rs`).
+//!   grants bound it only as far as it uses them (`pipeline/native.rs`).
 //! - **Largest read**: the policy's `[files] max_read_bytes`, checked on the file a read grant
 //!   names.
 
@@ -75,7 +75,7 @@ impl Default for FileRules {
 impl FileRules {
     /// These rules, also protecting the file at `path` (absolute, or relative to the current
     /// directory) from every tool's writes.
-    pub fn protecting(mut self, path: &Path) -> FileRules {
+    pub(crate) fn protecting(mut self, path: &Path) -> FileRules {
         // A file that does not exist yet (an audit file about to be made) is named through its
         // directory's canonical path.
         let absolute = std::fs::canonicalize(path)
@@ -93,7 +93,7 @@ impl FileRules {
 
 /// The name patterns no tool may read: the one matcher for the gate (a path a call names) and
 /// the wasm sandbox (every path a guest names inside its preopens, every name it lists:
-/// `guest_fs.rs`). Cheap to clone; by default [`DEFAULT_DENY_READ`].
+/// `wasm/guest_fs.rs`). Cheap to clone; by default [`DEFAULT_DENY_READ`].
 #[derive(Debug, Clone)]
 pub(crate) struct DenyRead(Arc<[String]>);
 

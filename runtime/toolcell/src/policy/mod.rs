@@ -499,7 +499,7 @@ impl Policy {
 
     /// The rules on files every tool is held to (`[files]`: protected paths, the read
     /// deny-list, the largest read).
-    pub fn files(&self) -> &FileRules {
+    pub(crate) fn files(&self) -> &FileRules {
         &self.files
     }
 

@@ -9,7 +9,7 @@
 //!   never follows a link out of a preopen, but it lets a guest create a relative link such as
 //!   `../../../etc/passwd`, which the user's editor, git or shell would follow later. No tool
 //!   needs to create links, so none may.
-//! - a path with a part that matches the call's deny-read patterns (`files.rs`: `.env`,
+//! - a path with a part that matches the call's deny-read patterns (`policy/files.rs`: `.env`,
 //!   `*.pem`, `.ssh`, ...) is not there. Every `descriptor` method that takes a path answers
 //!   `no-entry` for it before wasmtime-wasi sees it, and `directory-entry-stream` skips such
 //!   names. A path is checked as written (`sub/../.env` names `.env`) and as it resolves in its
@@ -20,7 +20,7 @@
 //! What names cannot show: a hard link to a secret under an innocent name is that file. What
 //! the check sees can change before the call it guards only by another process's hand: a
 //! directory preopened for reading cannot be changed by the guest, and a writable preopen is a
-//! staging directory holding only the files the gate granted by name (`staging.rs`), which
+//! staging directory holding only the files the gate granted by name (`gate/staging.rs`), which
 //! passed the same list.
 
 use crate::policy::files::DenyRead;

@@ -3,9 +3,9 @@
 //!
 //! It compiles and describes components at load, and runs calls; it never decides anything
 //! about a call. It does not read the policy and does not validate arguments: the pipeline
-//! (`pipeline.rs`) has done both before a call reaches it. What it adds is the sandbox: the
-//! WASI context built from the grants (`sandbox.rs`), toolcell's own file system rules in the
-//! linker (`guest_fs.rs`), the store's limits, the deadline and the stop token (`instance.rs`),
+//! (`pipeline/mod.rs`) has done both before a call reaches it. What it adds is the sandbox: the
+//! WASI context built from the grants (`wasm/sandbox.rs`), toolcell's own file system rules in the
+//! linker (`wasm/guest_fs.rs`), the store's limits, the deadline and the stop token (`wasm/instance.rs`),
 //! and a slot in the instance pool.
 
 pub(crate) mod bindings;

@@ -1,6 +1,6 @@
 //! The network a call may reach: `wasi:http` only, to the hosts its policy rule names.
 //!
-//! Raw TCP and UDP stay disabled for every call (see `sandbox.rs`). A call granted `network`
+//! Raw TCP and UDP stay disabled for every call (see `wasm/sandbox.rs`). A call granted `network`
 //! gets `wasi:http` requests checked by `NetworkHooks` one by one, redirects included (a
 //! guest follows a redirect by making a new request, which is checked again):
 //!

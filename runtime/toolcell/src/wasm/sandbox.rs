@@ -7,14 +7,14 @@
 //! - no environment variables and no arguments;
 //! - stdin empty; stdout and stderr captured into bounded in-memory buffers (never the host's);
 //! - TCP and UDP disabled, every socket address refused, name lookup disabled; `wasi:http`
-//!   linked, but every request denied unless the call was granted hosts (`net.rs`);
+//!   linked, but every request denied unless the call was granted hosts (`wasm/net.rs`);
 //! - a wall clock fixed at [`FIXED_WALL_CLOCK`] unless the call is granted the clock;
 //! - a monotonic clock that starts at zero with the instance (it measures, but tells no date);
 //! - randomness, which grants no authority.
 //!
 //! What a [`Grants`] adds (a preopened directory, read-only or read-write; environment variables
 //! by name; the real clock) is added here and nowhere else. Inside every preopen, what the
-//! grants' deny-read list names is not there for the guest (`guest_fs.rs`).
+//! grants' deny-read list names is not there for the guest (`wasm/guest_fs.rs`).
 
 use crate::call::limits::{CallLimiter, Limits};
 use crate::call::report::Captured;
@@ -43,7 +43,7 @@ pub(crate) struct CallState {
     pub(crate) stderr: CapturePipe,
     /// A granted directory that could not be preopened (the call must not run without it).
     pub(crate) unopened: Option<String>,
-    /// The names hidden in every preopen (`guest_fs.rs`).
+    /// The names hidden in every preopen (`wasm/guest_fs.rs`).
     pub(crate) deny_read: crate::policy::files::DenyRead,
     http: wasmtime_wasi_http::WasiHttpCtx,
     hooks: crate::wasm::net::NetworkHooks,
