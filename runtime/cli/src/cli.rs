@@ -757,7 +757,8 @@ fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
                 .chain(&policy.registry().insecure)
                 .cloned()
                 .collect(),
-            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr())
+                .then(|| std::sync::Arc::new(PullBar::default()) as _),
             keys,
             identities,
             trust_root,
@@ -1101,6 +1102,38 @@ impl CompileBar {
 impl Drop for CompileBar {
     fn drop(&mut self) {
         if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The progress bar of a pull's download, on a terminal.
+#[derive(Debug, Default)]
+struct PullBar {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl toolcell_oci::PullProgress for PullBar {
+    fn start(&self, repository: &str, total: u64) {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("pulling {repository} (1 layer)"));
+        *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
+    }
+
+    fn advance(&self, received: u64) {
+        if let Some(bar) = &*self.bar.lock().unwrap_or_else(|p| p.into_inner()) {
+            bar.set_position(received);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
             bar.finish_and_clear();
         }
     }

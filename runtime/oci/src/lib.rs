@@ -37,7 +37,7 @@ mod source;
 mod store;
 mod wire;
 
-pub use registry::{PullOptions, Pulled, attach, credentials, pull, push, sign};
+pub use registry::{PullOptions, PullProgress, Pulled, attach, credentials, pull, push, sign};
 pub use source::OciSource;
 pub use store::{Lock, LockEntry, Store};
 pub use wire::{Limit, MAX_ERROR_BODY_BYTES, MAX_TOKEN_BYTES, OciError};

@@ -44,6 +44,17 @@ pub const PASSWORD_VARIABLE: &str = "TOOLCELL_REGISTRY_PASSWORD";
 /// The longest docker `config.json` read.
 pub const MAX_DOCKER_CONFIG_BYTES: u64 = 1 << 20;
 
+/// What a pull reports while it downloads a component: a front end draws progress with it (the
+/// CLI's bar). Called from the pulling task; each call should return at once.
+pub trait PullProgress: Send + Sync + std::fmt::Debug {
+    /// The download of `repository`'s component starts; it declares `total` bytes.
+    fn start(&self, repository: &str, total: u64);
+    /// `received` bytes of it have arrived.
+    fn advance(&self, received: u64);
+    /// It ended, read whole or not.
+    fn finish(&self);
+}
+
 /// How a pull goes.
 #[derive(Debug, Default)]
 pub struct PullOptions {
@@ -51,8 +62,8 @@ pub struct PullOptions {
     pub update: bool,
     /// Registries (`host[:port]`) that may be reached over plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
-    /// Show the bytes as they come (on a terminal).
-    pub progress: bool,
+    /// Told of the bytes as they come, if given.
+    pub progress: Option<std::sync::Arc<dyn PullProgress>>,
     /// Keys whose signatures, if present and valid, are recorded in the lock as its signers.
     pub keys: Vec<TrustedKey>,
     /// Keyless identities recorded the same way (checked against `trust_root`).
@@ -329,7 +340,7 @@ async fn pull_within(
             .map_err(|why| format!("{reference}: {why}"))?
             .clone();
         if !store.has(&layer.digest) {
-            fetch_component(&wire, &at, &layer, store, options.progress)
+            fetch_component(&wire, &at, &layer, store, options.progress.as_deref())
                 .await
                 .map_err(|error| explain(reference, &auth, error))?;
         }
@@ -354,7 +365,7 @@ async fn pull_within(
             .map_err(|why| format!("{reference}: {why}"))?
             .clone();
         // The component first, the manifest after: a stored manifest means a stored component.
-        fetch_component(&wire, &at, &layer, store, options.progress)
+        fetch_component(&wire, &at, &layer, store, options.progress.as_deref())
             .await
             .map_err(|error| explain(reference, &auth, error))?;
         store.write(&digest, &raw)?;
@@ -404,23 +415,15 @@ async fn fetch_component(
     at: &ToolRef,
     layer: &oci_client::manifest::OciDescriptor,
     store: &Store,
-    progress: bool,
+    progress: Option<&dyn PullProgress>,
 ) -> Result<(), WireError> {
     let declared = u64::try_from(layer.size).unwrap_or(0);
-    let bar = progress.then(|| {
-        let bar = indicatif::ProgressBar::new(declared);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.set_message(format!("pulling {} (1 layer)", at.repository()));
-        bar
-    });
-    let bytes = fetch_blob(wire, layer, MAX_COMPONENT_BYTES, bar.as_ref()).await;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
+    if let Some(progress) = progress {
+        progress.start(at.repository(), declared);
+    }
+    let bytes = fetch_blob(wire, layer, MAX_COMPONENT_BYTES, progress).await;
+    if let Some(progress) = progress {
+        progress.finish();
     }
     store
         .write(&layer.digest, &bytes?)
@@ -428,13 +431,13 @@ async fn fetch_component(
 }
 
 /// The blob `layer` of the wire's repository: no more than it declares (and at most `max`
-/// bytes) is read, and it is checked against its digest before it is returned; `bar`, if any,
-/// follows the bytes.
+/// bytes) is read, and it is checked against its digest before it is returned; `progress`, if
+/// any, is told of the bytes.
 async fn fetch_blob(
     wire: &Wire,
     layer: &oci_client::manifest::OciDescriptor,
     max: u64,
-    bar: Option<&indicatif::ProgressBar>,
+    progress: Option<&dyn PullProgress>,
 ) -> Result<Vec<u8>, WireError> {
     let declared = u64::try_from(layer.size).unwrap_or(0).min(max);
     let mut response = wire.blob(&layer.digest).await?;
@@ -463,8 +466,8 @@ async fn fetch_blob(
             return Err(more());
         }
         bytes.extend_from_slice(&chunk);
-        if let Some(bar) = bar {
-            bar.set_position(bytes.len() as u64);
+        if let Some(progress) = progress {
+            progress.advance(bytes.len() as u64);
         }
     }
     let actual = digest_of(&bytes);
