@@ -2,7 +2,7 @@
 //! crates depend only on the crates before them, and the core's dependency tree carries none of
 //! the front ends' crates (issue 24).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,71 +43,6 @@ fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
             found.push(path);
         }
     }
-}
-
-/// The stages `text` names as `crate::STAGE`, outside comments and its unit tests.
-fn imported_stages(text: &str) -> BTreeSet<String> {
-    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
-    let mut stages = BTreeSet::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if STAGES.contains(&name.as_str()) {
-                stages.insert(name);
-            }
-        }
-    }
-    stages
-}
-
-#[test]
-fn the_stages_import_no_stage_below_them() {
-    let src = manifest_dir().join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let mut checked = 0;
-    for file in files {
-        let relative = file.strip_prefix(&src).expect("inside src");
-        let first = relative
-            .components()
-            .next()
-            .and_then(|part| part.as_os_str().to_str())
-            .expect("a name")
-            .trim_end_matches(".rs")
-            .to_owned();
-        let Some(rank) = STAGES.iter().position(|stage| *stage == first) else {
-            assert!(
-                ["lib", "fuzzing"].contains(&first.as_str()),
-                "{} is in no stage: add its folder to STAGES, in order",
-                relative.display()
-            );
-            continue;
-        };
-        let text = std::fs::read_to_string(&file).expect("readable");
-        for imported in imported_stages(&text) {
-            let imported_rank = STAGES
-                .iter()
-                .position(|stage| *stage == imported)
-                .expect("a stage");
-            assert!(
-                imported_rank <= rank,
-                "{} (stage {first}) imports the later stage {imported}: an import circle in the \
-                 making",
-                relative.display()
-            );
-        }
-        checked += 1;
-    }
-    assert!(checked > 30, "only {checked} files checked");
 }
 
 /// The module (`call::registry`) of the source file at `relative` (to `src/`).
@@ -165,8 +100,9 @@ fn imported_modules(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> 
     found
 }
 
-#[test]
-fn no_module_of_the_core_imports_one_that_imports_it_back() {
+/// Every module of the core but `lib` and `fuzzing` (which sit above the stages), with the
+/// modules it imports.
+fn core_imports() -> BTreeMap<String, BTreeSet<String>> {
     let src = manifest_dir().join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
@@ -182,18 +118,49 @@ fn no_module_of_the_core_imports_one_that_imports_it_back() {
         .filter(|(module, _)| module != "lib" && module != "fuzzing")
         .collect();
     let modules: BTreeSet<String> = texts.iter().map(|(module, _)| module.clone()).collect();
-    let edges: std::collections::BTreeMap<String, BTreeSet<String>> = texts
+    texts
         .iter()
         .map(|(module, text)| {
             let mut imported = imported_modules(text, &modules);
             imported.remove(module);
             (module.clone(), imported)
         })
-        .collect();
+        .collect()
+}
+
+/// The stage of `module` (`call` for `call::registry`) and its place in [`STAGES`].
+fn stage_of(module: &str) -> (&str, Option<usize>) {
+    let stage = module.split("::").next().unwrap_or(module);
+    (stage, STAGES.iter().position(|known| *known == stage))
+}
+
+#[test]
+fn the_stages_import_no_stage_below_them() {
+    let imports = core_imports();
+    for (module, imported) in &imports {
+        let (stage, rank) = stage_of(module);
+        let rank = rank.unwrap_or_else(|| {
+            panic!("{module} is in no stage: add its folder to STAGES, in order")
+        });
+        for other in imported {
+            let (later, imported_rank) = stage_of(other);
+            assert!(
+                imported_rank.is_some_and(|imported_rank| imported_rank <= rank),
+                "{module} (stage {stage}) imports the later stage {later}: an import circle \
+                 in the making"
+            );
+        }
+    }
+    assert!(imports.len() > 30, "only {} modules checked", imports.len());
+}
+
+#[test]
+fn no_module_of_the_core_imports_one_that_imports_it_back() {
+    let edges = core_imports();
     // A depth-first search: a module met again while still on the path closes a circle.
     fn visit(
         module: &str,
-        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        edges: &BTreeMap<String, BTreeSet<String>>,
         path: &mut Vec<String>,
         done: &mut BTreeSet<String>,
     ) {
