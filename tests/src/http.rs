@@ -1792,3 +1792,50 @@ fn a_cancel_notification_stops_the_call_it_names() {
         );
     });
 }
+
+/// Approvals over HTTP in the stateless era: each tenant's person answers for its own calls
+/// (in its own workspace), an answer sent back with another tenant's handle is ignored, a
+/// handle counts once, and the initialize era (no session to ask through) is answered
+/// approval_required.
+#[test]
+fn each_tenant_approves_its_own_gated_calls_over_http() {
+    let _guard = exclusive();
+    let python = python_with_mcp();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals.py");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).expect("a");
+    std::fs::create_dir(&b).expect("b");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, crate::mcp::GATED_WRITES).expect("policy");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", Some(&a)), ("team-b", Some(&b))]);
+    let server = Server::start(&[
+        "--policy",
+        &policy.to_string_lossy(),
+        "--tokens",
+        &file.to_string_lossy(),
+    ]);
+    let output = Command::new(&python)
+        .arg(&script)
+        .arg("http")
+        .arg(server.url())
+        .arg(&tokens[0])
+        .arg(&a)
+        .arg(&tokens[1])
+        .arg(&b)
+        .output()
+        .expect("run the client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success() && stdout.contains("client: all checks passed"),
+        "{stdout}\n{stderr}\nserver: {}",
+        server.stderr()
+    );
+    assert!(
+        a.join(toolcell::approval::PERMISSIONS_FILE).exists()
+            && !b.join(toolcell::approval::PERMISSIONS_FILE).exists(),
+        "team-a's rule is saved in team-a's workspace only"
+    );
+}

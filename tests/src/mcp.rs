@@ -520,3 +520,50 @@ fn denials_and_timeouts_are_errors_the_model_can_read_and_tools_carry_hints() {
     let (_, exited_cleanly, _, _) = server.close();
     assert!(exited_cleanly);
 }
+
+/// The policy of the approval tests: write_file gated, with a deadline short enough that "no
+/// answer in time" is quick to reach (`tests/mcp/approvals.py`'s `DEADLINE_S`).
+pub(crate) const GATED_WRITES: &str = "[tools.write_file]\ncore = true\n\
+    filesystem.write = { access = \"gated\", roots = [\".\"] }\nlimits = { timeout_ms = 1500 }\n";
+
+/// A person decides gated calls from a real MCP client over stdio, in both eras: approve once
+/// (written), always (the next call is not asked, the rule is saved), deny, decline and
+/// dismiss (nothing written), an answer after the deadline (nothing written), and a client
+/// that declared no elicitation (approval_required, as before).
+#[test]
+fn a_person_approves_gated_calls_from_the_mcp_client_in_both_eras() {
+    let _guard = exclusive();
+    let python = python_with_mcp();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals.py");
+    for mode in ["auto", "legacy"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir(&workspace).expect("workspace");
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(&policy, GATED_WRITES).expect("policy");
+        let (cache, key) = crate::support::test_cache();
+        let output = Command::new(&python)
+            .env(toolcell::cache::CACHE_DIR_ENV, cache)
+            .env(toolcell::cache::CACHE_KEY_ENV, key)
+            .arg(&script)
+            .arg("stdio")
+            .arg(toolcell_binary())
+            .arg(&policy)
+            .arg(&workspace)
+            .arg(mode)
+            .output()
+            .expect("run the client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("{stdout}");
+        assert!(
+            output.status.success() && stdout.contains("client: all checks passed"),
+            "{mode}: {stdout}\n{stderr}"
+        );
+        // The saved rule is the one approved, and only it.
+        let saved = std::fs::read_to_string(workspace.join(toolcell::approval::PERMISSIONS_FILE))
+            .expect("the saved rules");
+        assert!(saved.contains("always.txt"), "{saved}");
+        assert!(!saved.contains("once.txt"), "{saved}");
+    }
+}

@@ -971,9 +971,8 @@ impl toolcell::approval::Approver for TerminalApprover {
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "toolcell: {} wants {} on {:?}.\n  [y] approve once   [a] approve always for this \
-             workspace   [n] deny\n> ",
-            request.tool, request.capability, request.resource
+            "toolcell: {request}.\n  [y] approve once   [a] approve always for this \
+             workspace   [n] deny\n> "
         );
         let _ = err.flush();
         let mut answer = String::new();

@@ -19,6 +19,7 @@
 //! - the transport is ours ([`LineTransport`]): a `tools/call` parsed once with its arguments
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
+pub mod approval;
 #[cfg(feature = "http")]
 pub mod auth;
 #[cfg(feature = "fuzzing")]
@@ -53,7 +54,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
-use toolcell::{Call, CallOptions, Runtime, StopToken};
+use toolcell::{Call, CallContext, CallOptions, DenyReason, Runtime, StopToken, ToolResponse};
 
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -63,6 +64,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 pub struct McpServer {
     runtime: Arc<Runtime>,
     tools: Arc<Vec<Tool>>,
+    /// The questions asked of stateless-era clients, waiting for their answers.
+    pending: Arc<approval::PendingApprovals>,
     /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
     #[cfg(feature = "http")]
     http: Option<(Arc<metrics::Metrics>, Arc<http::Running>)>,
@@ -80,6 +83,7 @@ impl McpServer {
         McpServer {
             runtime,
             tools: Arc::new(tools),
+            pending: Arc::default(),
             #[cfg(feature = "http")]
             http: None,
         }
@@ -96,6 +100,44 @@ impl McpServer {
         self
     }
 }
+
+impl McpServer {
+    /// The context a call from this client runs in: `base`, asking the client itself when the
+    /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
+    /// call, also the approver that notes the question to send back.
+    fn approver_for(
+        &self,
+        base: &CallContext,
+        context: &RequestContext<RoleServer>,
+        owner: &str,
+        state: Option<&str>,
+        responses: Option<&rmcp::model::InputResponses>,
+    ) -> (CallContext, Option<Arc<approval::RoundApprover>>) {
+        let base = base.clone();
+        if !approval::can_elicit(context.client_capabilities().as_ref()) {
+            return (base, None);
+        }
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        if stateless {
+            let round = approval::RoundApprover::new(self.pending.answers(owner, state, responses));
+            let with =
+                base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
+            return (with, Some(round));
+        }
+        // The initialize era over HTTP has no session here, so no way to ask the client.
+        #[cfg(feature = "http")]
+        if self.http.is_some() {
+            return (base, None);
+        }
+        let asker = approval::SessionApprover::new(context.peer.clone());
+        (base.with_approver(Arc::new(asker)), None)
+    }
+}
+
+/// The client of a stdio session (there is one).
+const STDIO_CLIENT: &str = "stdio";
 
 /// A schema as an MCP tool, with hints from what the tool says about itself.
 fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
@@ -190,6 +232,22 @@ impl ServerHandler for McpServer {
         };
         #[cfg(not(feature = "http"))]
         let call_context = self.runtime.default_context();
+        // Who asked: an answer to an approval counts for this client's calls only.
+        #[cfg(feature = "http")]
+        let owner = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+            .map_or_else(|| STDIO_CLIENT.to_owned(), |key| key.0.clone());
+        #[cfg(not(feature = "http"))]
+        let owner = STDIO_CLIENT.to_owned();
+        let (call_context, round) = self.approver_for(
+            call_context,
+            &context,
+            &owner,
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        );
         #[cfg(feature = "http")]
         let started = std::time::Instant::now();
         #[cfg(feature = "http")]
@@ -208,7 +266,7 @@ impl ServerHandler for McpServer {
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
         // own per request; a pointer is cheaper to move than kilobytes of state.
         let call = Call::new(id, name, arguments.into_owned())
-            .in_context(call_context.clone())
+            .in_context(call_context)
             .with_options(options);
         let mut call = Box::pin(async { self.runtime.run(&call).await });
         let report = tokio::select! {
@@ -228,6 +286,16 @@ impl ServerHandler for McpServer {
                 &report.response,
                 started.elapsed(),
             );
+        }
+        // A stateless-era call that needs a person's answer asks for it, and is sent again.
+        if let Some(round) = round
+            && let ToolResponse::Denied {
+                reason: DenyReason::Unanswered { .. },
+            } = &report.response
+            && let Some((answered, asked)) = round.take_question()
+            && let Some(input) = self.pending.ask(&owner, answered, asked)
+        {
+            return Ok(input.into());
         }
         let response = report.response;
         let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
@@ -313,13 +381,11 @@ impl From<ConfigError> for String {
 }
 
 /// `bytes` as lowercase hex.
-#[cfg(feature = "http")]
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `N` bytes from the operating system's random source.
-#[cfg(feature = "http")]
 pub(crate) fn random<const N: usize>() -> std::io::Result<[u8; N]> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;

@@ -129,6 +129,14 @@ pub enum DenyReason {
         /// The resource (a path relative to the workspace, a variable name).
         resource: String,
     },
+    /// A person was asked and gave no answer: they dismissed the question, the client that
+    /// would have asked them went away or failed, or the call's deadline passed first.
+    Unanswered {
+        /// The capability.
+        capability: String,
+        /// The resource.
+        resource: String,
+    },
     /// A person was asked and said no.
     ByPerson {
         /// The capability.
@@ -159,6 +167,13 @@ impl fmt::Display for DenyReason {
             } => write!(
                 f,
                 "{capability} on {resource:?} needs a person's approval, and none can be asked here"
+            ),
+            DenyReason::Unanswered {
+                capability,
+                resource,
+            } => write!(
+                f,
+                "{capability} on {resource:?} needs a person's approval, and none came"
             ),
             DenyReason::ByPerson {
                 capability,

@@ -45,9 +45,12 @@ use crate::policy::{Access, Rule, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use cap_std::fs::Dir;
 use serde_json::Value;
+use std::future::Future;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A person's answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +61,18 @@ pub enum Approval {
     Always,
     /// Deny this call.
     Deny,
+    /// No answer came: the person dismissed the question, the client that would have asked
+    /// them failed or went away, or the call's deadline passed first. The call is denied
+    /// ([`DenyReason::Unanswered`]), and nothing is saved.
+    NoAnswer,
 }
 
-/// What a gated call asks a person: exactly what they need to decide, and no secrets.
+/// What a gated call asks a person: exactly what they need to decide, and no secrets (never
+/// the arguments: a path as the workspace sees it, a variable's name, a URL's scheme, host and
+/// port).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
-    /// The agent whose call asks.
+    /// The agent whose call asks (over HTTP with tokens, the tenant's agent).
     pub agent: String,
     /// The workspace the call works in, if it has one.
     pub workspace: Option<PathBuf>,
@@ -73,13 +82,63 @@ pub struct ApprovalRequest {
     pub capability: String,
     /// The resource, as the workspace sees it (a path relative to it, a variable name).
     pub resource: String,
+    /// How long the call may wait for the answer: what is left of its deadline. An approver
+    /// that asks someone remote (an MCP client) answers [`Approval::NoAnswer`] once it passes;
+    /// the terminal prompt, where the person who started the call sits, waits for them. Any
+    /// wait ends when the call is stopped.
+    pub timeout: Duration,
 }
 
-/// Asks a person. The CLI's terminal prompt is one; a headless run has none.
-pub trait Approver: Send + Sync + std::fmt::Debug {
-    /// One combined prompt with exactly three answers.
-    fn approve(&self, request: &ApprovalRequest) -> Approval;
+impl ApprovalRequest {
+    /// Whether `other` asks the same question (the same agent, workspace, tool, capability and
+    /// resource), however long either may wait.
+    pub fn same_question(&self, other: &ApprovalRequest) -> bool {
+        self.agent == other.agent
+            && self.workspace == other.workspace
+            && self.tool == other.tool
+            && self.capability == other.capability
+            && self.resource == other.resource
+    }
 }
+
+/// The question, in the words every approver shows (the terminal prompt, an MCP client's
+/// elicitation): `agent A: tool T wants filesystem.write on "notes.txt"`.
+impl std::fmt::Display for ApprovalRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "agent {}: {} wants {} on {:?}",
+            self.agent, self.tool, self.capability, self.resource
+        )
+    }
+}
+
+/// Asks a person. The CLI's terminal prompt is one, an MCP client's elicitation another
+/// (`toolcell-mcp`); a headless run has none.
+///
+/// Implement [`approve`](Approver::approve) for an approver that answers on the spot (it may
+/// block its thread, as a terminal prompt does), or [`ask`](Approver::ask) for one that waits
+/// on something else (a request to a remote client): the pipeline awaits `ask`, whose default
+/// calls `approve`.
+pub trait Approver: Send + Sync + std::fmt::Debug {
+    /// One combined question with exactly three answers (or none). The default has no one to
+    /// ask: [`Approval::NoAnswer`].
+    fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let _ = request;
+        Approval::NoAnswer
+    }
+
+    /// [`approve`](Approver::approve), awaited.
+    fn ask<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+        Box::pin(std::future::ready(self.approve(request)))
+    }
+}
+
+/// The answers a call has been given so far, one per question asked.
+pub(crate) type Answers = Vec<(ApprovalRequest, Approval)>;
 
 /// A path the gate resolved inside the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,10 +171,22 @@ pub(crate) struct Scope<'a> {
     /// The rules on files of the call's own policy, if its context has one (else the
     /// runtime's). The files the runtime protects by name are protected either way.
     pub(crate) files: Option<&'a FileRules>,
+    /// What a person already answered for this call.
+    pub(crate) answers: &'a [(ApprovalRequest, Approval)],
+    /// Whether someone can be asked: a gated resource no answer covers is then
+    /// [`Refusal::Ask`], else [`DenyReason::ApprovalRequired`].
+    pub(crate) can_ask: bool,
+    /// How long an approver may wait ([`ApprovalRequest::timeout`]).
+    pub(crate) wait: Duration,
 }
 
 /// The access gate of one runtime: the same for every workspace, and, if a person can be
-/// asked, its approver. Saved rules live with each workspace.
+/// asked, its approver (a call's context may bring its own). Saved rules live with each
+/// workspace.
+///
+/// The gate itself never waits: a gated resource that no saved rule and no answer covers is
+/// [`Refusal::Ask`], and the pipeline asks (awaiting the approver, within the call's deadline
+/// and stop) and decides again with the answer.
 pub(crate) struct Gate {
     approver: Option<Arc<dyn Approver>>,
     files: FileRules,
@@ -164,6 +235,11 @@ enum FsGrant {
 impl Gate {
     pub(crate) fn new(approver: Option<Arc<dyn Approver>>, files: FileRules) -> Gate {
         Gate { approver, files }
+    }
+
+    /// The runtime's approver, if a person can be asked.
+    pub(crate) fn approver(&self) -> Option<&Arc<dyn Approver>> {
+        self.approver.as_ref()
     }
 
     /// Protect the file at `path` from every tool's writes.
@@ -376,25 +452,22 @@ impl Gate {
         rule: Option<&Rule>,
         scope: &Scope<'_>,
         covers: impl Fn(&Rule) -> bool,
-    ) -> Result<GrantedBy, DenyReason> {
+    ) -> Result<GrantedBy, Refusal> {
         let capability = capability_name(kind);
         let Some(rule) = rule else {
             return Err(refuse(
                 kind,
                 resource,
                 &format!("the policy grants {tool} no {capability}"),
-            ));
+            )
+            .into());
         };
         if !covers(rule) {
-            return Err(refuse(
-                kind,
-                resource,
-                "it is outside what the policy allows",
-            ));
+            return Err(refuse(kind, resource, "it is outside what the policy allows").into());
         }
         match rule.access {
             Access::Allow => Ok(GrantedBy::Policy),
-            Access::Deny => Err(refuse(kind, resource, "the policy denies it")),
+            Access::Deny => Err(refuse(kind, resource, "the policy denies it").into()),
             Access::Gated => {
                 let request = ApprovalRequest {
                     agent: scope.agent.to_owned(),
@@ -402,19 +475,30 @@ impl Gate {
                     tool: tool.to_owned(),
                     capability: capability.to_owned(),
                     resource: resource.to_owned(),
+                    timeout: scope.wait,
                 };
                 if scope.workspace.is_some_and(|workspace| {
                     workspace.saved_rule_covers(tool, capability, resource)
                 }) {
                     return Ok(GrantedBy::SavedRule);
                 }
-                let Some(approver) = &self.approver else {
-                    return Err(DenyReason::ApprovalRequired {
-                        capability: request.capability,
-                        resource: request.resource,
+                let answer = scope
+                    .answers
+                    .iter()
+                    .find(|(asked, _)| asked.same_question(&request))
+                    .map(|(_, answer)| *answer);
+                let Some(answer) = answer else {
+                    return Err(if scope.can_ask {
+                        Refusal::Ask(Box::new(request))
+                    } else {
+                        DenyReason::ApprovalRequired {
+                            capability: request.capability,
+                            resource: request.resource,
+                        }
+                        .into()
                     });
                 };
-                match approver.approve(&request) {
+                match answer {
                     Approval::Once => Ok(GrantedBy::PersonOnce),
                     Approval::Always => {
                         if let Some(workspace) = scope.workspace {
@@ -433,7 +517,13 @@ impl Gate {
                     Approval::Deny => Err(DenyReason::ByPerson {
                         capability: request.capability,
                         resource: request.resource,
-                    }),
+                    }
+                    .into()),
+                    Approval::NoAnswer => Err(DenyReason::Unanswered {
+                        capability: request.capability,
+                        resource: request.resource,
+                    }
+                    .into()),
                 }
             }
         }
@@ -475,6 +565,9 @@ pub(crate) enum Refusal {
     /// The decision could not be carried out: the host ran out of file descriptors opening
     /// what was granted. Not a denial, so it is not reported as one.
     Exhausted(String),
+    /// A person must be asked this before the gate can decide (boxed: a refusal is a
+    /// `Result`'s error, which should stay small).
+    Ask(Box<ApprovalRequest>),
 }
 
 impl From<DenyReason> for Refusal {
@@ -714,6 +807,9 @@ mod tests {
             workspace: Some(&workspace),
             cwd: Path::new(""),
             files: None,
+            answers: &[],
+            can_ask: false,
+            wait: Duration::ZERO,
         };
         let mut arguments = serde_json::json!({ "path": "a/." });
         let (grants, granted) = Gate::new(None, FileRules::default())

@@ -198,7 +198,8 @@ impl RuntimeBuilder {
     }
 
     /// Ask `approver` about gated capabilities (default: no one, so they are denied with
-    /// `ApprovalRequired`).
+    /// `ApprovalRequired`). A call whose context brings its own approver
+    /// ([`CallContext::with_approver`](crate::CallContext::with_approver)) asks that one instead.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
         self

@@ -6,6 +6,7 @@
 //! number of agents and workspaces at once.
 
 use crate::call::limits::CallOptions;
+use crate::gate::Approver;
 use crate::gate::workspace::Workspace;
 use crate::policy::Policy;
 use std::path::{Path, PathBuf};
@@ -47,16 +48,12 @@ pub struct CallContext {
     workspace: Option<Arc<Workspace>>,
     cwd: PathBuf,
     policy: Option<Arc<Policy>>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl Default for CallContext {
     fn default() -> Self {
-        CallContext {
-            agent: DEFAULT_AGENT.to_owned(),
-            workspace: None,
-            cwd: PathBuf::new(),
-            policy: None,
-        }
+        CallContext::new(DEFAULT_AGENT, None)
     }
 }
 
@@ -68,7 +65,21 @@ impl CallContext {
             workspace,
             cwd: PathBuf::new(),
             policy: None,
+            approver: None,
         }
+    }
+
+    /// This context's gated calls asked of `approver` instead of the runtime's: the person
+    /// behind this caller, and no one else. An MCP server gives each request the client that
+    /// sent it this way (`toolcell-mcp`), so an answer counts only for the call that asked.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> CallContext {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The approver this context's calls ask, if not the runtime's.
+    pub fn approver(&self) -> Option<&Arc<dyn Approver>> {
+        self.approver.as_ref()
     }
 
     /// This context's calls decided by `policy` instead of the runtime's: each tool's rules,

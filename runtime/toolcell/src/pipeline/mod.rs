@@ -30,15 +30,15 @@ use crate::call::limits::{CallOptions, Limits, MAX_ARGUMENT_BYTES};
 use crate::call::port::ToolPort;
 use crate::call::proto::{DenyReason, FailureKind, ToolRequest, ToolResponse};
 use crate::call::registry::Registry;
-use crate::call::report::CallReport;
 use crate::call::report::GateDecision;
+use crate::call::report::{CallReport, Granted};
 use crate::gate::grants::Grants;
 use crate::gate::workspace::Workspace;
-use crate::gate::{Gate, Refusal, Scope};
+use crate::gate::{Answers, Gate, Refusal, Scope};
 use crate::pipeline::audit::{Audit, AuditRecord};
 use crate::pipeline::context::{Call, CallContext};
 use crate::pipeline::native::{NativeTool, ToolContext};
-use crate::policy::{PolicyError, ToolPolicy};
+use crate::policy::{Access, PolicyError, ToolPolicy};
 use crate::tool::info::{ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
@@ -46,6 +46,7 @@ use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::CacheStats;
 use crate::wasm::load::LoadError;
 use crate::wasm::sandbox::CallState;
+use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
@@ -388,18 +389,20 @@ impl Runtime {
         let (mut grants, granted) = if tool.info.capabilities.is_empty() {
             (Grants::default(), Vec::new())
         } else {
-            let scope = Scope {
-                agent: context.agent(),
-                workspace: context.workspace().map(Arc::as_ref),
-                cwd: context.cwd(),
-                files: context.policy().map(|policy| policy.files()),
-            };
             match self
-                .gate
-                .decide(name, &tool.info, &tool_policy, &scope, &mut checked)
+                .decide(
+                    name,
+                    &tool.info,
+                    &tool_policy,
+                    context,
+                    &limits,
+                    options,
+                    &mut checked,
+                )
+                .await
             {
                 Ok(decided) => decided,
-                Err(refusal) => return refused(refusal),
+                Err(report) => return *report,
             }
         };
         // A tool that is not concurrency-safe writes each path it was granted alone: two such
@@ -474,6 +477,75 @@ impl Runtime {
             *untrusted = tool.info.uses_network();
         }
         report
+    }
+
+    /// Stage 3, the gate, for the tool `name` in `context`: its grants, or the answer that ends
+    /// the call. A gated resource is asked of the context's approver (else the runtime's), and
+    /// the gate decides again with the answer, once per question at most. The wait ends when
+    /// the call is stopped; how long a remote approver may take is the call's deadline
+    /// ([`ApprovalRequest::timeout`](crate::approval::ApprovalRequest)).
+    #[allow(clippy::too_many_arguments)]
+    async fn decide(
+        &self,
+        name: &str,
+        info: &ToolInfo,
+        tool_policy: &ToolPolicy,
+        context: &CallContext,
+        limits: &Limits,
+        options: &CallOptions,
+        checked: &mut Value,
+    ) -> Result<(Grants, Vec<Granted>), Box<CallReport>> {
+        let approver = context.approver().or(self.gate.approver());
+        // The gate rewrites the path arguments it decides; a decision made again after an
+        // answer starts from the arguments as validated.
+        let gated = tool_policy
+            .rules
+            .values()
+            .any(|rule| rule.access == Access::Gated);
+        let validated = (approver.is_some() && gated).then(|| checked.clone());
+        let mut answers: Answers = Vec::new();
+        loop {
+            let scope = Scope {
+                agent: context.agent(),
+                workspace: context.workspace().map(Arc::as_ref),
+                cwd: context.cwd(),
+                files: context.policy().map(|policy| policy.files()),
+                answers: &answers,
+                can_ask: approver.is_some(),
+                wait: limits.timeout,
+            };
+            let refusal = match self.gate.decide(name, info, tool_policy, &scope, checked) {
+                Ok(decided) => return Ok(decided),
+                Err(refusal) => refusal,
+            };
+            let (Refusal::Ask(request), Some(approver), Some(validated)) =
+                (&refusal, approver, &validated)
+            else {
+                return Err(Box::new(refused(refusal)));
+            };
+            // Each answer settles one question, and a tool has at most MAX_CAPABILITIES.
+            if answers.len() >= crate::tool::info::MAX_CAPABILITIES {
+                return Err(Box::new(CallReport::host_answer(ToolResponse::failed(
+                    FailureKind::Internal,
+                    "the gate asked more questions than the tool has capabilities",
+                ))));
+            }
+            let stopped = async {
+                match &options.stop {
+                    Some(stop) => stop.stopped().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let answer = tokio::select! {
+                answer = approver.ask(request) => answer,
+                () = stopped => return Err(Box::new(CallReport::host_answer(ToolResponse::Cancelled))),
+            };
+            let Refusal::Ask(request) = refusal else {
+                return Err(Box::new(refused(refusal)));
+            };
+            answers.push((*request, answer));
+            validated.clone_into(checked);
+        }
     }
 
     /// The write locks of the paths in `granted` (in one order, so two calls never wait on
@@ -568,6 +640,13 @@ impl Runtime {
                         capability,
                         resource,
                     } => DenyReason::ByPerson {
+                        capability,
+                        resource: fit(resource),
+                    },
+                    DenyReason::Unanswered {
+                        capability,
+                        resource,
+                    } => DenyReason::Unanswered {
                         capability,
                         resource: fit(resource),
                     },
@@ -668,6 +747,11 @@ fn refused(refusal: Refusal) -> CallReport {
             gate: GateDecision::Allow,
             ..CallReport::host_answer(ToolResponse::failed(FailureKind::Internal, why))
         },
+        // Only when someone can be asked, and then the pipeline asks: never here.
+        Refusal::Ask(request) => refused(Refusal::Denied(DenyReason::ApprovalRequired {
+            capability: request.capability,
+            resource: request.resource,
+        })),
     }
 }
 
