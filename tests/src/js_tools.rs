@@ -30,6 +30,12 @@ fn json_pick_in_javascript_answers_fails_and_is_validated() {
             info.read_only && info.capabilities.is_empty(),
             "{toolchain:?}"
         );
+        // It declares its result's schema (an optional field, from JavaScript).
+        assert_eq!(
+            info.output_schema.as_ref().map(|schema| &schema["type"]),
+            Some(&serde_json::json!("object")),
+            "{toolchain:?}"
+        );
         let call = |arguments: &str| {
             runtime
                 .run_blocking(&Call::new("1", "json_pick", arguments))

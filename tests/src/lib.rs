@@ -57,6 +57,8 @@ mod no_ambient_authority;
 mod oci;
 #[cfg(test)]
 mod python_tools;
+#[cfg(test)]
+mod structured;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
 /// without one does not compile.
@@ -83,4 +85,5 @@ mod guest_tests {
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
+    pub(crate) use crate::structured::{old_contract, structured};
 }

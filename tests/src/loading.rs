@@ -159,7 +159,10 @@ pub(crate) fn slow_describe() {
 #[test]
 pub(crate) fn wrong_world() {
     let why = refusal("wrong_world.wasm", crate::guests::WRONG_WORLD);
-    assert!(why.contains("toolcell:tool/tool@0.1.0"), "{why}");
+    assert!(
+        why.contains("toolcell:tool/tool interface (0.2.0, or 0.1.0)"),
+        "{why}"
+    );
 }
 
 /// A component that names itself differently each time it is asked is asked once: its

@@ -75,7 +75,16 @@ pub fn info(name: &str, description: &str, input_schema: serde_json::Value) -> I
         read_only: false,
         concurrency_safe: false,
         capabilities: Vec::new(),
+        output_schema: None,
     }
+}
+
+/// `info` for a tool whose result is a JSON object that fits `output_schema` (an object
+/// schema): the host checks every result against it, and MCP clients get it as
+/// `structuredContent`.
+pub fn structured(mut info: Info, output_schema: serde_json::Value) -> Info {
+    info.output_schema = Some(output_schema.to_string());
+    info
 }
 
 /// `info` for a tool that only reads the file or directory its argument at `pointer` names:

@@ -10,6 +10,12 @@
 // ({ tag, val }). Anything else thrown is a bug in the tool: the call traps, and toolcell
 // reports the crash with what the guest printed.
 
+// The result: the value found at each pointer, keyed by the pointer.
+const OUTPUT_SCHEMA = {
+  type: "object",
+  additionalProperties: true,
+};
+
 const SCHEMA = {
   type: "object",
   properties: {
@@ -58,6 +64,9 @@ export const tool = {
       readOnly: true,
       concurrencySafe: true,
       capabilities: [],
+      // The result is one object keyed by pointer: toolcell checks it, and MCP clients get it
+      // as structuredContent.
+      outputSchema: JSON.stringify(OUTPUT_SCHEMA),
     };
   },
 

@@ -43,6 +43,7 @@ class Tool(exports.Tool):
             read_only=True,
             concurrency_safe=True,
             capabilities=[],
+            output_schema=None,
         )
 
     def call(self, arguments: str) -> str:

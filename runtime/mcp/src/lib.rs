@@ -167,7 +167,14 @@ fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
         Value::Object(object) => object,
         _ => JsonObject::new(),
     };
-    let tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
+    let mut tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
+    // A tool that declares its result's schema: clients may rely on `structuredContent`.
+    if let Some(Value::Object(output)) = runtime
+        .info(&tool.name)
+        .and_then(|info| info.output_schema.clone())
+    {
+        tool.output_schema = Some(Arc::new(output));
+    }
     match annotations {
         Some(annotations) => tool.with_annotations(annotations),
         None => tool,
@@ -302,7 +309,10 @@ impl ServerHandler for McpServer {
         let result = if response.is_error() {
             CallToolResult::error(content)
         } else {
-            CallToolResult::success(content)
+            // The result checked against the tool's output schema, beside the same text.
+            let mut result = CallToolResult::success(content);
+            result.structured_content = report.structured;
+            result
         };
         Ok(result.into())
     }

@@ -66,14 +66,16 @@ pub fn compile_schema_text(schema_text: &str) -> Result<CompiledSchema, String> 
         concurrency_safe: true,
         capabilities: Vec::new(),
     })?;
-    ArgumentSchema::compile(&info.input_schema).map(CompiledSchema)
+    ArgumentSchema::compile_for(&info.input_schema, crate::validate::Subject::Arguments)
+        .map(CompiledSchema)
 }
 
 /// Check and compile a parsed schema as the builder does for a native tool:
 /// `ToolInfo::checked`, then `ArgumentSchema::compile`.
 pub fn compile_schema(schema: &Value) -> Result<CompiledSchema, String> {
     let info = ToolInfo::new("fuzz", "A fuzzed schema.", schema.clone()).checked()?;
-    ArgumentSchema::compile(&info.input_schema).map(CompiledSchema)
+    ArgumentSchema::compile_for(&info.input_schema, crate::validate::Subject::Arguments)
+        .map(CompiledSchema)
 }
 
 /// What checking arguments as a call does came to.

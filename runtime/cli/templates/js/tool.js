@@ -32,6 +32,9 @@ export const tool = {
       readOnly: true,
       concurrencySafe: true,
       capabilities: [],
+      // A JSON Schema (object) for a JSON result, as text, checked by toolcell on every call;
+      // undefined for a plain-text result.
+      outputSchema: undefined,
     };
   },
 

@@ -98,6 +98,10 @@ pub enum FailureKind {
     NotFound,
     /// The tool reported a failure of its own.
     Tool,
+    /// The tool's result does not fit the output schema it declared (or is not JSON, or is
+    /// larger than the result cap, which a JSON result is never cut to): nothing of it is
+    /// passed on.
+    InvalidOutput,
     /// The guest trapped: it panicked, hit `unreachable`, overflowed its stack, or broke a
     /// rule of WebAssembly. The message carries the trap and the end of the guest's stderr.
     Trap,

@@ -33,6 +33,9 @@ pub struct CallReport {
     /// The capabilities the gate granted the call, and why (empty when it needed none, or was
     /// denied).
     pub granted: Vec<Granted>,
+    /// The result as JSON, when the tool declared an output schema and the result fits it
+    /// (what MCP serves as `structuredContent`); the response's text is the same JSON.
+    pub structured: Option<serde_json::Value>,
 }
 
 impl CallReport {
@@ -50,6 +53,7 @@ impl CallReport {
             stderr: Captured::default(),
             elapsed: Duration::ZERO,
             granted: Vec::new(),
+            structured: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
 use crate::pipeline::{Executable, Runtime, Tool};
 use crate::policy::{Policy, ToolPolicy};
-use crate::validate::ArgumentSchema;
+use crate::validate::{ArgumentSchema, Subject};
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::{CacheStats, CompileCache, default_cache_dir, default_cache_key_file};
 use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
@@ -366,6 +366,7 @@ impl RuntimeBuilder {
             let tool = Tool {
                 info: loaded.info,
                 schema: loaded.schema,
+                output: loaded.output,
                 policy,
                 source: loaded.source,
                 digest: Some(digest),
@@ -381,14 +382,23 @@ impl RuntimeBuilder {
                 let schema = runtime
                     .block_on(ArgumentSchema::compile_bounded(&info.input_schema))
                     .map_err(|why| format!("tool {:?}: {why}", info.name))?;
-                Ok((info, schema))
+                let output = match &info.output_schema {
+                    Some(output) => Some(
+                        runtime
+                            .block_on(ArgumentSchema::compile_bounded_for(output, Subject::Result))
+                            .map_err(|why| format!("tool {:?}: {why}", info.name))?,
+                    ),
+                    None => None,
+                };
+                Ok((info, schema, output))
             });
             match checked {
-                Ok((info, schema)) => {
+                Ok((info, schema, output)) => {
                     let tool = Tool {
                         policy: self.policy.tool(&info.name),
                         info,
                         schema,
+                        output,
                         source,
                         digest: None,
                         executable: Executable::Native(native),

@@ -71,6 +71,8 @@ pub(crate) enum Executable {
 pub(crate) struct Tool {
     pub(crate) info: ToolInfo,
     pub(crate) schema: ArgumentSchema,
+    /// Its output schema, compiled, if it declared one: every result is checked against it.
+    pub(crate) output: Option<ArgumentSchema>,
     pub(crate) policy: ToolPolicy,
     pub(crate) source: String,
     /// A component's sha256 (lowercase hex); none for a native tool.
@@ -450,6 +452,16 @@ impl Runtime {
                 native::run(native, checked, context, limits.timeout).await
             }
         };
+        // A declared output schema holds for every result, before anything of the call is
+        // kept: a result that breaks it is a failure, and the tool's file changes are dropped.
+        if let Some(output) = &tool.output {
+            let response = std::mem::replace(&mut report.response, ToolResponse::Cancelled);
+            let (response, structured) = self
+                .check_output(name, output, response, &limits, options)
+                .await;
+            report.response = response;
+            report.structured = structured;
+        }
         // What the tool wrote to granted files in their staging directories lands now, and
         // only if the call answered with a result.
         if matches!(report.response, ToolResponse::Result { .. })
@@ -477,6 +489,55 @@ impl Runtime {
             *untrusted = tool.info.uses_network();
         }
         report
+    }
+
+    /// Check a result of the tool `name` against its output schema: the response as it stands
+    /// and the parsed result if it fits, else a failure ([`FailureKind::InvalidOutput`]). A
+    /// structured result is never cut, so one larger than the result cap fails too. The check
+    /// has the call's timeout again (the tool's run may have used all of it), and ends at the
+    /// call's stop.
+    async fn check_output(
+        &self,
+        name: &str,
+        schema: &ArgumentSchema,
+        response: ToolResponse,
+        limits: &Limits,
+        options: &CallOptions,
+    ) -> (ToolResponse, Option<Value>) {
+        let ToolResponse::Result { text, .. } = &response else {
+            return (response, None);
+        };
+        if text.len() > self.cap {
+            let failure = ToolResponse::failed(
+                FailureKind::InvalidOutput,
+                format!(
+                    "the result of {name} is {} bytes, more than the result cap of {}; a \
+                     structured result is never cut",
+                    text.len(),
+                    self.cap
+                ),
+            );
+            return (failure, None);
+        }
+        let deadline = Instant::now() + limits.timeout;
+        let checked = schema
+            .check_within(
+                self.io.handle(),
+                name,
+                text,
+                deadline,
+                options.stop.as_ref(),
+            )
+            .await;
+        match checked {
+            Checked::Valid(value) => (response, Some(value)),
+            Checked::Invalid(why) => (ToolResponse::failed(FailureKind::InvalidOutput, why), None),
+            Checked::TimedOut => {
+                let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+                (ToolResponse::TimedOut { limit_ms }, None)
+            }
+            Checked::Stopped => (ToolResponse::Cancelled, None),
+        }
     }
 
     /// Stage 3, the gate, for the tool `name` in `context`: its grants, or the answer that ends

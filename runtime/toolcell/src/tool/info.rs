@@ -81,6 +81,10 @@ pub struct ToolInfo {
     pub concurrency_safe: bool,
     /// Every capability a call may need.
     pub capabilities: Vec<Capability>,
+    /// The JSON Schema of its result, if the result is a JSON object (an object schema). The
+    /// host checks every result against it: a result that does not fit is a failure
+    /// ([`FailureKind::InvalidOutput`](crate::FailureKind::InvalidOutput)).
+    pub output_schema: Option<Value>,
 }
 
 impl ToolInfo {
@@ -99,7 +103,15 @@ impl ToolInfo {
             read_only: false,
             concurrency_safe: false,
             capabilities: Vec::new(),
+            output_schema: None,
         }
+    }
+
+    /// This tool, answering with a JSON object that fits `schema` (an object schema: `"type":
+    /// "object"` at its root).
+    pub fn output_schema(mut self, schema: Value) -> ToolInfo {
+        self.output_schema = Some(schema);
+        self
     }
 
     /// This description, saying whether calls change nothing outside the tool.
@@ -146,6 +158,16 @@ impl ToolInfo {
         if !self.input_schema.is_object() {
             return Err(format!(
                 "tool {:?}: its input schema is not a JSON object",
+                self.name
+            ));
+        }
+        // MCP serves a structured result as an object, so its schema must describe one.
+        if let Some(output) = &self.output_schema
+            && output.get("type").and_then(Value::as_str) != Some("object")
+        {
+            return Err(format!(
+                "tool {:?}: its output schema must be an object schema (\"type\": \"object\" \
+                 at its root)",
                 self.name
             ));
         }
@@ -227,6 +249,29 @@ pub fn check_tool_name(name: &str) -> Result<(), InvalidToolName> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MCP serves a structured result as an object: an output schema must describe one.
+    #[test]
+    fn an_output_schema_must_describe_an_object() {
+        let tool = |schema| ToolInfo::new("t", "d", serde_json::json!({})).output_schema(schema);
+        assert!(
+            tool(serde_json::json!({ "type": "object" }))
+                .checked()
+                .is_ok()
+        );
+        for refused in [
+            serde_json::json!({ "type": "array" }),
+            serde_json::json!({}),
+            serde_json::json!(true),
+            serde_json::json!("object"),
+        ] {
+            let why = tool(refused.clone()).checked().expect_err("refused");
+            assert!(
+                why.contains("output schema must be an object schema"),
+                "{refused}: {why}"
+            );
+        }
+    }
 
     #[test]
     fn tool_names_that_every_provider_accepts() {

@@ -58,11 +58,45 @@ pub const WATCH_EVERY: u32 = 64;
 /// The keyword added to every compiled subschema to watch the deadline and the stop token.
 const WATCH_KEYWORD: &str = "x-toolcell-watch";
 
-/// A tool's compiled argument schema.
+/// A tool's compiled argument schema (or, with [`Subject::Result`], its output schema).
 #[derive(Clone)]
 pub(crate) struct ArgumentSchema {
     validator: Arc<jsonschema::Validator>,
     cost: SchemaCost,
+    subject: Subject,
+}
+
+/// What a schema checks: a call's arguments, or a tool's result. Only the words differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    Arguments,
+    Result,
+}
+
+impl Subject {
+    /// Which of the tool's schemas it is.
+    fn schema(self) -> &'static str {
+        match self {
+            Subject::Arguments => "input schema",
+            Subject::Result => "output schema",
+        }
+    }
+
+    /// The checked text, as a refusal names it.
+    fn of(self, tool: &str) -> String {
+        match self {
+            Subject::Arguments => format!("the arguments for {tool}"),
+            Subject::Result => format!("the result of {tool}"),
+        }
+    }
+
+    /// The whole checked value, as a violation's place.
+    fn whole(self) -> &'static str {
+        match self {
+            Subject::Arguments => "(the arguments)",
+            Subject::Result => "(the result)",
+        }
+    }
 }
 
 /// What checking a call's arguments came to.
@@ -79,8 +113,15 @@ pub(crate) enum Checked {
 }
 
 impl ArgumentSchema {
-    /// Check `schema` against the limits and compile it; the error says why it is refused.
+    /// [`ArgumentSchema::compile_for`] the arguments.
+    #[cfg(test)]
     pub(crate) fn compile(schema: &Value) -> Result<ArgumentSchema, String> {
+        ArgumentSchema::compile_for(schema, Subject::Arguments)
+    }
+
+    /// Check `subject`'s schema against the limits and compile it; the error says why it is
+    /// refused.
+    pub(crate) fn compile_for(schema: &Value, subject: Subject) -> Result<ArgumentSchema, String> {
         let cost = schema::check(schema)?;
         // The compiled copy carries the watch keyword in every subschema.
         let mut watched = schema.clone();
@@ -97,27 +138,45 @@ impl ArgumentSchema {
             )
             .with_keyword(WATCH_KEYWORD, |_, _, _| Ok(Box::new(Watch)))
             .build(&watched)
-            .map_err(|error| format!("its input schema is not a valid JSON Schema: {error}"))?;
+            .map_err(|error| {
+                format!(
+                    "its {} is not a valid JSON Schema: {error}",
+                    subject.schema()
+                )
+            })?;
         Ok(ArgumentSchema {
             validator: Arc::new(validator),
             cost,
+            subject,
         })
     }
 
-    /// [`ArgumentSchema::compile`] on the blocking pool, given at most
+    /// [`ArgumentSchema::compile_for`] the arguments, on the blocking pool, given at most
     /// [`SCHEMA_COMPILE_TIMEOUT`]. Call it inside the host's runtime.
     pub(crate) async fn compile_bounded(schema: &Value) -> Result<ArgumentSchema, String> {
+        ArgumentSchema::compile_bounded_for(schema, Subject::Arguments).await
+    }
+
+    /// [`ArgumentSchema::compile_bounded`] for `subject`'s schema.
+    pub(crate) async fn compile_bounded_for(
+        schema: &Value,
+        subject: Subject,
+    ) -> Result<ArgumentSchema, String> {
         let schema = schema.clone();
         let compiling = tokio::task::spawn_blocking(move || {
-            catch_unwind(AssertUnwindSafe(|| ArgumentSchema::compile(&schema)))
+            catch_unwind(AssertUnwindSafe(|| {
+                ArgumentSchema::compile_for(&schema, subject)
+            }))
         });
         match tokio::time::timeout(SCHEMA_COMPILE_TIMEOUT, compiling).await {
             Ok(Ok(Ok(compiled))) => compiled,
-            Ok(Ok(Err(_))) | Ok(Err(_)) => {
-                Err("compiling its input schema failed inside the validator".to_owned())
-            }
+            Ok(Ok(Err(_))) | Ok(Err(_)) => Err(format!(
+                "compiling its {} failed inside the validator",
+                subject.schema()
+            )),
             Err(_) => Err(format!(
-                "compiling its input schema took longer than {} ms",
+                "compiling its {} took longer than {} ms",
+                subject.schema(),
                 SCHEMA_COMPILE_TIMEOUT.as_millis()
             )),
         }
@@ -126,13 +185,20 @@ impl ArgumentSchema {
     /// Parse `arguments` and check them, here and to the end. The error names every failing
     /// place in the arguments (as a JSON pointer) and what is wrong there.
     pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<Value, String> {
-        let instance: Value = serde_json::from_str(arguments)
-            .map_err(|error| format!("the arguments for {tool} are not JSON: {error}"))?;
+        let subject = self.subject.of(tool);
+        let instance: Value =
+            serde_json::from_str(arguments).map_err(|error| match self.subject {
+                Subject::Arguments => format!("{subject} are not JSON: {error}"),
+                Subject::Result => format!("{subject} is not JSON: {error}"),
+            })?;
         let depth = schema::json_depth(&instance);
         if depth > MAX_ARGUMENT_DEPTH {
+            let nest = match self.subject {
+                Subject::Arguments => "nest",
+                Subject::Result => "nests",
+            };
             return Err(format!(
-                "the arguments for {tool} nest {depth} levels deep; at most \
-                 {MAX_ARGUMENT_DEPTH} may"
+                "{subject} {nest} {depth} levels deep; at most {MAX_ARGUMENT_DEPTH} may"
             ));
         }
         let mut violations = self.validator.iter_errors(&instance).peekable();
@@ -140,7 +206,10 @@ impl ArgumentSchema {
             drop(violations);
             return Ok(instance);
         }
-        let mut message = format!("the arguments do not fit {tool}'s schema:");
+        let mut message = match self.subject {
+            Subject::Arguments => format!("the arguments do not fit {tool}'s schema:"),
+            Subject::Result => format!("the result of {tool} does not fit its output schema:"),
+        };
         for (listed, violation) in violations.enumerate() {
             if listed == MAX_LISTED_VIOLATIONS {
                 message.push_str("\n- (and more)");
@@ -148,7 +217,7 @@ impl ArgumentSchema {
             }
             let path = violation.instance_path().to_string();
             let at = if path.is_empty() {
-                "(the arguments)".to_owned()
+                self.subject.whole().to_owned()
             } else {
                 path
             };
@@ -193,6 +262,7 @@ impl ArgumentSchema {
             };
         }
         let schema = self.clone();
+        let tool_name = tool.to_owned();
         let (tool, arguments) = (tool.to_owned(), arguments.to_owned());
         let watched_stop = stop.cloned();
         let checking = pool.spawn_blocking(move || {
@@ -203,9 +273,10 @@ impl ArgumentSchema {
         tokio::select! {
             joined = checking => match joined {
                 Ok(checked) => checked,
-                Err(_) => Checked::Invalid(
-                    "checking the arguments failed inside the validator".to_owned(),
-                ),
+                Err(_) => Checked::Invalid(format!(
+                    "checking {} failed inside the validator",
+                    self.subject.of(&tool_name)
+                )),
             },
             () = tokio::time::sleep_until(deadline.into()) => Checked::TimedOut,
             () = stop.stopped() => Checked::Stopped,

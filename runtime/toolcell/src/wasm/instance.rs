@@ -81,10 +81,7 @@ pub(crate) async fn describe(
     let deadline = Instant::now() + limits.timeout;
     let mut store = new_store(engine, &Grants::default(), limits, None, deadline)
         .map_err(|error| format!("could not make an instance: {}", error_text(&error)))?;
-    let run = async {
-        let guest = pre.instantiate_async(&mut store).await?;
-        guest.toolcell_tool_tool().call_describe(&mut store).await
-    };
+    let run = async { pre.describe(&mut store).await };
     match tokio::time::timeout(limits.timeout, run).await {
         Ok(Ok(info)) => Ok(info),
         Ok(Err(error)) => Err(format!("describe() failed: {}", error_text(&error))),
@@ -154,13 +151,7 @@ pub(crate) async fn call(
             format!("a granted directory could not be opened for the tool: {unopened}"),
         ));
     }
-    let run = async {
-        let guest = pre.instantiate_async(&mut store).await?;
-        guest
-            .toolcell_tool_tool()
-            .call_call(&mut store, arguments)
-            .await
-    };
+    let run = async { pre.call(&mut store, arguments).await };
     let outcome = tokio::select! {
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
         () = &mut stopped => return report(ToolResponse::Cancelled, &store, started),

@@ -5,7 +5,7 @@
 
 use crate::call::limits::{DESCRIBE_TIMEOUT, Limits};
 use crate::tool::info::ToolInfo;
-use crate::validate::ArgumentSchema;
+use crate::validate::{ArgumentSchema, Subject};
 use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome};
 use crate::wasm::instance;
@@ -36,6 +36,8 @@ pub(crate) struct LoadedTool {
     pub(crate) info: ToolInfo,
     pub(crate) pre: GuestPre<CallState>,
     pub(crate) schema: ArgumentSchema,
+    /// Its output schema, compiled, if it declared one.
+    pub(crate) output: Option<ArgumentSchema>,
     pub(crate) source: String,
 }
 
@@ -60,7 +62,7 @@ pub(crate) async fn load(
     })?;
     let pre = GuestPre::new(instance_pre).map_err(|error| {
         refuse(format!(
-            "it does not export the toolcell:tool/tool@0.1.0 interface: {error:#}"
+            "it does not export the toolcell:tool/tool interface (0.2.0, or 0.1.0): {error:#}"
         ))
     })?;
     let limits = Limits {
@@ -74,11 +76,20 @@ pub(crate) async fn load(
     let schema = ArgumentSchema::compile_bounded(&info.input_schema)
         .await
         .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?;
+    let output = match &info.output_schema {
+        Some(output) => Some(
+            ArgumentSchema::compile_bounded_for(output, Subject::Result)
+                .await
+                .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?,
+        ),
+        None => None,
+    };
     Ok((
         LoadedTool {
             info,
             pre,
             schema,
+            output,
             source: source.to_owned(),
         },
         outcome,

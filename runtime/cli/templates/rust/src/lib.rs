@@ -26,6 +26,9 @@ impl Guest for Tool {
             read_only: true,
             concurrency_safe: true,
             capabilities: Vec::new(),
+            // A JSON Schema (object) for a JSON result, checked by toolcell on every call;
+            // None for a plain-text result.
+            output_schema: None,
         }
     }
 

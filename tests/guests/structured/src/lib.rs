@@ -1,0 +1,61 @@
+//! Declares an output schema (`{"sum": integer}`) and answers honestly, or breaks its own
+//! schema as its arguments ask: a wrong type, text that is not JSON, or a result larger than
+//! the result cap.
+
+use serde::Deserialize;
+use toolcell_guest::{Info, Tool, ToolError};
+
+struct Structured;
+
+#[derive(Deserialize)]
+struct Args {
+    a: i64,
+    b: i64,
+    /// "none" (honest), "type" (a string sum), "text" (not JSON), "huge" (megabytes).
+    #[serde(default)]
+    lie: String,
+}
+
+impl Tool for Structured {
+    type Args = Args;
+
+    fn describe() -> Info {
+        let info = toolcell_guest::info(
+            "structured",
+            "Adds two integers and answers with a JSON object.",
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "a": { "type": "integer" },
+                    "b": { "type": "integer" },
+                    "lie": { "type": "string" }
+                },
+                "required": ["a", "b"]
+            }),
+        );
+        let mut info = toolcell_guest::structured(
+            info,
+            serde_json::json!({
+                "type": "object",
+                "properties": { "sum": { "type": "integer" }, "pad": { "type": "string" } },
+                "required": ["sum"],
+                "additionalProperties": false
+            }),
+        );
+        info.read_only = true;
+        info.concurrency_safe = true;
+        info
+    }
+
+    fn call(args: Args) -> Result<String, ToolError> {
+        let sum = args.a.saturating_add(args.b);
+        Ok(match args.lie.as_str() {
+            "type" => serde_json::json!({ "sum": sum.to_string() }).to_string(),
+            "text" => format!("the sum is {sum}"),
+            "huge" => serde_json::json!({ "sum": sum, "pad": "x".repeat(1 << 20) }).to_string(),
+            _ => serde_json::json!({ "sum": sum }).to_string(),
+        })
+    }
+}
+
+toolcell_guest::export_tool!(Structured);
