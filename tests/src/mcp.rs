@@ -22,6 +22,11 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(args: &[&str]) -> Server {
+        Server::start_with_capabilities(args, json!({}))
+    }
+
+    /// A server whose client declared `capabilities` at `initialize`.
+    pub(crate) fn start_with_capabilities(args: &[&str], capabilities: Value) -> Server {
         let mut child = crate::support::toolcell_command()
             .arg("serve")
             .args(args)
@@ -58,7 +63,7 @@ impl Server {
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
                 "protocolVersion": "2025-06-18",
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": { "name": "toolcell-tests", "version": "0" }
             }
         }));
@@ -566,4 +571,170 @@ fn a_person_approves_gated_calls_from_the_mcp_client_in_both_eras() {
         assert!(saved.contains("always.txt"), "{saved}");
         assert!(!saved.contains("once.txt"), "{saved}");
     }
+}
+
+/// The tasks extension, as a client declares it (SEP-2663).
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// A call that runs longer than a moment tells a client that sent a progress token that it
+/// started and that it is done (in order, counting up); a quick call sends nothing.
+#[test]
+fn a_long_call_reports_progress_and_a_quick_one_does_not() {
+    let tools = crate::support::tools_dir(&[("structured", crate::guests::STRUCTURED)]);
+    let mut server = Server::start(&["--tools", &tools.path().to_string_lossy()]);
+    let call = |id: i64, sleep_ms: u64, token: &str| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {
+                "name": "structured",
+                "arguments": { "a": 1, "b": 2, "sleep_ms": sleep_ms },
+                "_meta": { "progressToken": token }
+            }
+        })
+    };
+    server.send(call(1, 1500, "slow"));
+    let answer = server.response(1);
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({ "sum": 3 }),
+        "{answer}"
+    );
+    server.send(call(2, 0, "quick"));
+    server.response(2);
+    let progress: Vec<Value> = server
+        .seen
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message["method"] == "notifications/progress")
+        .map(|message| message["params"].clone())
+        .collect();
+    let messages: Vec<&str> = progress
+        .iter()
+        .filter(|params| params["progressToken"] == "slow")
+        .filter_map(|params| params["message"].as_str())
+        .collect();
+    assert_eq!(messages.first(), Some(&"started"), "{progress:?}");
+    assert_eq!(messages.last(), Some(&"done"), "{progress:?}");
+    assert!(
+        messages.len() >= 3,
+        "a 1.5 s call also reports that it runs: {progress:?}"
+    );
+    let counts: Vec<f64> = progress
+        .iter()
+        .filter_map(|params| params["progress"].as_f64())
+        .collect();
+    assert!(
+        counts.windows(2).all(|pair| pair[0] < pair[1]),
+        "{counts:?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|params| params["progressToken"] != "quick"),
+        "{progress:?}"
+    );
+    // The done notification precedes the answer.
+    let order: Vec<usize> = ["\"done\"", "\"id\":1,"]
+        .iter()
+        .map(|needle| {
+            server
+                .seen
+                .iter()
+                .position(|line| line.contains(needle))
+                .expect("seen")
+        })
+        .collect();
+    assert!(order[0] < order[1], "{:?}", server.seen);
+    server.close();
+}
+
+/// A client that declared the tasks extension gets a task for a call that runs longer than a
+/// moment: polled while working, completed with its (structured) result; a task cancelled
+/// stops its instance at once; a quick call is answered directly.
+#[test]
+fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
+    let tools = crate::support::tools_dir(&[
+        ("structured", crate::guests::STRUCTURED),
+        ("hostile", crate::guests::HOSTILE),
+    ]);
+    let mut server = Server::start_with_capabilities(
+        &["--tools", &tools.path().to_string_lossy()],
+        json!({ "extensions": { TASKS: {} } }),
+    );
+    let get = |server: &mut Server, id: i64, task: &str| -> Value {
+        server.send(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": { "taskId": task }
+        }));
+        server.response(id)["result"].clone()
+    };
+
+    server.call(1, "structured", json!({ "a": 1, "b": 1 }));
+    let quick = server.response(1);
+    assert_eq!(
+        quick["result"]["structuredContent"],
+        json!({ "sum": 2 }),
+        "{quick}"
+    );
+
+    server.call(2, "structured", json!({ "a": 2, "b": 3, "sleep_ms": 2500 }));
+    let created = server.response(2);
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .or_else(|| created["result"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task id: {created}"))
+        .to_owned();
+    let working = get(&mut server, 3, &task);
+    assert_eq!(working["status"], "working", "{working}");
+    let mut id = 4;
+    let done = loop {
+        let state = get(&mut server, id, &task);
+        id += 1;
+        if state["status"] != "working" {
+            break state;
+        }
+        assert!(id < 200, "the task never finished: {state}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({ "sum": 5 }),
+        "{done}"
+    );
+
+    server.call(300, "hostile", json!({ "do": "spin" }));
+    let created = server.response(300);
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .or_else(|| created["result"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task id: {created}"))
+        .to_owned();
+    let cancelled_at = Instant::now();
+    server.send(json!({
+        "jsonrpc": "2.0", "id": 301, "method": "tasks/cancel", "params": { "taskId": task }
+    }));
+    let acknowledged = server.response(301);
+    assert!(acknowledged.get("error").is_none(), "{acknowledged}");
+    let mut id = 302;
+    let state = loop {
+        let state = get(&mut server, id, &task);
+        id += 1;
+        if state["status"] != "working" {
+            break state;
+        }
+        assert!(id < 500, "the cancelled task never ended: {state}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(state["status"], "cancelled", "{state}");
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(3),
+        "the spinning instance stopped at the cancel, well before its 5 s deadline"
+    );
+    // An unknown task is invalid params.
+    server.send(json!({
+        "jsonrpc": "2.0", "id": 600, "method": "tasks/get", "params": { "taskId": "nope" }
+    }));
+    assert_eq!(server.response(600)["error"]["code"], -32602);
+    server.close();
 }

@@ -33,6 +33,7 @@ pub mod http;
 pub mod metrics;
 #[cfg(feature = "http")]
 pub mod oauth;
+pub mod tasks;
 mod transport;
 
 pub use transport::{
@@ -54,7 +55,9 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
-use toolcell::{Call, CallContext, CallOptions, DenyReason, Runtime, StopToken, ToolResponse};
+use toolcell::{
+    Call, CallContext, CallOptions, CallReport, DenyReason, Runtime, StopToken, ToolResponse,
+};
 
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -66,6 +69,8 @@ pub struct McpServer {
     tools: Arc<Vec<Tool>>,
     /// The questions asked of stateless-era clients, waiting for their answers.
     pending: Arc<approval::PendingApprovals>,
+    /// The calls that became tasks.
+    tasks: Arc<tasks::Tasks>,
     /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
     #[cfg(feature = "http")]
     http: Option<(Arc<metrics::Metrics>, Arc<http::Running>)>,
@@ -84,6 +89,7 @@ impl McpServer {
             runtime,
             tools: Arc::new(tools),
             pending: Arc::default(),
+            tasks: Arc::default(),
             #[cfg(feature = "http")]
             http: None,
         }
@@ -102,19 +108,47 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// A call's answer as MCP sends it: the text the model reads (within the cap), and for a
+    /// tool that declared an output schema the result it was checked as, beside it.
+    fn result(&self, report: CallReport) -> CallToolResult {
+        let response = report.response;
+        let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
+        if response.is_error() {
+            CallToolResult::error(content)
+        } else {
+            let mut result = CallToolResult::success(content);
+            result.structured_content = report.structured;
+            result
+        }
+    }
+
+    /// Count a call served over HTTP in the metrics.
+    #[cfg(feature = "http")]
+    fn count(&self, report: &CallReport, started: std::time::Instant) {
+        if let Some((metrics, _)) = &self.http {
+            metrics.call(
+                &self.runtime,
+                &report.tool,
+                &report.response,
+                started.elapsed(),
+            );
+        }
+    }
+
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
     /// call, also the approver that notes the question to send back.
     fn approver_for(
         &self,
         base: &CallContext,
+        capabilities: Option<&rmcp::model::ClientCapabilities>,
         context: &RequestContext<RoleServer>,
         owner: &str,
         state: Option<&str>,
         responses: Option<&rmcp::model::InputResponses>,
     ) -> (CallContext, Option<Arc<approval::RoundApprover>>) {
         let base = base.clone();
-        if !approval::can_elicit(context.client_capabilities().as_ref()) {
+        if !approval::can_elicit(capabilities) {
             return (base, None);
         }
         let stateless = context
@@ -138,6 +172,21 @@ impl McpServer {
 
 /// The client of a stdio session (there is one).
 const STDIO_CLIENT: &str = "stdio";
+
+/// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
+/// peer address without tokens); else the one client of the session.
+fn owner(context: &RequestContext<RoleServer>) -> String {
+    #[cfg(feature = "http")]
+    if let Some(key) = context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+    {
+        return key.0.clone();
+    }
+    let _ = context;
+    STDIO_CLIENT.to_owned()
+}
 
 /// A schema as an MCP tool, with hints from what the tool says about itself.
 fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
@@ -183,8 +232,13 @@ fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
     }
 
     async fn list_tools(
@@ -239,17 +293,12 @@ impl ServerHandler for McpServer {
         };
         #[cfg(not(feature = "http"))]
         let call_context = self.runtime.default_context();
-        // Who asked: an answer to an approval counts for this client's calls only.
-        #[cfg(feature = "http")]
-        let owner = context
-            .extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<http::ClientKey>())
-            .map_or_else(|| STDIO_CLIENT.to_owned(), |key| key.0.clone());
-        #[cfg(not(feature = "http"))]
-        let owner = STDIO_CLIENT.to_owned();
+        // Who asked: an answer to an approval, and a task, are this client's only.
+        let owner = owner(&context);
+        let capabilities = context.client_capabilities();
         let (call_context, round) = self.approver_for(
             call_context,
+            capabilities.as_ref(),
             &context,
             &owner,
             request.request_state.as_deref(),
@@ -271,29 +320,86 @@ impl ServerHandler for McpServer {
             running.enter(key, stop.clone())
         });
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
-        // own per request; a pointer is cheaper to move than kilobytes of state.
+        // own per request; a pointer is cheaper to move than kilobytes of state. Owned, so a
+        // long call can go on as a task after its request is answered.
         let call = Call::new(id, name, arguments.into_owned())
             .in_context(call_context)
             .with_options(options);
-        let mut call = Box::pin(async { self.runtime.run(&call).await });
-        let report = tokio::select! {
-            report = &mut call => report,
-            () = context.ct.cancelled() => {
+        let runtime = Arc::clone(&self.runtime);
+        let mut call = Box::pin(async move { runtime.run(&call).await });
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| tasks::Progress::new(context.peer.clone(), token));
+        let may_become_task = capabilities
+            .as_ref()
+            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
+            && self.tasks.has_room(&owner);
+        enum Next {
+            Answered(CallReport),
+            Cancelled,
+            Task,
+        }
+        let next = {
+            let ticking = async {
+                match &progress {
+                    Some(progress) => progress.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let to_task = async {
+                if may_become_task {
+                    tokio::time::sleep(tasks::TASK_AFTER).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                report = &mut call => Next::Answered(report),
+                () = context.ct.cancelled() => Next::Cancelled,
+                () = to_task => Next::Task,
+                () = ticking => Next::Cancelled,
+            }
+        };
+        let report = match next {
+            Next::Answered(report) => report,
+            Next::Cancelled => {
                 // The client gave up on the call: stop its instance and let it answer (rmcp
                 // sends nothing for a cancelled request).
                 stop.stop();
                 call.await
             }
+            Next::Task => {
+                let server = self.clone();
+                let task = self.tasks.spawn(&owner, move |cancelled| {
+                    Box::pin(async move {
+                        #[cfg(feature = "http")]
+                        let _running = _running;
+                        let report = tokio::select! {
+                            report = &mut call => report,
+                            () = cancelled => {
+                                stop.stop();
+                                call.await
+                            }
+                        };
+                        #[cfg(feature = "http")]
+                        server.count(&report, started);
+                        if matches!(report.response, ToolResponse::Cancelled) {
+                            return Err(rmcp::task_manager::TaskExit::Cancelled);
+                        }
+                        Ok(server.result(report))
+                    })
+                });
+                return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                    task,
+                )));
+            }
         };
-        #[cfg(feature = "http")]
-        if let Some((metrics, _)) = &self.http {
-            metrics.call(
-                &self.runtime,
-                &report.tool,
-                &report.response,
-                started.elapsed(),
-            );
+        if let Some(progress) = &progress {
+            progress.done().await;
         }
+        #[cfg(feature = "http")]
+        self.count(&report, started);
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {
@@ -304,17 +410,23 @@ impl ServerHandler for McpServer {
         {
             return Ok(input.into());
         }
-        let response = report.response;
-        let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
-        let result = if response.is_error() {
-            CallToolResult::error(content)
-        } else {
-            // The result checked against the tool's output schema, beside the same text.
-            let mut result = CallToolResult::success(content);
-            result.structured_content = report.structured;
-            result
-        };
-        Ok(result.into())
+        Ok(self.result(report).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.tasks.get(&owner(&context), &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&owner(&context), &request.task_id)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Declares an output schema (`{"sum": integer}`) and answers honestly, or breaks its own
 //! schema as its arguments ask: a wrong type, text that is not JSON, or a result larger than
-//! the result cap.
+//! the result cap. It may take a while first (`sleep_ms`), as a long call does.
 
 use serde::Deserialize;
 use toolcell_guest::{Info, Tool, ToolError};
@@ -14,6 +14,9 @@ struct Args {
     /// "none" (honest), "type" (a string sum), "text" (not JSON), "huge" (megabytes).
     #[serde(default)]
     lie: String,
+    /// Take this long first (a long call).
+    #[serde(default)]
+    sleep_ms: u64,
 }
 
 impl Tool for Structured {
@@ -28,7 +31,8 @@ impl Tool for Structured {
                 "properties": {
                     "a": { "type": "integer" },
                     "b": { "type": "integer" },
-                    "lie": { "type": "string" }
+                    "lie": { "type": "string" },
+                    "sleep_ms": { "type": "integer", "minimum": 0 }
                 },
                 "required": ["a", "b"]
             }),
@@ -48,6 +52,7 @@ impl Tool for Structured {
     }
 
     fn call(args: Args) -> Result<String, ToolError> {
+        std::thread::sleep(std::time::Duration::from_millis(args.sleep_ms));
         let sum = args.a.saturating_add(args.b);
         Ok(match args.lie.as_str() {
             "type" => serde_json::json!({ "sum": sum.to_string() }).to_string(),
