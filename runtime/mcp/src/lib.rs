@@ -335,6 +335,9 @@ impl ServerHandler for McpServer {
             .as_ref()
             .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
             && self.tasks.has_room(&owner);
+        // Lives for one match, on the stack: boxing the report would cost every call an
+        // allocation.
+        #[allow(clippy::large_enum_variant)]
         enum Next {
             Answered(CallReport),
             Cancelled,
