@@ -407,6 +407,30 @@ fn main() {
         }
         compared.push((window, rounds));
     }
+    // A gated write asked of the client by elicitation (it answers at once), against the same
+    // write allowed by the policy: what asking a person costs the server, beyond the person.
+    for asked in [false, true] {
+        let name = if asked {
+            "write_file served over MCP stdio, gated, approved by elicitation: round trip"
+        } else {
+            "write_file served over MCP stdio, allowed by the policy: round trip"
+        };
+        if !bench.selects(name) {
+            continue;
+        }
+        let run = serve_write(&binary, &warm, &cache.path().join("cache.key"), asked);
+        bench.cases.push(Case {
+            name: name.to_owned(),
+            p50: run.p50,
+            p99: run.p99,
+        });
+        let label = if asked {
+            "write, asked"
+        } else {
+            "write, allowed"
+        };
+        served.push((label.to_owned(), run));
+    }
     // The same echo over Streamable HTTP (stateless 2026-07-28 requests), driven by wrk.
     let name =
         format!("echo served over MCP HTTP (wrk, {HTTP_CONNECTIONS} connections): round trip");
@@ -729,6 +753,124 @@ fn serve_echo(
         p99: at(0.99),
         calls_per_second: calls as f64 / wall.as_secs_f64(),
         cpu_per_call: cpu / calls as u32,
+    }
+}
+
+/// Gated writes served and approved, one at a time.
+const WRITE_CALLS: usize = 2_000;
+
+/// Serve `write_file` from `binary` with writes allowed by the policy, or gated and approved
+/// by the client (`asked`: it declares elicitation and answers every `elicitation/create`
+/// with "once" at once), and make [`WRITE_CALLS`] calls one at a time (after as many to warm
+/// up), checking every answer.
+fn serve_write(
+    binary: &std::path::Path,
+    cache: &std::path::Path,
+    key: &std::path::Path,
+    asked: bool,
+) -> Served {
+    use std::io::{BufRead as _, Write as _};
+    let ticks_per_second = ticks_per_second();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).expect("workspace");
+    let policy = dir.path().join("policy.toml");
+    let access = if asked { "gated" } else { "allow" };
+    std::fs::write(
+        &policy,
+        format!(
+            "[tools.write_file]\ncore = true\nfilesystem.write = {{ access = \"{access}\", roots = [\".\"] }}\n"
+        ),
+    )
+    .expect("policy");
+    let mut child = Command::new(binary)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("serve")
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start toolcell serve");
+    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{"elicitation":{{"form":{{}}}}}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
+    )
+    .and_then(|()| input.flush())
+    .expect("initialize");
+    output.read_line(&mut line).expect("initialize response");
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("initialized");
+    let mut next_id = 1usize;
+    let mut questions = 0usize;
+    let mut run = |count: usize| -> Vec<Duration> {
+        let mut times = Vec::with_capacity(count);
+        for id in next_id..next_id + count {
+            let started = Instant::now();
+            writeln!(
+                input,
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"bench.txt","content":"{id}"}}}}}}"#
+            )
+            .and_then(|()| input.flush())
+            .expect("request");
+            loop {
+                line.clear();
+                output.read_line(&mut line).expect("a line");
+                let message: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+                if message["method"] == "elicitation/create" {
+                    questions += 1;
+                    writeln!(
+                        input,
+                        r#"{{"jsonrpc":"2.0","id":{},"result":{{"action":"accept","content":{{"decision":"once"}}}}}}"#,
+                        message["id"]
+                    )
+                    .and_then(|()| input.flush())
+                    .expect("answer");
+                    continue;
+                }
+                if message["id"] == id {
+                    assert_eq!(
+                        message["result"]["isError"], false,
+                        "the write failed: {line}"
+                    );
+                    break;
+                }
+            }
+            times.push(started.elapsed());
+        }
+        next_id += count;
+        times
+    };
+    run(WRITE_CALLS);
+    let cpu_before = cpu_time(child.id(), ticks_per_second);
+    let started = Instant::now();
+    let mut times = run(WRITE_CALLS);
+    let wall = started.elapsed();
+    let cpu = cpu_time(child.id(), ticks_per_second) - cpu_before;
+    drop(input);
+    child.wait().expect("the server exits");
+    assert_eq!(
+        questions,
+        if asked { 2 * WRITE_CALLS } else { 0 },
+        "each gated write was asked once, and no allowed one"
+    );
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    Served {
+        p50: at(0.50),
+        p99: at(0.99),
+        calls_per_second: WRITE_CALLS as f64 / wall.as_secs_f64(),
+        cpu_per_call: cpu / WRITE_CALLS as u32,
     }
 }
 

@@ -45,13 +45,18 @@ use toolcell::approval::{Approval, ApprovalRequest, Approver};
 pub const DECISION_FIELD: &str = "decision";
 
 /// How many questions may wait for their answer (stateless era) in one server. Each is a few
-/// hundred bytes; a server with more waiting than this is being flooded, and a further question
-/// is not asked (its call is denied, unanswered) rather than kept.
+/// hundred bytes; a server with more waiting than this is being flooded, and a new question
+/// then takes the place of one that expired, or of the oldest of the client holding the most.
 pub const MAX_PENDING_APPROVALS: usize = 4096;
 
 /// How many of them one client may have: a client that keeps asking without answering loses
 /// its oldest questions first, and cannot crowd out the others.
 pub const MAX_PENDING_APPROVALS_PER_CLIENT: usize = 64;
+
+/// How many questions one call may be asked, round after round: a tool has at most this many
+/// capabilities, each one question. A chain of rounds longer than that (a client sending the
+/// call again with a new path each time) is not asked again: its call is denied, unanswered.
+pub const MAX_QUESTIONS_PER_CALL: usize = toolcell::limits::MAX_CAPABILITIES;
 
 /// How long a question is remembered after its deadline passed, so that an answer arriving
 /// late is told so (a denial) rather than asked again.
@@ -229,22 +234,47 @@ impl PendingApprovals {
         answered: Vec<(ApprovalRequest, Approval)>,
         asked: ApprovalRequest,
     ) -> Option<InputRequiredResult> {
+        if answered.len() >= MAX_QUESTIONS_PER_CALL {
+            return None;
+        }
         let handle = crate::hex(&crate::random::<16>().ok()?);
         let now = Instant::now();
         let mut waiting = self.lock();
         waiting.retain(|_, pending| pending.deadline + EXPIRED_APPROVAL_RETAINED > now);
-        let mine: Vec<(String, Instant)> = waiting
-            .iter()
-            .filter(|(_, pending)| pending.owner == owner)
-            .map(|(handle, pending)| (handle.clone(), pending.deadline))
-            .collect();
-        if mine.len() >= MAX_PENDING_APPROVALS_PER_CLIENT
-            && let Some((oldest, _)) = mine.iter().min_by_key(|(_, deadline)| *deadline)
+        // This client's oldest question makes room for its newest.
+        let mine = waiting.iter().filter(|(_, pending)| pending.owner == owner);
+        if mine.clone().count() >= MAX_PENDING_APPROVALS_PER_CLIENT
+            && let Some(oldest) = mine
+                .min_by_key(|(_, pending)| pending.deadline)
+                .map(|(handle, _)| handle.clone())
         {
-            waiting.remove(oldest);
+            waiting.remove(&oldest);
         }
         if waiting.len() >= MAX_PENDING_APPROVALS {
-            return None;
+            // Full: questions past their deadline (kept only to tell a late answer so) go
+            // first, then the oldest of the client that holds the most. No set of clients can
+            // keep another from being asked.
+            waiting.retain(|_, pending| pending.deadline > now);
+            if waiting.len() >= MAX_PENDING_APPROVALS {
+                let mut held: HashMap<&str, usize> = HashMap::new();
+                for pending in waiting.values() {
+                    *held.entry(pending.owner.as_str()).or_default() += 1;
+                }
+                let greediest = held
+                    .into_iter()
+                    .max_by_key(|(_, count)| *count)
+                    .map(|(client, _)| client.to_owned());
+                let oldest = greediest.and_then(|client| {
+                    waiting
+                        .iter()
+                        .filter(|(_, pending)| pending.owner == client)
+                        .min_by_key(|(_, pending)| pending.deadline)
+                        .map(|(handle, _)| handle.clone())
+                });
+                if let Some(oldest) = oldest {
+                    waiting.remove(&oldest);
+                }
+            }
         }
         let request = InputRequest::Elicitation(ElicitRequest::new(elicitation(&asked)));
         waiting.insert(
@@ -417,6 +447,50 @@ mod tests {
         let handle = asked.request_state.expect("a handle");
         let answers = pending.answers("tenant:a", Some(&handle), Some(&responses));
         assert_eq!(answers[0].1, Approval::NoAnswer);
+    }
+
+    #[test]
+    fn a_call_is_asked_at_most_one_question_per_capability() {
+        let pending = PendingApprovals::default();
+        let answered: Vec<(ApprovalRequest, Approval)> = (0..MAX_QUESTIONS_PER_CALL)
+            .map(|i| (question(&i.to_string()), Approval::Once))
+            .collect();
+        assert!(
+            pending
+                .ask("stdio", answered, question("one more"))
+                .is_none()
+        );
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_full_table_still_asks_a_new_client() {
+        let pending = PendingApprovals::default();
+        let clients = MAX_PENDING_APPROVALS / MAX_PENDING_APPROVALS_PER_CLIENT;
+        for client in 0..clients {
+            for i in 0..MAX_PENDING_APPROVALS_PER_CLIENT {
+                pending
+                    .ask(
+                        &format!("peer:{client}"),
+                        Vec::new(),
+                        question(&i.to_string()),
+                    )
+                    .expect("asked");
+            }
+        }
+        assert_eq!(pending.len(), MAX_PENDING_APPROVALS);
+        let asked = pending
+            .ask("peer:newcomer", Vec::new(), question("mine"))
+            .expect("a new client is still asked");
+        assert_eq!(pending.len(), MAX_PENDING_APPROVALS);
+        let handle = asked.request_state.expect("a handle");
+        let responses: InputResponses = [(INPUT_KEY.to_owned(), accepted("once"))]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            pending.answers("peer:newcomer", Some(&handle), Some(&responses))[0].1,
+            Approval::Once
+        );
     }
 
     #[test]

@@ -175,17 +175,17 @@ const STDIO_CLIENT: &str = "stdio";
 
 /// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
 /// peer address without tokens); else the one client of the session.
-fn owner(context: &RequestContext<RoleServer>) -> String {
+fn owner(context: &RequestContext<RoleServer>) -> &str {
     #[cfg(feature = "http")]
     if let Some(key) = context
         .extensions
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<http::ClientKey>())
     {
-        return key.0.clone();
+        return &key.0;
     }
     let _ = context;
-    STDIO_CLIENT.to_owned()
+    STDIO_CLIENT
 }
 
 /// A schema as an MCP tool, with hints from what the tool says about itself.
@@ -300,7 +300,7 @@ impl ServerHandler for McpServer {
             call_context,
             capabilities.as_ref(),
             &context,
-            &owner,
+            owner,
             request.request_state.as_deref(),
             request.input_responses.as_ref(),
         );
@@ -334,7 +334,7 @@ impl ServerHandler for McpServer {
         let may_become_task = capabilities
             .as_ref()
             .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
-            && self.tasks.has_room(&owner);
+            && self.tasks.has_room(owner);
         // Lives for one match, on the stack: boxing the report would cost every call an
         // allocation.
         #[allow(clippy::large_enum_variant)]
@@ -374,10 +374,19 @@ impl ServerHandler for McpServer {
             }
             Next::Task => {
                 let server = self.clone();
-                let task = self.tasks.spawn(&owner, move |cancelled| {
+                // The call moves into the task only if the client has room for one (`make` is
+                // called then, at once); else it is answered here, as for a client without
+                // tasks.
+                #[cfg(feature = "http")]
+                let mut parked = Some((call, stop, _running));
+                #[cfg(not(feature = "http"))]
+                let mut parked = Some((call, stop, ()));
+                let task = self.tasks.try_spawn(owner, |cancelled| {
+                    let Some((mut call, stop, running)) = parked.take() else {
+                        return Box::pin(async { Err(rmcp::task_manager::TaskExit::Cancelled) });
+                    };
                     Box::pin(async move {
-                        #[cfg(feature = "http")]
-                        let _running = _running;
+                        let _running = running;
                         let report = tokio::select! {
                             report = &mut call => report,
                             () = cancelled => {
@@ -393,9 +402,28 @@ impl ServerHandler for McpServer {
                         Ok(server.result(report))
                     })
                 });
-                return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-                    task,
-                )));
+                if let Some(task) = task {
+                    return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                        task,
+                    )));
+                }
+                let Some((mut call, stop, _running)) = parked else {
+                    return Err(McpError::internal_error("the call was lost", None));
+                };
+                let ticking = async {
+                    match &progress {
+                        Some(progress) => progress.tick().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    report = &mut call => report,
+                    () = context.ct.cancelled() => {
+                        stop.stop();
+                        call.await
+                    }
+                    () = ticking => call.await,
+                }
             }
         };
         if let Some(progress) = &progress {
@@ -409,7 +437,7 @@ impl ServerHandler for McpServer {
                 reason: DenyReason::Unanswered { .. },
             } = &report.response
             && let Some((answered, asked)) = round.take_question()
-            && let Some(input) = self.pending.ask(&owner, answered, asked)
+            && let Some(input) = self.pending.ask(owner, answered, asked)
         {
             return Ok(input.into());
         }
@@ -421,7 +449,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.tasks.get(&owner(&context), &request.task_id)
+        self.tasks.get(owner(&context), &request.task_id)
     }
 
     async fn cancel_task(
@@ -429,7 +457,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(&owner(&context), &request.task_id)
+        self.tasks.cancel(owner(&context), &request.task_id)
     }
 }
 

@@ -120,20 +120,33 @@ impl Tasks {
     }
 
     /// Whether `owner` may have another task: fewer than [`MAX_TASKS_PER_CLIENT`] of its tasks
-    /// are kept. Forgets the tasks the manager has dropped (past their TTL).
+    /// are kept. A hint for whether to wait for [`TASK_AFTER`] at all; [`Tasks::try_spawn`]
+    /// decides.
     pub(crate) fn has_room(&self, owner: &str) -> bool {
         let mut owners = self.owners();
-        owners.retain(|task, _| self.manager.get_task(task).is_ok());
-        owners.values().filter(|client| *client == owner).count() < MAX_TASKS_PER_CLIENT
+        self.count(&mut owners, owner) < MAX_TASKS_PER_CLIENT
     }
 
-    /// Run `make` as a task of `owner`'s: the operation gets a future that ends when the
-    /// client cancels the task.
-    pub(crate) fn spawn(
+    /// How many tasks `owner` has kept, after forgetting those the manager dropped (past
+    /// their TTL).
+    fn count(&self, owners: &mut HashMap<String, String>, owner: &str) -> usize {
+        owners.retain(|task, _| self.manager.get_task(task).is_ok());
+        owners.values().filter(|client| *client == owner).count()
+    }
+
+    /// Run the operation `make` builds as a task of `owner`'s, if it has room for one (checked
+    /// and taken under one lock, so concurrent calls cannot overshoot the bound). The
+    /// operation gets a future that ends when the client cancels the task. Without room,
+    /// `make` is not called and `None` is returned: the caller keeps its call.
+    pub(crate) fn try_spawn(
         &self,
         owner: &str,
         make: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Running,
-    ) -> Task {
+    ) -> Option<Task> {
+        let mut owners = self.owners();
+        if self.count(&mut owners, owner) >= MAX_TASKS_PER_CLIENT {
+            return None;
+        }
         let options = TaskOptions::new()
             .with_ttl_ms(u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX))
             .with_poll_interval_ms(
@@ -143,8 +156,8 @@ impl Tasks {
             let cancelled = Box::pin(async move { context.cancelled().await });
             make(cancelled)
         });
-        self.owners().insert(task.task_id.clone(), owner.to_owned());
-        task
+        owners.insert(task.task_id.clone(), owner.to_owned());
+        Some(task)
     }
 
     /// Whether `task` is `owner`'s; another client's task does not exist for it.
@@ -194,15 +207,15 @@ mod tests {
     use super::*;
 
     /// A task that runs until it is cancelled.
-    fn park(tasks: &Tasks, owner: &str) -> String {
+    fn park(tasks: &Tasks, owner: &str) -> Option<String> {
         tasks
-            .spawn(owner, |cancelled| {
+            .try_spawn(owner, |cancelled| {
                 Box::pin(async move {
                     cancelled.await;
                     Err(TaskExit::Cancelled)
                 })
             })
-            .task_id
+            .map(|task| task.task_id)
     }
 
     #[test]
@@ -213,7 +226,7 @@ mod tests {
             .expect("runtime");
         runtime.block_on(async {
             let tasks = Tasks::default();
-            let task = park(&tasks, "tenant:a");
+            let task = park(&tasks, "tenant:a").expect("room");
             assert!(tasks.get("tenant:a", &task).is_ok());
             for (what, refused) in [
                 ("get", tasks.get("tenant:b", &task).err()),
@@ -227,8 +240,13 @@ mod tests {
                 park(&tasks, "tenant:a");
             }
             assert!(!tasks.has_room("tenant:a"), "a client's tasks are bounded");
-            assert!(tasks.has_room("tenant:b"), "another client is not held back");
-            tasks.cancel("tenant:a", &task).expect("its own client cancels it");
+            assert!(
+                tasks.has_room("tenant:b"),
+                "another client is not held back"
+            );
+            tasks
+                .cancel("tenant:a", &task)
+                .expect("its own client cancels it");
         });
     }
 }

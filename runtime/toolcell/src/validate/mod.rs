@@ -123,6 +123,9 @@ impl ArgumentSchema {
     /// refused.
     pub(crate) fn compile_for(schema: &Value, subject: Subject) -> Result<ArgumentSchema, String> {
         let cost = schema::check(schema)?;
+        if subject == Subject::Result {
+            refuse_patterns(schema)?;
+        }
         // The compiled copy carries the watch keyword in every subschema.
         let mut watched = schema.clone();
         for pointer in schema::subschema_pointers(schema) {
@@ -284,6 +287,33 @@ impl ArgumentSchema {
     }
 }
 
+/// Refuse an output schema that uses a regular expression anywhere (`pattern`,
+/// `patternProperties`). The host's own engine is linear-time, but the schema is served to MCP
+/// clients as `outputSchema`, and clients check structured results with their own engines:
+/// Python's `re`, JavaScript's `RegExp`, which backtrack. A hostile tool could otherwise hang
+/// the client with a pattern such as `^(a|a)*$` and a result made to match it badly.
+fn refuse_patterns(schema: &Value) -> Result<(), String> {
+    for pointer in schema::subschema_pointers(schema) {
+        if let Some(Value::Object(map)) = schema.pointer(&pointer)
+            && let Some(keyword) = ["pattern", "patternProperties"]
+                .into_iter()
+                .find(|keyword| map.contains_key(*keyword))
+        {
+            let at = if pointer.is_empty() {
+                "its root"
+            } else {
+                &pointer
+            };
+            return Err(format!(
+                "its output schema uses `{keyword}` (at {at}): MCP clients check structured \
+                 results with their own regular-expression engines, which may backtrack, so an \
+                 output schema may not use `pattern` or `patternProperties`"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Why a watched check unwound.
 enum Interrupted {
     TimedOut,
@@ -379,6 +409,26 @@ impl<'i> jsonschema::Keyword<'i> for Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output schema is served to clients whose regex engines backtrack: no patterns in it,
+    /// at any depth; a property merely named "pattern" is fine.
+    #[test]
+    fn an_output_schema_may_not_use_regular_expressions() {
+        for refused in [
+            json!({ "type": "object", "properties": { "s": { "not": { "pattern": "^(a|a)*$" } } } }),
+            json!({ "type": "object", "patternProperties": { "^x": {} } }),
+            json!({ "type": "object", "$defs": { "d": { "type": "string", "pattern": "a" } } }),
+        ] {
+            let why = ArgumentSchema::compile_for(&refused, Subject::Result)
+                .err()
+                .unwrap_or_else(|| panic!("refused: {refused}"));
+            assert!(why.contains("may not use `pattern`"), "{refused}: {why}");
+            // The same schema is fine for arguments, which the host alone checks.
+            assert!(ArgumentSchema::compile_for(&refused, Subject::Arguments).is_ok());
+        }
+        let named = json!({ "type": "object", "properties": { "pattern": { "type": "string" } } });
+        assert!(ArgumentSchema::compile_for(&named, Subject::Result).is_ok());
+    }
     use serde_json::json;
 
     fn schema() -> ArgumentSchema {
