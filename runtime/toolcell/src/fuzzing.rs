@@ -65,6 +65,7 @@ pub fn compile_schema_text(schema_text: &str) -> Result<CompiledSchema, String> 
         read_only: true,
         concurrency_safe: true,
         capabilities: Vec::new(),
+        output_schema: None,
     })?;
     ArgumentSchema::compile_for(&info.input_schema, crate::validate::Subject::Arguments)
         .map(CompiledSchema)
