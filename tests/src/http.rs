@@ -1839,3 +1839,92 @@ fn each_tenant_approves_its_own_gated_calls_over_http() {
         "team-a's rule is saved in team-a's workspace only"
     );
 }
+
+/// A stateless request of `method` (the `Mcp-Name` header carries `name`) with `params`, whose
+/// `_meta` declares the tasks extension, as `token`'s tenant.
+fn stateless_with_tasks(
+    addr: SocketAddr,
+    token: &str,
+    id: u64,
+    method: &str,
+    name: &str,
+    mut params: Value,
+) -> Value {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": { "io.modelcontextprotocol/tasks": {} }
+        },
+    });
+    let body =
+        serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let bearer = format!("Bearer {token}");
+    let answer = request(
+        addr,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+            ("Mcp-Name", name),
+            ("Authorization", &bearer),
+        ],
+        &body.to_string(),
+    );
+    assert_eq!(answer.status, 200, "{method}: {answer:?}");
+    answer.json()
+}
+
+/// Over HTTP a long call becomes a task of its tenant's: the other tenant cannot see or
+/// cancel it, its own client polls it to its (structured) result.
+#[test]
+fn a_task_over_http_is_its_tenants_own() {
+    let tools = tools_dir(&[("structured", crate::guests::STRUCTURED)]);
+    let (file, tokens) = tokens_file(tools.path(), &[("team-a", None), ("team-b", None)]);
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--tokens",
+        &file.to_string_lossy(),
+    ]);
+    let (a, b) = (tokens[0].as_str(), tokens[1].as_str());
+    let created = stateless_with_tasks(
+        server.addr,
+        a,
+        1,
+        "tools/call",
+        "structured",
+        serde_json::json!({ "name": "structured", "arguments": { "a": 20, "b": 22, "sleep_ms": 1800 } }),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task id: {created}"))
+        .to_owned();
+    let params = serde_json::json!({ "taskId": task });
+    for (id, method) in [(2, "tasks/get"), (3, "tasks/cancel")] {
+        let foreign = stateless_with_tasks(server.addr, b, id, method, &task, params.clone());
+        assert_eq!(
+            foreign["error"]["code"], -32602,
+            "team-b's {method}: {foreign}"
+        );
+    }
+    let mut id = 10;
+    let done = loop {
+        let state = stateless_with_tasks(server.addr, a, id, "tasks/get", &task, params.clone());
+        id += 1;
+        if state["result"]["status"] != "working" {
+            break state;
+        }
+        assert!(id < 200, "the task never finished: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["result"]["structuredContent"],
+        serde_json::json!({ "sum": 42 }),
+        "{done}"
+    );
+}

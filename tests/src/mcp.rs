@@ -679,9 +679,8 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
     server.call(2, "structured", json!({ "a": 2, "b": 3, "sleep_ms": 2500 }));
     let created = server.response(2);
     assert_eq!(created["result"]["resultType"], "task", "{created}");
-    let task = created["result"]["task"]["taskId"]
+    let task = created["result"]["taskId"]
         .as_str()
-        .or_else(|| created["result"]["taskId"].as_str())
         .unwrap_or_else(|| panic!("a task id: {created}"))
         .to_owned();
     let working = get(&mut server, 3, &task);
@@ -705,9 +704,8 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
 
     server.call(300, "hostile", json!({ "do": "spin" }));
     let created = server.response(300);
-    let task = created["result"]["task"]["taskId"]
+    let task = created["result"]["taskId"]
         .as_str()
-        .or_else(|| created["result"]["taskId"].as_str())
         .unwrap_or_else(|| panic!("a task id: {created}"))
         .to_owned();
     let cancelled_at = Instant::now();
