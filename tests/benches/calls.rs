@@ -407,29 +407,43 @@ fn main() {
         }
         compared.push((window, rounds));
     }
-    // A gated write asked of the client by elicitation (it answers at once), against the same
-    // write allowed by the policy: what asking a person costs the server, beyond the person.
-    for asked in [false, true] {
-        let name = if asked {
-            "write_file served over MCP stdio, gated, approved by elicitation: round trip"
-        } else {
-            "write_file served over MCP stdio, allowed by the policy: round trip"
-        };
-        if !bench.selects(name) {
-            continue;
+    // A gated write asked of the client (it answers at once), against the same write allowed
+    // by the policy, in each era: what asking a person costs the server, beyond the person.
+    for stateless in [false, true] {
+        for asked in [false, true] {
+            let era = if stateless {
+                "stateless requests"
+            } else {
+                "a session"
+            };
+            let how = match (asked, stateless) {
+                (false, _) => "allowed by the policy",
+                (true, false) => "gated, approved by elicitation/create",
+                (true, true) => "gated, approved by input_required and a retry",
+            };
+            let name = format!("write_file served over MCP stdio ({era}), {how}: round trip");
+            if !bench.selects(&name) {
+                continue;
+            }
+            let run = serve_write(
+                &binary,
+                &warm,
+                &cache.path().join("cache.key"),
+                asked,
+                stateless,
+            );
+            bench.cases.push(Case {
+                name,
+                p50: run.p50,
+                p99: run.p99,
+            });
+            let label = format!(
+                "write, {}, {}",
+                if stateless { "stateless" } else { "session" },
+                if asked { "asked" } else { "allowed" }
+            );
+            served.push((label, run));
         }
-        let run = serve_write(&binary, &warm, &cache.path().join("cache.key"), asked);
-        bench.cases.push(Case {
-            name: name.to_owned(),
-            p50: run.p50,
-            p99: run.p99,
-        });
-        let label = if asked {
-            "write, asked"
-        } else {
-            "write, allowed"
-        };
-        served.push((label.to_owned(), run));
     }
     // The same echo over Streamable HTTP (stateless 2026-07-28 requests), driven by wrk.
     let name =
@@ -672,6 +686,85 @@ fn cpu_time(pid: u32, ticks_per_second: u64) -> Duration {
     Duration::from_secs_f64(ticks as f64 / ticks_per_second as f64)
 }
 
+/// A served bench's server: `binary serve` (after `args`), its input and its output, past the
+/// `initialize` handshake in which the client declared `capabilities` (JSON text).
+struct ServedChild {
+    child: std::process::Child,
+    input: std::io::BufWriter<std::process::ChildStdin>,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl ServedChild {
+    fn start(
+        binary: &std::path::Path,
+        cache: &std::path::Path,
+        key: &std::path::Path,
+        args: &[&std::ffi::OsStr],
+        capabilities: &str,
+    ) -> ServedChild {
+        use std::io::{BufRead as _, Write as _};
+        let mut child = Command::new(binary)
+            .args(args)
+            .arg("serve")
+            .env(toolcell::cache::CACHE_DIR_ENV, cache)
+            .env(toolcell::cache::CACHE_KEY_ENV, key)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start toolcell serve");
+        let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+        let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
+        )
+        .and_then(|()| input.flush())
+        .expect("initialize");
+        let mut line = String::new();
+        output.read_line(&mut line).expect("initialize response");
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("initialized");
+        ServedChild {
+            child,
+            input,
+            output,
+        }
+    }
+
+    /// `run(self, calls)` once to warm up and once measured (round trips, wall time and the
+    /// server's CPU), then end the server.
+    fn measure(
+        mut self,
+        calls: usize,
+        mut run: impl FnMut(&mut ServedChild, usize) -> Vec<Duration>,
+    ) -> Served {
+        let ticks_per_second = ticks_per_second();
+        run(&mut self, calls);
+        let cpu_before = cpu_time(self.child.id(), ticks_per_second);
+        let started = Instant::now();
+        let mut times = run(&mut self, calls);
+        let wall = started.elapsed();
+        let cpu = cpu_time(self.child.id(), ticks_per_second) - cpu_before;
+        let ServedChild {
+            mut child, input, ..
+        } = self;
+        drop(input);
+        child.wait().expect("the server exits");
+        times.sort();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        Served {
+            p50: at(0.50),
+            p99: at(0.99),
+            calls_per_second: calls as f64 / wall.as_secs_f64(),
+            cpu_per_call: cpu / calls as u32,
+        }
+    }
+}
+
 /// Start `toolcell serve`, shake hands, then make `calls` echo calls with `window` in
 /// flight (after as many to warm up), checking every answer.
 fn serve_echo(
@@ -682,33 +775,10 @@ fn serve_echo(
     window: usize,
 ) -> Served {
     use std::io::{BufRead as _, Write as _};
-    let ticks_per_second = ticks_per_second();
-    let mut child = Command::new(binary)
-        .arg("serve")
-        .env(toolcell::cache::CACHE_DIR_ENV, cache)
-        .env(toolcell::cache::CACHE_KEY_ENV, key)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start toolcell serve");
-    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
-    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
-    )
-    .and_then(|()| input.flush())
-    .expect("initialize");
-    output.read_line(&mut line).expect("initialize response");
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .expect("initialized");
+    let served = ServedChild::start(binary, cache, key, &[], "{}");
     let mut next_id = 1usize;
-    let mut run = |count: usize| -> Vec<Duration> {
+    let mut line = String::new();
+    served.measure(calls, |served, count| {
         let mut sent = std::collections::HashMap::with_capacity(window);
         let mut times = Vec::with_capacity(count);
         let (first, end) = (next_id, next_id + count);
@@ -716,16 +786,16 @@ fn serve_echo(
         while times.len() < count {
             while to_send < end && sent.len() < window {
                 writeln!(
-                    input,
+                    served.input,
                     r#"{{"jsonrpc":"2.0","id":{to_send},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello"}}}}}}"#
                 )
                 .expect("request");
                 sent.insert(to_send, Instant::now());
                 to_send += 1;
             }
-            input.flush().expect("flush");
+            served.input.flush().expect("flush");
             line.clear();
-            output.read_line(&mut line).expect("response");
+            served.output.read_line(&mut line).expect("response");
             let response: serde_json::Value = serde_json::from_str(&line).expect("JSON");
             let id = response["id"].as_u64().expect("an id") as usize;
             let started = sent.remove(&id).expect("a request in flight");
@@ -737,40 +807,26 @@ fn serve_echo(
         }
         next_id = end;
         times
-    };
-    run(calls);
-    let cpu_before = cpu_time(child.id(), ticks_per_second);
-    let started = Instant::now();
-    let mut times = run(calls);
-    let wall = started.elapsed();
-    let cpu = cpu_time(child.id(), ticks_per_second) - cpu_before;
-    drop(input);
-    child.wait().expect("the server exits");
-    times.sort();
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    Served {
-        p50: at(0.50),
-        p99: at(0.99),
-        calls_per_second: calls as f64 / wall.as_secs_f64(),
-        cpu_per_call: cpu / calls as u32,
-    }
+    })
 }
 
 /// Gated writes served and approved, one at a time.
 const WRITE_CALLS: usize = 2_000;
 
 /// Serve `write_file` from `binary` with writes allowed by the policy, or gated and approved
-/// by the client (`asked`: it declares elicitation and answers every `elicitation/create`
-/// with "once" at once), and make [`WRITE_CALLS`] calls one at a time (after as many to warm
-/// up), checking every answer.
+/// by the client (`asked`: it declares elicitation and approves every question "once" at
+/// once), and make [`WRITE_CALLS`] calls one at a time (after as many to warm up), checking
+/// every answer. In a session (`initialize`) the server asks by `elicitation/create`; with
+/// `stateless` 2026-07-28 requests it answers `input_required` and the client sends the call
+/// again with the answer.
 fn serve_write(
     binary: &std::path::Path,
     cache: &std::path::Path,
     key: &std::path::Path,
     asked: bool,
+    stateless: bool,
 ) -> Served {
     use std::io::{BufRead as _, Write as _};
-    let ticks_per_second = ticks_per_second();
     let dir = tempfile::tempdir().expect("temp dir");
     let workspace = dir.path().join("workspace");
     std::fs::create_dir(&workspace).expect("workspace");
@@ -783,95 +839,88 @@ fn serve_write(
         ),
     )
     .expect("policy");
-    let mut child = Command::new(binary)
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--workspace")
-        .arg(&workspace)
-        .arg("serve")
-        .env(toolcell::cache::CACHE_DIR_ENV, cache)
-        .env(toolcell::cache::CACHE_KEY_ENV, key)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start toolcell serve");
-    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
-    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{"elicitation":{{"form":{{}}}}}},"clientInfo":{{"name":"bench","version":"0"}}}}}}"#
-    )
-    .and_then(|()| input.flush())
-    .expect("initialize");
-    output.read_line(&mut line).expect("initialize response");
-    writeln!(
-        input,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .expect("initialized");
+    let args = [
+        std::ffi::OsStr::new("--policy"),
+        policy.as_os_str(),
+        std::ffi::OsStr::new("--workspace"),
+        workspace.as_os_str(),
+    ];
+    let capabilities = r#"{"elicitation":{"form":{}}}"#;
+    let served = ServedChild::start(binary, cache, key, &args, capabilities);
+    // A stateless request carries the era and the client in its `_meta`.
+    let meta = if stateless {
+        format!(
+            r#","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities},"io.modelcontextprotocol/clientInfo":{{"name":"bench","version":"0"}}}}"#
+        )
+    } else {
+        String::new()
+    };
     let mut next_id = 1usize;
     let mut questions = 0usize;
-    let mut run = |count: usize| -> Vec<Duration> {
+    let mut line = String::new();
+    let measured = served.measure(WRITE_CALLS, |served, count| {
         let mut times = Vec::with_capacity(count);
-        for id in next_id..next_id + count {
+        for call in next_id..next_id + count {
             let started = Instant::now();
+            let arguments = format!(r#""arguments":{{"path":"bench.txt","content":"{call}"}}"#);
+            let mut id = 2 * call;
             writeln!(
-                input,
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"bench.txt","content":"{id}"}}}}}}"#
+                served.input,
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_file",{arguments}{meta}}}}}"#
             )
-            .and_then(|()| input.flush())
+            .and_then(|()| served.input.flush())
             .expect("request");
             loop {
                 line.clear();
-                output.read_line(&mut line).expect("a line");
+                served.output.read_line(&mut line).expect("a line");
                 let message: serde_json::Value = serde_json::from_str(&line).expect("JSON");
                 if message["method"] == "elicitation/create" {
                     questions += 1;
                     writeln!(
-                        input,
+                        served.input,
                         r#"{{"jsonrpc":"2.0","id":{},"result":{{"action":"accept","content":{{"decision":"once"}}}}}}"#,
                         message["id"]
                     )
-                    .and_then(|()| input.flush())
+                    .and_then(|()| served.input.flush())
                     .expect("answer");
                     continue;
                 }
-                if message["id"] == id {
-                    assert_eq!(
-                        message["result"]["isError"], false,
-                        "the write failed: {line}"
-                    );
-                    break;
+                if message["id"] != id {
+                    continue;
                 }
+                let result = &message["result"];
+                if result["resultType"] == "input_required" {
+                    // The same call again, with the answer and the server's handle.
+                    questions += 1;
+                    let key = result["inputRequests"]
+                        .as_object()
+                        .and_then(|requests| requests.keys().next())
+                        .expect("a question");
+                    id += 1;
+                    writeln!(
+                        served.input,
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_file",{arguments}{meta},"inputResponses":{{{}:{{"action":"accept","content":{{"decision":"once"}}}}}},"requestState":{}}}}}"#,
+                        serde_json::Value::from(key.as_str()),
+                        result["requestState"]
+                    )
+                    .and_then(|()| served.input.flush())
+                    .expect("retry");
+                    continue;
+                }
+                assert_eq!(result["isError"], false, "the write failed: {line}");
+                break;
             }
             times.push(started.elapsed());
         }
         next_id += count;
         times
-    };
-    run(WRITE_CALLS);
-    let cpu_before = cpu_time(child.id(), ticks_per_second);
-    let started = Instant::now();
-    let mut times = run(WRITE_CALLS);
-    let wall = started.elapsed();
-    let cpu = cpu_time(child.id(), ticks_per_second) - cpu_before;
-    drop(input);
-    child.wait().expect("the server exits");
+    });
     assert_eq!(
         questions,
         if asked { 2 * WRITE_CALLS } else { 0 },
         "each gated write was asked once, and no allowed one"
     );
-    times.sort();
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    Served {
-        p50: at(0.50),
-        p99: at(0.99),
-        calls_per_second: WRITE_CALLS as f64 / wall.as_secs_f64(),
-        cpu_per_call: cpu / WRITE_CALLS as u32,
-    }
+    measured
 }
 
 /// The in-process echo's p50 in this run (seconds), what a served call is compared with.

@@ -667,6 +667,18 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
         }));
         server.response(id)["result"].clone()
     };
+    // Poll `task` (request ids from `first`, at most 200 polls `pause` apart) until it is no
+    // longer working.
+    let settle = |server: &mut Server, first: i64, task: &str, pause: Duration| -> Value {
+        for id in first..first + 200 {
+            let state = get(server, id, task);
+            if state["status"] != "working" {
+                return state;
+            }
+            std::thread::sleep(pause);
+        }
+        panic!("task {task} never ended");
+    };
 
     server.call(1, "structured", json!({ "a": 1, "b": 1 }));
     let quick = server.response(1);
@@ -685,16 +697,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
         .to_owned();
     let working = get(&mut server, 3, &task);
     assert_eq!(working["status"], "working", "{working}");
-    let mut id = 4;
-    let done = loop {
-        let state = get(&mut server, id, &task);
-        id += 1;
-        if state["status"] != "working" {
-            break state;
-        }
-        assert!(id < 200, "the task never finished: {state}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let done = settle(&mut server, 4, &task, Duration::from_millis(100));
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(
         done["result"]["structuredContent"],
@@ -714,16 +717,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_completed() {
     }));
     let acknowledged = server.response(301);
     assert!(acknowledged.get("error").is_none(), "{acknowledged}");
-    let mut id = 302;
-    let state = loop {
-        let state = get(&mut server, id, &task);
-        id += 1;
-        if state["status"] != "working" {
-            break state;
-        }
-        assert!(id < 500, "the cancelled task never ended: {state}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let state = settle(&mut server, 302, &task, Duration::from_millis(20));
     assert_eq!(state["status"], "cancelled", "{state}");
     assert!(
         cancelled_at.elapsed() < Duration::from_secs(3),

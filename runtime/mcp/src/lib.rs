@@ -361,6 +361,7 @@ impl ServerHandler for McpServer {
                 report = &mut call => Next::Answered(report),
                 () = context.ct.cancelled() => Next::Cancelled,
                 () = to_task => Next::Task,
+                // Progress reports go on until the call ends: this branch never completes.
                 () = ticking => Next::Cancelled,
             }
         };

@@ -145,7 +145,7 @@ pub mod report {
 /// gated call asks.
 pub mod approval {
     pub use crate::gate::workspace::PERMISSIONS_FILE;
-    pub use crate::gate::{Approval, ApprovalRequest, Approver, FixedApprover};
+    pub use crate::gate::{Approval, ApprovalRequest, Approver, FixedApprover, shown_to_a_person};
 }
 
 /// Native tools: the trait, the closure helper, what a call is handed.

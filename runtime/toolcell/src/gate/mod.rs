@@ -102,15 +102,54 @@ impl ApprovalRequest {
 }
 
 /// The question, in the words every approver shows (the terminal prompt, an MCP client's
-/// elicitation): `agent A: tool T wants filesystem.write on "notes.txt"`.
+/// elicitation): `agent A: tool T wants filesystem.write on "notes.txt"`. The agent and the
+/// resource are quoted with every character a person could not see escaped
+/// ([`shown_to_a_person`]).
 impl std::fmt::Display for ApprovalRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "agent {}: {} wants {} on {:?}",
-            self.agent, self.tool, self.capability, self.resource
+            "agent {}: {} wants {} on {}",
+            shown_to_a_person(&self.agent, false),
+            self.tool,
+            self.capability,
+            shown_to_a_person(&self.resource, true)
         )
     }
+}
+
+/// `text` as a person should read it in a question: what Rust's `{:?}` escapes (controls,
+/// quotes, bidirectional overrides, unassigned and unprintable characters), and also the
+/// characters that print as nothing or as blank space (non-ASCII spaces, fillers, zero-width
+/// and invisible operators), written `\u{...}`, so a file name cannot hide what it is. Quoted
+/// if `quoted`, or if it is not plain printable ASCII without spaces.
+pub fn shown_to_a_person(text: &str, quoted: bool) -> String {
+    fn invisible(c: char) -> bool {
+        (c.is_whitespace() && !c.is_ascii())
+            || matches!(
+                c,
+                '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}' | '\u{180E}'
+                    | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202F}' | '\u{205F}'..='\u{206F}'
+                    | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}'
+            )
+    }
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');
+    if plain && !quoted {
+        return text.to_owned();
+    }
+    let mut shown = String::with_capacity(text.len() + 2);
+    shown.push('"');
+    for c in text.chars() {
+        if invisible(c) {
+            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            shown.extend(c.escape_debug());
+        }
+    }
+    shown.push('"');
+    shown
 }
 
 /// Asks a person. The CLI's terminal prompt is one, an MCP client's elicitation another
@@ -778,6 +817,43 @@ impl Approver for FixedApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A question shows what a file is called, even when its name tries to hide it.
+    #[test]
+    fn a_question_shows_what_a_person_cannot_see() {
+        let question = |resource: &str| {
+            ApprovalRequest {
+                agent: "team-a".to_owned(),
+                workspace: None,
+                tool: "write_file".to_owned(),
+                capability: "filesystem.write".to_owned(),
+                resource: resource.to_owned(),
+                timeout: Duration::ZERO,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            question("notes.txt"),
+            r#"agent team-a: write_file wants filesystem.write on "notes.txt""#
+        );
+        for (hidden, shown) in [
+            (
+                "ok.txt\u{3164}\u{3164}.bashrc",
+                r"ok.txt\u{3164}\u{3164}.bashrc",
+            ),
+            ("a\u{202E}txt.exe", r"a\u{202e}txt.exe"),
+            ("a\u{200B}b", r"a\u{200b}b"),
+            ("a\u{00A0}b", r"a\u{a0}b"),
+            ("line\nbreak", r"line\nbreak"),
+            ("quote\"d", r#"quote\"d"#),
+        ] {
+            let asked = question(hidden);
+            assert!(
+                asked.ends_with(&format!("\"{shown}\"")),
+                "{hidden:?}: {asked}"
+            );
+        }
+    }
 
     /// Capabilities on one directory share one preopen, so a call holds one descriptor per
     /// directory however many capabilities name it.
