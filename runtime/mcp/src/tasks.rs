@@ -127,11 +127,24 @@ impl Tasks {
         self.count(&mut owners, owner) < MAX_TASKS_PER_CLIENT
     }
 
-    /// How many tasks `owner` has kept, after forgetting those the manager dropped (past
-    /// their TTL).
+    /// How many tasks `owner` has kept, after forgetting those of its the manager dropped (past
+    /// their TTL). Only `owner`'s are looked up: at most [`MAX_TASKS_PER_CLIENT`] and those
+    /// that expired, whatever other clients hold.
     fn count(&self, owners: &mut HashMap<String, String>, owner: &str) -> usize {
-        owners.retain(|task, _| self.manager.get_task(task).is_ok());
-        owners.values().filter(|client| *client == owner).count()
+        let mine: Vec<String> = owners
+            .iter()
+            .filter(|(_, client)| *client == owner)
+            .map(|(task, _)| task.clone())
+            .collect();
+        let mut kept = 0;
+        for task in mine {
+            if self.manager.get_task(&task).is_ok() {
+                kept += 1;
+            } else {
+                owners.remove(&task);
+            }
+        }
+        kept
     }
 
     /// Run the operation `make` builds as a task of `owner`'s, if it has room for one (checked
