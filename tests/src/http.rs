@@ -298,21 +298,9 @@ fn the_python_mcp_client_calls_over_http_in_both_eras_with_a_token() {
         &file.to_string_lossy(),
     ]);
     for mode in ["auto", "legacy"] {
-        let output = Command::new(&python)
-            .arg(&script)
-            .arg(server.url())
-            .arg(&tokens[0])
-            .arg(mode)
-            .output()
-            .expect("run the client");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        println!("{stdout}");
-        assert!(
-            output.status.success() && stdout.contains("client: all checks passed"),
-            "{mode}: {stdout}\n{stderr}\nserver: {}",
-            server.stderr()
-        );
+        let (passed, said) =
+            crate::mcp::run_client("http_client.py", [server.url().as_str(), &tokens[0], mode]);
+        assert!(passed, "{mode}: {said}\nserver: {}", server.stderr());
     }
     // The same client without the token gets nowhere.
     let refused = Command::new(&python)
@@ -1800,8 +1788,6 @@ fn a_cancel_notification_stops_the_call_it_names() {
 #[test]
 fn each_tenant_approves_its_own_gated_calls_over_http() {
     let _guard = exclusive();
-    let python = python_with_mcp();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals.py");
     let dir = tempfile::tempdir().expect("temp dir");
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir(&a).expect("a");
@@ -1815,24 +1801,19 @@ fn each_tenant_approves_its_own_gated_calls_over_http() {
         "--tokens",
         &file.to_string_lossy(),
     ]);
-    let output = Command::new(&python)
-        .arg(&script)
-        .arg("http")
-        .arg(server.url())
-        .arg(&tokens[0])
-        .arg(&a)
-        .arg(&tokens[1])
-        .arg(&b)
-        .output()
-        .expect("run the client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success() && stdout.contains("client: all checks passed"),
-        "{stdout}\n{stderr}\nserver: {}",
-        server.stderr()
+    let url = server.url();
+    let (passed, said) = crate::mcp::run_client(
+        "approvals.py",
+        [
+            "http".as_ref(),
+            url.as_ref(),
+            tokens[0].as_ref(),
+            a.as_os_str(),
+            tokens[1].as_ref(),
+            b.as_os_str(),
+        ],
     );
+    assert!(passed, "{said}\nserver: {}", server.stderr());
     assert!(
         a.join(toolcell::approval::PERMISSIONS_FILE).exists()
             && !b.join(toolcell::approval::PERMISSIONS_FILE).exists(),

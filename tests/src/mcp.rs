@@ -278,30 +278,48 @@ pub(crate) fn python_with_mcp() -> std::path::PathBuf {
     venv.join("bin/python")
 }
 
+/// Run the Python client `script` (in `tests/mcp/`) with `args`, handing on the tests' compile
+/// cache (the SDK starts a stdio server with a few variables only), and print what it said.
+/// Whether it passed every check (it exits 0 and says `client: all checks passed`), and its
+/// output for a failure's message.
+pub(crate) fn run_client(
+    script: &str,
+    args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+) -> (bool, String) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp")
+        .join(script);
+    let (cache, key) = crate::support::test_cache();
+    let output = Command::new(python_with_mcp())
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key)
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("run the client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    let passed = output.status.success() && stdout.contains("client: all checks passed");
+    (passed, format!("{stdout}\n{stderr}"))
+}
+
 #[test]
 fn the_python_mcp_client_passes_in_both_eras() {
     let _guard = exclusive();
-    let python = python_with_mcp();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
     let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
     for mode in ["auto", "legacy"] {
         let audit = tools.path().join(format!("audit-{mode}.jsonl"));
-        let (cache, key) = crate::support::test_cache();
-        let output = Command::new(&python)
-            .env(toolcell::cache::CACHE_DIR_ENV, cache)
-            .env(toolcell::cache::CACHE_KEY_ENV, key)
-            .arg(&script)
-            .arg(toolcell_binary())
-            .arg(tools.path())
-            .arg(&audit)
-            .arg(mode)
-            .output()
-            .expect("run the client");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        println!("{stdout}");
-        assert!(output.status.success(), "{mode}: {stdout}\n{stderr}");
-        assert!(stdout.contains("client: all checks passed"), "{stdout}");
+        let (passed, said) = run_client(
+            "client.py",
+            [
+                toolcell_binary().as_os_str(),
+                tools.path().as_os_str(),
+                audit.as_os_str(),
+                mode.as_ref(),
+            ],
+        );
+        assert!(passed, "{mode}: {said}");
 
         // Every call that reached the pipeline has one well-formed audit line (in the order
         // the calls ended: the call after the cancel may end first).
@@ -538,33 +556,23 @@ pub(crate) const GATED_WRITES: &str = "[tools.write_file]\ncore = true\n\
 #[test]
 fn a_person_approves_gated_calls_from_the_mcp_client_in_both_eras() {
     let _guard = exclusive();
-    let python = python_with_mcp();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals.py");
     for mode in ["auto", "legacy"] {
         let dir = tempfile::tempdir().expect("temp dir");
         let workspace = dir.path().join("workspace");
         std::fs::create_dir(&workspace).expect("workspace");
         let policy = dir.path().join("policy.toml");
         std::fs::write(&policy, GATED_WRITES).expect("policy");
-        let (cache, key) = crate::support::test_cache();
-        let output = Command::new(&python)
-            .env(toolcell::cache::CACHE_DIR_ENV, cache)
-            .env(toolcell::cache::CACHE_KEY_ENV, key)
-            .arg(&script)
-            .arg("stdio")
-            .arg(toolcell_binary())
-            .arg(&policy)
-            .arg(&workspace)
-            .arg(mode)
-            .output()
-            .expect("run the client");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        println!("{stdout}");
-        assert!(
-            output.status.success() && stdout.contains("client: all checks passed"),
-            "{mode}: {stdout}\n{stderr}"
+        let (passed, said) = run_client(
+            "approvals.py",
+            [
+                "stdio".as_ref(),
+                toolcell_binary().as_os_str(),
+                policy.as_os_str(),
+                workspace.as_os_str(),
+                mode.as_ref(),
+            ],
         );
+        assert!(passed, "{mode}: {said}");
         // The saved rule is the one approved, and only it.
         let saved = std::fs::read_to_string(workspace.join(toolcell::approval::PERMISSIONS_FILE))
             .expect("the saved rules");
