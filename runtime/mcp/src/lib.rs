@@ -344,12 +344,7 @@ impl ServerHandler for McpServer {
             Task,
         }
         let next = {
-            let ticking = async {
-                match &progress {
-                    Some(progress) => progress.tick().await,
-                    None => std::future::pending().await,
-                }
-            };
+            let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
             let to_task = async {
                 if may_become_task {
                     tokio::time::sleep(tasks::TASK_AFTER).await;
@@ -411,12 +406,7 @@ impl ServerHandler for McpServer {
                 let Some((mut call, stop, _running)) = parked else {
                     return Err(McpError::internal_error("the call was lost", None));
                 };
-                let ticking = async {
-                    match &progress {
-                        Some(progress) => progress.tick().await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
                 tokio::select! {
                     report = &mut call => report,
                     () = context.ct.cancelled() => {

@@ -93,6 +93,15 @@ impl Progress {
         }
     }
 
+    /// [`Progress::tick`] if the client asked for progress; else wait forever (a `select!`
+    /// branch that never fires).
+    pub(crate) async fn tick_if_asked(progress: Option<&Progress>) {
+        match progress {
+            Some(progress) => progress.tick().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Report the end, if the start was reported.
     pub(crate) async fn done(&self) {
         if self.sent.load(Ordering::Relaxed) > 0 {
