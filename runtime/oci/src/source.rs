@@ -73,7 +73,7 @@ impl ComponentSource for OciSource {
         digest: &str,
         required: &[&Signer],
         trust_root: Option<&Path>,
-    ) -> Result<(), SourceError> {
+    ) -> Result<Vec<String>, SourceError> {
         let store = self
             .store
             .as_ref()
@@ -87,7 +87,6 @@ impl ComponentSource for OciSource {
             root,
         };
         crate::signing::signers(digest, &signatures, signers)
-            .map(|_| ())
             .map_err(|why| SourceError(why.to_string()))
     }
 

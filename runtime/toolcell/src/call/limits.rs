@@ -107,6 +107,8 @@ pub struct CallOptions {
 pub(crate) struct CallLimiter {
     memory_bytes: usize,
     pub(crate) refused_memory: bool,
+    /// The largest linear memory the guest was allowed, in bytes: its cost in memory.
+    pub(crate) peak_memory: usize,
 }
 
 impl CallLimiter {
@@ -114,6 +116,7 @@ impl CallLimiter {
         CallLimiter {
             memory_bytes: limits.memory_bytes,
             refused_memory: false,
+            peak_memory: 0,
         }
     }
 }
@@ -127,6 +130,9 @@ impl wasmtime::ResourceLimiter for CallLimiter {
     ) -> wasmtime::Result<bool> {
         let allowed = desired <= self.memory_bytes;
         self.refused_memory |= !allowed;
+        if allowed {
+            self.peak_memory = self.peak_memory.max(desired);
+        }
         Ok(allowed)
     }
 

@@ -36,6 +36,20 @@ pub struct CallReport {
     /// The result as JSON, when the tool declared an output schema and the result fits it
     /// (what MCP serves as `structuredContent`); the response's text is the same JSON.
     pub structured: Option<serde_json::Value>,
+    /// What the call's guest used, where the host measured it.
+    pub cost: Cost,
+}
+
+/// What one call's guest used, as far as the host could see (a native tool's use is not
+/// measured: both are `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Cost {
+    /// Fuel consumed, when the runtime meters fuel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    /// The largest linear memory the guest held, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
 }
 
 impl CallReport {
@@ -54,6 +68,7 @@ impl CallReport {
             elapsed: Duration::ZERO,
             granted: Vec::new(),
             structured: None,
+            cost: Cost::default(),
         }
     }
 }

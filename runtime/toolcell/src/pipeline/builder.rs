@@ -337,19 +337,24 @@ impl RuntimeBuilder {
             };
             runtime.cache_stats.record(outcome);
             let policy = self.policy.tool(&loaded.info.name);
-            if let Err(message) = check_provenance(
+            let from = provenance.get(&loaded.source);
+            let signers = match check_provenance(
                 &self.policy,
                 self.source.as_deref(),
                 &loaded.info.name,
                 &policy,
-                provenance.get(&loaded.source),
+                from,
             ) {
-                runtime.load_errors.push(LoadError {
-                    source: loaded.source,
-                    message,
-                });
-                continue;
-            }
+                Ok(signers) => signers,
+                Err(message) => {
+                    runtime.load_errors.push(LoadError {
+                        source: loaded.source,
+                        message,
+                    });
+                    continue;
+                }
+            };
+            let artifact = from.map(|from| from.digest.clone());
             let digest = entry.digest().to_owned();
             if let Some(pin) = &policy.sha256
                 && *pin != digest
@@ -370,6 +375,8 @@ impl RuntimeBuilder {
                 policy,
                 source: loaded.source,
                 digest: Some(digest),
+                artifact,
+                signers,
                 executable: Executable::Wasm(loaded.pre),
             };
             runtime.add(tool, &mut order);
@@ -401,6 +408,8 @@ impl RuntimeBuilder {
                         output,
                         source,
                         digest: None,
+                        artifact: None,
+                        signers: Vec::new(),
                         executable: Executable::Native(native),
                     };
                     runtime.add(tool, &mut order);
@@ -480,14 +489,15 @@ impl RuntimeBuilder {
 
 /// Whether the tool `name`, loaded from where `provenance` says (a registry, or `None`
 /// for anywhere else), may load under `policy`: the name the policy's `source` gave it,
-/// and the signatures it requires. The error names the tool.
+/// and the signatures it requires. Its signers, as the source verified them (none when no
+/// signature was required); the error names the tool.
 fn check_provenance(
     policy_file: &Policy,
     source: Option<&dyn ComponentSource>,
     name: &str,
     policy: &ToolPolicy,
     provenance: Option<&Provenance>,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     if let Some(Provenance {
         named: Some(named), ..
     }) = provenance
@@ -517,7 +527,7 @@ fn check_provenance(
         groups.push(("[registry] signed_by", &policy_file.registry().signed_by));
     }
     if groups.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let Some(provenance) = provenance else {
         return Err(format!(
@@ -526,6 +536,7 @@ fn check_provenance(
         ));
     };
     let source = source.ok_or_else(|| format!("{name}: this runtime has no component source"))?;
+    let mut signers: Vec<String> = Vec::new();
     for (list, required) in groups {
         let required: Vec<&crate::policy::Signer> = required.iter().collect();
         let named = required
@@ -533,7 +544,7 @@ fn check_provenance(
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ");
-        source
+        let found = source
             .check_signed(
                 &provenance.digest,
                 &required,
@@ -545,8 +556,13 @@ fn check_provenance(
                     provenance.digest
                 )
             })?;
+        for signer in found {
+            if !signers.contains(&signer) {
+                signers.push(signer);
+            }
+        }
     }
-    Ok(())
+    Ok(signers)
 }
 
 impl Runtime {

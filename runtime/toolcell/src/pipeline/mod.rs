@@ -77,6 +77,10 @@ pub(crate) struct Tool {
     pub(crate) source: String,
     /// A component's sha256 (lowercase hex); none for a native tool.
     pub(crate) digest: Option<String>,
+    /// For a tool pulled from a registry, the artifact's digest (what its signatures sign).
+    pub(crate) artifact: Option<String>,
+    /// Who signed it, as verified at load (empty when the policy required no signature).
+    pub(crate) signers: Vec<String>,
     pub(crate) executable: Executable,
 }
 

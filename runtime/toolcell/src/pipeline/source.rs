@@ -38,15 +38,16 @@ pub trait ComponentSource: Send + Sync {
     /// The component `reference` names.
     fn load(&self, reference: &str) -> Result<SourcedComponent, SourceError>;
 
-    /// `Ok` when the component whose digest is `digest` carries a valid signature by one of
-    /// `required` (each list the policy names is checked on its own call). `trust_root` is the
-    /// policy's `[registry] trust_root`, for keyless signers.
+    /// Who among `required` signed the component whose digest is `digest` (each list the
+    /// policy names is checked on its own call): at least one, else an error. `trust_root` is
+    /// the policy's `[registry] trust_root`, for keyless signers. The names returned (a key's
+    /// id, a keyless signer's identity) are what the audit records as the tool's signers.
     fn check_signed(
         &self,
         digest: &str,
         required: &[&Signer],
         trust_root: Option<&Path>,
-    ) -> Result<(), SourceError>;
+    ) -> Result<Vec<String>, SourceError>;
 
     /// Files that decide which bytes a reference loads (a lock file): the builder protects them
     /// from every tool's writes.

@@ -5,7 +5,7 @@
 //! deadline twice: an epoch callback interrupts a guest running wasm, and a timer around the
 //! whole call future stops a guest that waits inside a host call, where epochs do not reach.
 
-use crate::call::report::CallReport;
+use crate::call::report::{CallReport, Cost};
 use crate::wasm::bindings::{GuestPre, Info, ToolError};
 
 use crate::call::limits::Limits;
@@ -154,7 +154,7 @@ pub(crate) async fn call(
     let run = async { pre.call(&mut store, arguments).await };
     let outcome = tokio::select! {
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
-        () = &mut stopped => return report(ToolResponse::Cancelled, &store, started),
+        () = &mut stopped => return report(ToolResponse::Cancelled, &store, limits, started),
     };
     let response = match outcome {
         Ok(Ok(Ok(text))) => ToolResponse::text(text),
@@ -162,11 +162,25 @@ pub(crate) async fn call(
         Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
         Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
     };
-    report(response, &store, started)
+    report(response, &store, limits, started)
 }
 
-fn report(response: ToolResponse, store: &Store<CallState>, started: Instant) -> CallReport {
+fn report(
+    response: ToolResponse,
+    store: &Store<CallState>,
+    limits: &Limits,
+    started: Instant,
+) -> CallReport {
+    let fuel = store
+        .get_fuel()
+        .ok()
+        .map(|left| limits.fuel.unwrap_or(u64::MAX).saturating_sub(left));
+    let memory = u64::try_from(store.data().limiter.peak_memory).unwrap_or(u64::MAX);
     CallReport {
+        cost: Cost {
+            fuel,
+            memory_bytes: Some(memory),
+        },
         stdout: store.data().stdout.captured(),
         stderr: store.data().stderr.captured(),
         elapsed: started.elapsed(),
