@@ -169,3 +169,199 @@ fn a_policy_file_decides_and_policy_prints_the_default() {
     assert_eq!(text, toolcell::policy::DEFAULT_POLICY);
     toolcell::Policy::from_toml(&text).expect("the printed policy parses");
 }
+
+/// `toolcell audit verify` on a real run's file (each call its own process, all appending to
+/// one chain), and on copies of it with one thing done to each: a changed line, a removed line,
+/// a reordered pair, a cut tail (with and without the head rewritten to match, which only a
+/// signed head still shows), and a rotated series.
+#[test]
+fn audit_verify_passes_a_real_run_and_names_the_first_line_each_tampering_breaks() {
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().into_owned();
+    let toolcell = |args: &[&str]| {
+        toolcell_command()
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .expect("run toolcell")
+    };
+    let calls: [&[&str]; 5] = [
+        &["call", "echo", r#"{"text":"one"}"#],
+        &["call", "echo", r#"{"text":"two"}"#],
+        &["call", "read_file", r#"{"path":"missing.txt"}"#],
+        &[
+            "call",
+            "call_tool",
+            r#"{"name":"echo","arguments":{"text":"three"}}"#,
+        ],
+        &["call", "nope", "{}"],
+    ];
+    for call in calls {
+        let mut args = vec!["--audit", audit_arg.as_str()];
+        args.extend_from_slice(call);
+        toolcell(&args);
+    }
+    let verify = |files: &[&std::path::Path], extra: &[&str]| {
+        let mut args = vec!["audit".to_owned(), "verify".to_owned()];
+        args.extend(files.iter().map(|file| file.to_string_lossy().into_owned()));
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = toolcell(&args);
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned() + &stderr(&output),
+        )
+    };
+    let (code, said) = verify(&[&audit], &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("ok: 5 lines (seq 0 to 4)"), "{said}");
+    let lines: Vec<String> = std::fs::read_to_string(&audit)
+        .expect("audit")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let records: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .collect();
+    assert_eq!(records[3]["via"], "call_tool");
+    assert!(
+        records[0]["artifact"]["sha256"]
+            .as_str()
+            .is_some_and(|digest| digest.len() == 64),
+        "the record names the component that ran: {}",
+        lines[0]
+    );
+    assert_ne!(
+        records[0]["arguments"]["sha256"], records[1]["arguments"]["sha256"],
+        "different arguments, different digests"
+    );
+    assert!(
+        !lines.concat().contains("\"one\""),
+        "never the arguments' content"
+    );
+
+    let tampered = dir.path().join("tampered.jsonl");
+    let head = toolcell::audit::head_path(&audit);
+    let write = |lines: &[String]| {
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(&tampered, text).expect("write");
+        std::fs::copy(&head, toolcell::audit::head_path(&tampered)).expect("head");
+    };
+    let mut changed = lines.clone();
+    changed[1] = changed[1].replace("\"agent\":\"cli\"", "\"agent\":\"someone-else\"");
+    assert_ne!(changed[1], lines[1]);
+    let mut removed = lines.clone();
+    removed.remove(2);
+    let mut reordered = lines.clone();
+    reordered.swap(1, 2);
+    let mut cut = lines.clone();
+    cut.truncate(3);
+    for (what, lines, says) in [
+        ("a changed line", &changed, "tampered.jsonl:3 (seq 2)"),
+        ("a removed line", &removed, "tampered.jsonl:3 (seq 3)"),
+        ("a reordered pair", &reordered, "tampered.jsonl:2 (seq 2)"),
+        ("a cut tail", &cut, "lines were cut from its end"),
+    ] {
+        write(lines);
+        let (code, said) = verify(&[&tampered], &[]);
+        assert_eq!(code, Some(1), "{what}: {said}");
+        assert!(said.contains(says), "{what}: {said}");
+    }
+
+    // Whoever cuts the tail may write the head again to match; a signed head still tells.
+    let key = dir.path().join("auditor");
+    assert!(
+        toolcell(&["keygen", &key.to_string_lossy()])
+            .status
+            .success()
+    );
+    let (private, public) = (key.with_extension("key"), key.with_extension("pub"));
+    let signed = toolcell(&[
+        "audit",
+        "sign",
+        &audit_arg,
+        "--key",
+        &private.to_string_lossy(),
+    ]);
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    let signature = dir.path().join("audit.jsonl.head.sig");
+    let public_arg = public.to_string_lossy().into_owned();
+    let (code, said) = verify(&[&audit], &["--key", &public_arg]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("holding the signed head (seq 4)"), "{said}");
+    write(&cut);
+    let rewritten = toolcell::audit::Head {
+        seq: 2,
+        hash: toolcell_sha256(cut[2].as_bytes()),
+    };
+    std::fs::write(toolcell::audit::head_path(&tampered), rewritten.line()).expect("head");
+    let (code, said) = verify(&[&tampered], &[]);
+    assert_eq!(
+        code,
+        Some(0),
+        "a cut tail and a rewritten head: a chain alone cannot tell"
+    );
+    let signature_arg = signature.to_string_lossy().into_owned();
+    let (code, said_signed) = verify(
+        &[&tampered],
+        &["--key", &public_arg, "--signed", &signature_arg],
+    );
+    assert_eq!(code, Some(1), "{said} / {said_signed}");
+    assert!(
+        said_signed.contains("signed head is seq 4"),
+        "{said_signed}"
+    );
+    // A signature by another key is refused.
+    let other = dir.path().join("other");
+    assert!(
+        toolcell(&["keygen", &other.to_string_lossy()])
+            .status
+            .success()
+    );
+    let (code, said) = verify(
+        &[&audit],
+        &["--key", &other.with_extension("pub").to_string_lossy()],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("is not by the key"), "{said}");
+
+    // A rotated series: each file goes on from the one before.
+    let rotating = dir.path().join("rotating.jsonl");
+    let rotating_arg = rotating.to_string_lossy().into_owned();
+    for n in 0..6 {
+        let text = format!(r#"{{"text":"{n}"}}"#);
+        toolcell(&[
+            "--audit",
+            &rotating_arg,
+            "--audit-rotate-bytes",
+            "1200",
+            "call",
+            "echo",
+            &text,
+        ]);
+    }
+    let rotated: Vec<std::path::PathBuf> = (1..)
+        .map(|n| dir.path().join(format!("rotating.jsonl.{n}")))
+        .take_while(|path| path.exists())
+        .collect();
+    assert!(rotated.len() >= 2, "{rotated:?}");
+    let mut series: Vec<&std::path::Path> = rotated.iter().map(|path| path.as_path()).collect();
+    series.push(&rotating);
+    let (code, said) = verify(&series, &[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("ok: 6 lines (seq 0 to 5)"), "{said}");
+    let (code, said) = verify(&[&rotating], &[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("give the rotated files before it"), "{said}");
+}
+
+fn toolcell_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}

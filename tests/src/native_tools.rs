@@ -619,7 +619,7 @@ fn every_text_a_model_reads_is_capped_in_every_outcome() {
 /// bodies, header values, URL userinfo and query), names the tool that ran, and says what the
 /// gate itself decided: a tool that ran and refused was allowed by the gate.
 #[test]
-fn the_audit_keeps_shape_not_content_and_the_gate_s_own_decision() {
+fn the_audit_keeps_resources_and_a_digest_never_content_and_the_gate_s_own_decision() {
     let (temp, ws) = workspace();
     let audit_path = temp.path().join("audit.jsonl");
     let policy = format!(
@@ -670,15 +670,25 @@ fn the_audit_keeps_shape_not_content_and_the_gate_s_own_decision() {
         .collect();
     assert_eq!(records.len(), calls.len());
     assert_eq!(
-        records[0]["arguments"]["path"], "new.txt",
+        records[0]["resources"]["/path"], "new.txt",
         "resources are kept"
     );
-    assert_eq!(records[0]["arguments"]["content"]["bytes"], 11);
+    let arguments = calls[0].1.to_string();
+    assert_eq!(
+        records[0]["arguments"],
+        json!({
+            "sha256": toolcell::audit::ArgumentDigest::of(&arguments).sha256,
+            "bytes": arguments.len()
+        }),
+        "the rest is a digest of the canonical arguments"
+    );
     assert_eq!(records[0]["gate"], "deny");
     assert_eq!(
-        records[2]["arguments"]["url"]["url"], "https://example.invalid/x",
+        records[2]["resources"]["/url"]["url"], "https://example.invalid/x",
         "a URL without its userinfo, query and fragment"
     );
+    toolcell::audit::verify(std::slice::from_ref(&audit_path), &Default::default())
+        .expect("the audit chain verifies");
     let refusal = &records[3];
     assert_eq!(
         (

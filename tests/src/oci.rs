@@ -536,9 +536,51 @@ fn a_required_signature_admits_the_signed_tool_and_refuses_the_others_by_name() 
     ] {
         assert!(refused_by_name(&stderr, tool, why), "{tool}: {stderr}");
     }
+    let audit = home.path("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().into_owned();
     let mut call = args.clone();
-    call.extend(["call", "echo", r#"{"text":"signed"}"#]);
+    call.extend([
+        "--audit",
+        &audit_arg,
+        "call",
+        "echo",
+        r#"{"text":"signed"}"#,
+    ]);
     assert_eq!(home.ok(&call), "signed", "the rest serve");
+    // The audit record names the artifact that ran and who signed it.
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(&audit)
+            .expect("audit")
+            .lines()
+            .last()
+            .expect("a line"),
+    )
+    .expect("json");
+    let echo_entry = home
+        .lock()
+        .into_iter()
+        .find(|entry| {
+            entry["reference"]
+                .as_str()
+                .is_some_and(|r| r.ends_with(":echo"))
+        })
+        .expect("echo's lock entry");
+    assert_eq!(
+        record["artifact"]["manifest"],
+        digest_of(&echo_at),
+        "{record}"
+    );
+    assert_eq!(
+        record["artifact"]["signers"], echo_entry["signers"],
+        "{record}"
+    );
+    assert!(
+        record["artifact"]["signers"][0]
+            .as_str()
+            .is_some_and(|id| id.starts_with("sha256:")),
+        "{record}"
+    );
+    assert_eq!(home.ok(&["audit", "verify", &audit_arg]).lines().count(), 1);
 
     // Both lists apply, each on its own: the registry's (ours) and a tool's own (theirs). A
     // tool signed by only one of the two is refused, naming the list it failed.

@@ -45,9 +45,15 @@ pub struct Cli {
     #[arg(long, global = true)]
     no_cache: bool,
 
-    /// Append one JSON line per call to this file (created 0600), secrets redacted.
+    /// Append one JSON line per call to this file (created 0600), in a hash chain (its head
+    /// kept in FILE.head; see `toolcell audit verify`).
     #[arg(long, global = true, value_name = "FILE")]
     audit: Option<PathBuf>,
+
+    /// Rotate the audit file before a record would take it past this many bytes: it becomes
+    /// FILE.N, and the new FILE goes on from its last hash.
+    #[arg(long, global = true, value_name = "BYTES", requires = "audit")]
+    audit_rotate_bytes: Option<u64>,
 
     /// The directory every path a tool names is resolved in (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
@@ -219,6 +225,11 @@ enum Command {
         #[arg(default_value = "cosign")]
         prefix: PathBuf,
     },
+    /// Check or sign an audit file's hash chain.
+    Audit {
+        #[command(subcommand)]
+        command: crate::audit::AuditCommand,
+    },
     /// Print the embedded default policy.
     Policy,
     /// Load one component file and print what it says about itself.
@@ -299,6 +310,7 @@ pub fn run(cli: Cli) -> ExitCode {
             ref insecure,
         } => sign(key, reference, insecure),
         Command::Keygen { ref prefix } => keygen(prefix),
+        Command::Audit { ref command } => crate::audit::run(command),
         Command::Serve {
             pool_slots,
             keep_resident_mib,
@@ -598,7 +610,8 @@ fn with_runtime_for(cli: &Cli, needs: Needs, run: impl FnOnce(Runtime) -> ExitCo
         };
     }
     // No tool may write the files that decide and record what tools may do.
-    for file in cli.policy.iter().chain(&cli.audit) {
+    let audit_head = cli.audit.as_deref().map(toolcell::audit::head_path);
+    for file in cli.policy.iter().chain(&cli.audit).chain(&audit_head) {
         builder = builder.protect(file);
     }
     if cli.no_cache {
@@ -616,7 +629,12 @@ fn with_runtime_for(cli: &Cli, needs: Needs, run: impl FnOnce(Runtime) -> ExitCo
     }
     if let Some(path) = &cli.audit {
         match toolcell::audit::Audit::open(path) {
-            Ok(audit) => runtime = runtime.with_audit(audit),
+            Ok(audit) => {
+                runtime = runtime.with_audit(match cli.audit_rotate_bytes {
+                    Some(bytes) => audit.rotate_at(bytes),
+                    None => audit,
+                });
+            }
             Err(error) => {
                 eprintln!(
                     "toolcell: opening the audit file {}: {error}",

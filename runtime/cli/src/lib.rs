@@ -3,6 +3,7 @@
 //! A library target only so the end-to-end tests can name a scaffold language; it is not
 //! toolcell's embedding API (that is the `toolcell` crate).
 
+pub mod audit;
 pub mod bench;
 pub mod cli;
 pub mod scaffold;

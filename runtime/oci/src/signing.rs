@@ -152,6 +152,7 @@ pub struct TrustedKey {
     /// Where it was read from.
     pub path: PathBuf,
     verifier: PublicKeyVerifier,
+    key: CosignVerificationKey,
 }
 
 impl TrustedKey {
@@ -161,11 +162,22 @@ impl TrustedKey {
         let pem = read_key_file(path).map_err(&why)?;
         let der = pem_body(&pem).map_err(&why)?;
         let verifier = PublicKeyVerifier::try_from(&pem).map_err(|error| why(error.to_string()))?;
+        let key =
+            CosignVerificationKey::try_from_pem(&pem).map_err(|error| why(error.to_string()))?;
         Ok(TrustedKey {
             id: digest_of(&der),
             path: path.to_owned(),
             verifier,
+            key,
         })
+    }
+
+    /// Whether `signature` (base64) is this key's signature of `message` (a blob, such as an
+    /// audit chain's head: see [`SigningKey::sign_blob`]).
+    pub fn verifies_blob(&self, message: &[u8], signature: &str) -> bool {
+        self.key
+            .verify_signature(Signature::Base64Encoded(signature.as_bytes()), message)
+            .is_ok()
     }
 }
 
@@ -794,6 +806,17 @@ impl SigningKey {
             .public_key_to_der()
             .map(|der| digest_of(&der))
             .map_err(|error| OciError::from(error.to_string()))
+    }
+
+    /// This key's signature of `message` (a blob, such as an audit chain's head), base64: what
+    /// [`TrustedKey::verifies_blob`] checks with the public key.
+    pub fn sign_blob(&self, message: &[u8]) -> Result<String, OciError> {
+        let signer = self
+            .keys
+            .to_sigstore_signer(&self.scheme)
+            .map_err(|error| error.to_string())?;
+        let signature = signer.sign(message).map_err(|error| error.to_string())?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(signature))
     }
 
     /// The signature layer for the artifact `repository` (`REGISTRY/REPOSITORY`) at `digest`:

@@ -138,9 +138,7 @@ pub mod policy;
 
 /// What became of a call: the report, the gate's decision and grants, captured output.
 pub mod report {
-    pub use crate::call::report::{
-        CallReport, Captured, Cost, GateDecision, Granted, GrantedBy,
-    };
+    pub use crate::call::report::{CallReport, Captured, Cost, GateDecision, Granted, GrantedBy};
 }
 
 /// The access gate's questions to a person: an [`Approver`](approval::Approver) answers what a
@@ -182,10 +180,15 @@ pub mod cache {
     };
 }
 
-/// The audit record: one JSON line per call, secrets redacted.
+/// The audit record: one JSON line per call, in a hash chain a reader can verify.
 pub mod audit {
+    pub use crate::pipeline::audit::chain::{
+        Broken, GENESIS, HEAD_SUFFIX, Head, MAX_DIRECTORY_ENTRIES, MAX_LINE_BYTES, Verified,
+        VerifyOptions, head_path, verify,
+    };
     pub use crate::pipeline::audit::{
-        Audit, AuditRecord, REDACTED, SECRET_KEY_MARKERS, argument_shape, next_record_id, redact,
+        ArgumentDigest, Artifact, Audit, AuditRecord, REDACTED, SECRET_KEY_MARKERS, next_record_id,
+        redact,
     };
 }
 

@@ -35,7 +35,7 @@ use crate::call::report::{CallReport, Granted};
 use crate::gate::grants::Grants;
 use crate::gate::workspace::Workspace;
 use crate::gate::{Answers, Gate, Refusal, Scope};
-use crate::pipeline::audit::{Audit, AuditRecord};
+use crate::pipeline::audit::{Artifact, Audit, AuditRecord};
 use crate::pipeline::context::{Call, CallContext};
 use crate::pipeline::native::{NativeTool, ToolContext};
 use crate::policy::{Access, PolicyError, ToolPolicy};
@@ -757,9 +757,8 @@ impl Runtime {
         let Some(audit) = &self.audit else {
             return;
         };
-        let resources: Vec<&str> = self
-            .tools
-            .get(&report.tool)
+        let tool = self.tools.get(&report.tool);
+        let resources: Vec<&str> = tool
             .map(|tool| {
                 tool.info
                     .capabilities
@@ -771,8 +770,16 @@ impl Runtime {
                     .collect()
             })
             .unwrap_or_default();
-        let record = AuditRecord::of(arguments, &resources, report, started.elapsed());
-        if let Err(error) = audit.record(&record) {
+        // The artifact the call was for (whether or not it got as far as running).
+        let artifact = tool.and_then(|tool| {
+            tool.digest.as_ref().map(|sha256| Artifact {
+                sha256: sha256.clone(),
+                manifest: tool.artifact.clone(),
+                signers: tool.signers.clone(),
+            })
+        });
+        let record = AuditRecord::of(arguments, &resources, artifact, report, started.elapsed());
+        if let Err(error) = audit.record(record) {
             self.audit_failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(call = %report.call_id, tool = %report.tool, %error,
                 "the audit record could not be written");

@@ -1,24 +1,29 @@
-//! The audit record: one JSON line per call, appended to a file the user names.
+//! The audit record: one JSON line per call, appended to a file the user names, each line
+//! chained to the one before by its hash so that no one can quietly rewrite the record.
 //!
-//! A line holds when the call ended, its id (the runtime's, unique, and the caller's), the tool that ran (and `call_tool` when it came
-//! through it), the agent and the workspace, the arguments' shape (never their content: see
-//! [`argument_shape`]), the gate's decision and its grants, the outcome, how long it took, and
-//! how much it returned. Each line is written with one `write` on a file opened for appending, so readers
-//! never see half a line; if the disk fills mid-line, the file is cut back to its last whole
-//! line and the failure is returned, never ignored. The file is created readable by its owner
-//! only.
+//! A line holds its place in the chain (`seq`, and `prev`: the sha256 of the line before), when
+//! the call ended, its id (the runtime's, unique, and the caller's), the tool that ran (and
+//! `call_tool` when it came through it) and which artifact it was (its component's sha256, and
+//! for a pulled tool the artifact's digest and the signers verified at load), the agent and the
+//! workspace, a hash of the canonical arguments (never their content: see
+//! [`ArgumentDigest`]) and the resources the gate decided on, the gate's decision and who
+//! granted what, the outcome, how long it took, what it cost, and how much it returned.
+//!
+//! How the chain is kept, rotated and checked is in [`chain`]; `toolcell audit verify` checks
+//! a file and names the first line that breaks.
+
+pub(crate) mod chain;
 
 use crate::call::proto::ToolResponse;
 use crate::call::report::CallReport;
-use crate::call::report::{GateDecision, Granted};
-use serde::Serialize;
+use crate::call::report::{Cost, GateDecision, Granted};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
-use std::path::Path;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
+
+pub use chain::Audit;
 
 /// What replaces a secret-looking value.
 pub const REDACTED: &str = "[redacted]";
@@ -27,15 +32,15 @@ pub const REDACTED: &str = "[redacted]";
 /// case (so `api_key`, `X-Auth-Token`, `Password` are all redacted).
 pub const SECRET_KEY_MARKERS: &[&str] = &["password", "secret", "token", "key", "authorization"];
 
-/// An append-only audit file.
-#[derive(Debug)]
-pub struct Audit {
-    file: Mutex<File>,
-}
-
 /// One audit line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditRecord {
+    /// The line's place in its chain: 0 for the first line ever written to the file (or to
+    /// the first of a rotated series), then one more per line, across rotations.
+    pub seq: u64,
+    /// The sha256 (hex) of the line before, as written (without its newline); for the first
+    /// line, [`chain::GENESIS`].
+    pub prev: String,
     /// When the call ended, RFC 3339 in UTC.
     pub time: String,
     /// The runtime's own id for the call (see [`next_record_id`]): unique, whatever the
@@ -49,14 +54,22 @@ pub struct AuditRecord {
     /// The loop's tool the call came through (`call_tool`), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// Which artifact ran; left out for a native tool and for a call no tool answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
     /// The agent that made the call.
     pub agent: String,
     /// The workspace the call worked in; left out when it had none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
-    /// The arguments' shape, never their content (see [`argument_shape`]): the arguments of
-    /// the tool that ran (for `call_tool`, the inner arguments).
-    pub arguments: Value,
+    /// A digest of the arguments of the tool that ran (for `call_tool`, the inner arguments),
+    /// never their content.
+    pub arguments: ArgumentDigest,
+    /// The arguments that name the tool's resources (a path, a URL), by JSON pointer, as the
+    /// gate decided on them: a path whole, a URL without its userinfo, query and fragment
+    /// (which become their length and sha256). Left out when there are none.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub resources: serde_json::Map<String, Value>,
     /// The gate's own decision: `allow` (the call ran with the grants below), `deny` (it was
     /// refused and nothing ran) or `not_reached` (the loop answered it, or its arguments were
     /// refused first). A tool that ran and then refused is `allow` with outcome `denied`.
@@ -72,78 +85,135 @@ pub struct AuditRecord {
     pub failure: Option<String>,
     /// How long the call took, in microseconds.
     pub duration_us: u64,
+    /// What the guest used (fuel when metered, its largest memory); left out when nothing was
+    /// measured.
+    #[serde(skip_serializing_if = "is_unmeasured")]
+    pub cost: Cost,
     /// How many bytes of text the response carried.
     pub bytes: usize,
     /// Whether the result was cut to the cap.
     pub truncated: bool,
 }
 
-impl Audit {
-    /// Open `path` for appending, creating it (mode 0600) if it does not exist. The file must
-    /// be a regular file reached without a symlink at its last step: a link planted where the
-    /// audit goes (perhaps by a tool that could write there) is refused, never followed, and a
-    /// FIFO or a device is refused without waiting on it.
-    pub fn open(path: &Path) -> std::io::Result<Audit> {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let not_regular = || std::io::Error::other("it is not a regular file");
-        if let Ok(meta) = std::fs::symlink_metadata(path)
-            && !meta.is_file()
-            && !meta.is_symlink()
-        {
-            return Err(not_regular());
-        }
-        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(flags.bits() as i32)
-            .open(path)
-            .map_err(|error| {
-                if error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-                    std::io::Error::other("it is a symlink; the audit file is never followed")
-                } else {
-                    error
-                }
-            })?;
-        if !file.metadata()?.is_file() {
-            return Err(not_regular());
-        }
-        Ok(Audit {
-            file: Mutex::new(file),
-        })
+fn is_unmeasured(cost: &Cost) -> bool {
+    *cost == Cost::default()
+}
+
+/// Which artifact a call ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// The component's sha256 (hex): what a policy's `sha256` pin names.
+    pub sha256: String,
+    /// For a tool pulled from a registry, the artifact's digest (`sha256:…`): what its
+    /// signatures sign.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// Who signed it, as verified when it loaded (a key's `sha256:` id, a keyless signer's
+    /// identity); left out when the policy required no signature.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub signers: Vec<String>,
+}
+
+/// What the audit keeps of a call's arguments: their size and the sha256 of their canonical
+/// form, so two records can be shown to carry the same arguments and neither says what they
+/// were.
+///
+/// The canonical form is the JSON with every object's keys sorted (by their UTF-8 bytes), no
+/// whitespace, and strings and numbers as serde_json writes them; arguments that are not JSON
+/// are hashed as they came (`json: false`). A hash of arguments a reader could guess (a
+/// boolean, a short enum) can be confirmed by hashing the guess: the digest hides content, not
+/// the answer to "was it exactly this?".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentDigest {
+    /// The sha256 (hex) of the canonical form.
+    pub sha256: String,
+    /// How many bytes the arguments were, as they came.
+    pub bytes: usize,
+    /// False when the arguments were not JSON (the digest is then of their bytes).
+    #[serde(skip_serializing_if = "is_true", default = "yes")]
+    pub json: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+impl ArgumentDigest {
+    /// The digest of `arguments`.
+    pub fn of(arguments: &str) -> ArgumentDigest {
+        ArgumentDigest::parsed(arguments, serde_json::from_str(arguments).ok().as_ref())
     }
 
-    /// Append one record as one line. On failure nothing partial is left behind (as far as
-    /// the file system allows) and the error is returned.
-    pub fn record(&self, record: &AuditRecord) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let before = file.metadata().map(|meta| meta.len()).ok();
-        let written = file.write_all(&line).and_then(|()| file.flush());
-        if written.is_err()
-            && let Some(before) = before
-            && file.metadata().is_ok_and(|meta| meta.is_file())
-        {
-            // A short write (a full disk) would leave half a line: cut it off.
-            let _ = file.set_len(before);
+    /// The digest of `arguments`, which parse as `parsed` (`None`: they are not JSON).
+    fn parsed(arguments: &str, parsed: Option<&Value>) -> ArgumentDigest {
+        match parsed {
+            Some(value) => {
+                let mut text = String::with_capacity(arguments.len());
+                canonical(value, &mut text);
+                ArgumentDigest {
+                    sha256: crate::digest::sha256_hex(text.as_bytes()),
+                    bytes: arguments.len(),
+                    json: true,
+                }
+            }
+            None => ArgumentDigest {
+                sha256: crate::digest::sha256_hex(arguments.as_bytes()),
+                bytes: arguments.len(),
+                json: false,
+            },
         }
-        written
+    }
+}
+
+/// `value` in canonical form (see [`ArgumentDigest`]), appended to `out`.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (index, (key, value)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
     }
 }
 
 impl AuditRecord {
     /// The record of one call, from the arguments of the tool that ran, the JSON pointers of
-    /// the arguments that name its resources (`/path`, `/url`: kept, URLs without their
-    /// userinfo and query), what came of the call (its report, which names the call, the tool,
-    /// the agent and the workspace), and how long it took.
+    /// the arguments that name its resources (`/path`, `/url`), the artifact that ran, what
+    /// came of the call (its report, which names the call, the tool, the agent and the
+    /// workspace), and how long it took. Its place in the chain (`seq`, `prev`) is set when it
+    /// is written ([`Audit::record`]).
     pub fn of(
         arguments: &str,
         resources: &[&str],
+        artifact: Option<Artifact>,
         report: &CallReport,
         took: Duration,
     ) -> AuditRecord {
+        let parsed = serde_json::from_str::<Value>(arguments).ok();
         let response = &report.response;
         let (outcome, failure, bytes, truncated) = match response {
             ToolResponse::Result {
@@ -162,22 +232,27 @@ impl AuditRecord {
             ToolResponse::Cancelled => ("cancelled", None, 0, false),
         };
         AuditRecord {
+            seq: 0,
+            prev: String::new(),
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             id: next_record_id(),
             call_id: report.call_id.clone(),
             tool: report.tool.clone(),
             via: report.via.clone(),
+            artifact,
             agent: report.agent.clone(),
             workspace: report
                 .workspace
                 .as_ref()
                 .map(|path| path.display().to_string()),
-            arguments: argument_shape(arguments, resources),
+            arguments: ArgumentDigest::parsed(arguments, parsed.as_ref()),
+            resources: resources_of(parsed.as_ref(), resources),
             gate: report.gate,
             granted: report.granted.clone(),
             outcome,
             failure,
             duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            cost: report.cost,
             bytes,
             truncated,
         }
@@ -204,53 +279,19 @@ pub fn next_record_id() -> String {
     format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// What the audit keeps of a call's arguments: their shape, never their content.
-///
-/// - a value under a key that looks like it names a secret (see [`SECRET_KEY_MARKERS`]) is
-///   [`REDACTED`], at any depth;
-/// - a string at one of `resources` (the JSON pointers of the arguments that name a resource:
-///   a path, a URL) is kept, since it is what the gate decided on; a URL loses its userinfo,
-///   query and fragment, which become their length and sha256 beside it;
-/// - every other string (file contents, edit text, request bodies, header values, queries)
-///   becomes `{"bytes": N, "sha256": "…"}`;
-/// - numbers, booleans and null are kept; objects and arrays keep their keys and order;
-/// - arguments that are not JSON become `{"not_json_bytes": N}`.
-pub fn argument_shape(arguments: &str, resources: &[&str]) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(mut value) => {
-            shape(&mut value, "", resources);
-            value
+/// The arguments (`None`: they are not JSON) at `resources` (JSON pointers) that are strings,
+/// as the audit keeps them (see [`AuditRecord::resources`]).
+fn resources_of(arguments: Option<&Value>, resources: &[&str]) -> serde_json::Map<String, Value> {
+    let mut kept = serde_json::Map::new();
+    let Some(value) = arguments else {
+        return kept;
+    };
+    for pointer in resources {
+        if let Some(Value::String(text)) = value.pointer(pointer) {
+            kept.insert((*pointer).to_owned(), resource_shape(text));
         }
-        Err(_) => serde_json::json!({ "not_json_bytes": arguments.len() }),
     }
-}
-
-fn shape(value: &mut Value, pointer: &str, resources: &[&str]) {
-    match value {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                if names_a_secret(key) {
-                    *value = Value::String(REDACTED.to_owned());
-                } else {
-                    let escaped = key.replace('~', "~0").replace('/', "~1");
-                    shape(value, &format!("{pointer}/{escaped}"), resources);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (index, item) in items.iter_mut().enumerate() {
-                shape(item, &format!("{pointer}/{index}"), resources);
-            }
-        }
-        Value::String(text) => {
-            *value = if resources.contains(&pointer) {
-                resource_shape(text)
-            } else {
-                digest_of(text)
-            };
-        }
-        _ => {}
-    }
+    kept
 }
 
 /// A resource as the audit keeps it: a path whole; a URL without its userinfo, query and
@@ -352,53 +393,96 @@ mod tests {
     }
 
     #[test]
-    fn arguments_that_are_not_json_are_not_written() {
+    fn arguments_that_are_not_json_are_hashed_as_they_came() {
+        let digest = ArgumentDigest::of("token=hunter2");
+        assert_eq!(digest.sha256, crate::digest::sha256_hex(b"token=hunter2"));
+        assert_eq!((digest.bytes, digest.json), (13, false));
         assert_eq!(
-            argument_shape("token=hunter2", &[]),
-            json!({ "not_json_bytes": 13 })
+            serde_json::to_value(&digest).expect("json")["json"],
+            json!(false)
         );
     }
 
     #[test]
-    fn the_audit_keeps_shape_and_resources_never_content() {
+    fn the_argument_digest_is_of_the_canonical_form() {
+        let a = ArgumentDigest::of(r#"{"b": [1, {"y": 2, "x": "é"}], "a": true}"#);
+        let b = ArgumentDigest::of(r#"{"a":true,"b":[1,{"x":"é","y":2}]}"#);
+        assert_eq!(a.sha256, b.sha256, "key order and whitespace do not count");
+        assert_eq!(
+            a.sha256,
+            crate::digest::sha256_hex(r#"{"a":true,"b":[1,{"x":"é","y":2}]}"#.as_bytes())
+        );
+        assert_ne!(
+            a.bytes, b.bytes,
+            "the size is of the arguments as they came"
+        );
+        assert_ne!(
+            ArgumentDigest::of(r#"{"a":false}"#).sha256,
+            ArgumentDigest::of(r#"{"a":true}"#).sha256
+        );
+        assert!(
+            serde_json::to_value(&a)
+                .expect("json")
+                .get("json")
+                .is_none(),
+            "json: true goes without saying"
+        );
+    }
+
+    #[test]
+    fn the_audit_keeps_resources_and_a_digest_never_content() {
         let digest = |text: &str| json!({ "bytes": text.len(), "sha256": crate::digest::sha256_hex(text.as_bytes()) });
-        let shaped = argument_shape(
-            &json!({
-                "path": "notes/today.md",
-                "content": "the diary",
-                "old": "a", "new": "b",
-                "count": 3, "flag": true, "none": null,
-                "headers": { "Cookie": "id=1", "Accept": "text/plain", "X-Api-Key": "k" },
-                "list": ["x", 1],
-                "url": "https://user:pw@example.org:8443/a/b?q=secret#frag"
-            })
-            .to_string(),
-            &["/path", "/url"],
+        let arguments = json!({
+            "path": "notes/today.md",
+            "content": "the diary",
+            "count": 3,
+            "headers": { "Cookie": "id=1", "X-Api-Key": "k" },
+            "url": "https://user:pw@example.org:8443/a/b?q=secret#frag"
+        })
+        .to_string();
+        let report = CallReport {
+            tool: "write_file".to_owned(),
+            ..CallReport::host_answer(ToolResponse::text("ok"))
+        };
+        let record = AuditRecord::of(
+            &arguments,
+            &["/path", "/url", "/missing", "/count"],
+            None,
+            &report,
+            Duration::ZERO,
         );
         assert_eq!(
-            shaped,
+            Value::Object(record.resources.clone()),
             json!({
-                "path": "notes/today.md",
-                "content": digest("the diary"),
-                "old": digest("a"), "new": digest("b"),
-                "count": 3, "flag": true, "none": null,
-                "headers": { "Cookie": digest("id=1"), "Accept": digest("text/plain"), "X-Api-Key": REDACTED },
-                "list": [digest("x"), 1],
-                "url": {
+                "/path": "notes/today.md",
+                "/url": {
                     "url": "https://example.org:8443/a/b",
                     "userinfo": digest("user:pw"),
                     "query": digest("q=secret"),
                     "fragment": digest("frag")
                 }
-            })
+            }),
+            "strings at the resource pointers only"
         );
-        let text = shaped.to_string();
-        for secret in ["the diary", "id=1", "secret", "pw", "frag\"", "text/plain"] {
+        assert_eq!(record.arguments, ArgumentDigest::of(&arguments));
+        let text = serde_json::to_string(&record).expect("json");
+        for secret in [
+            "the diary",
+            "id=1",
+            "secret",
+            "pw",
+            "frag\"",
+            "\"k\"",
+            "count",
+        ] {
             assert!(!text.contains(secret), "{secret} leaked: {text}");
         }
         assert_eq!(
-            argument_shape(r#"{"url":"http://example.org/x"}"#, &["/url"]),
-            json!({ "url": "http://example.org/x" }),
+            resources_of(Some(&json!({"url":"http://example.org/x"})), &["/url"]),
+            json!({ "/url": "http://example.org/x" })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
             "a plain URL is kept whole"
         );
     }
@@ -415,13 +499,25 @@ mod tests {
             ..CallReport::host_answer(ToolResponse::failed(crate::FailureKind::Trap, "boom"))
         };
         let took = Duration::from_micros(1234);
-        let record = AuditRecord::of(r#"{"text":"x","token":"t"}"#, &[], &report, took);
+        report.cost.fuel = Some(42);
+        let artifact = Artifact {
+            sha256: "ab".repeat(32),
+            manifest: Some(format!("sha256:{}", "cd".repeat(32))),
+            signers: vec!["sha256:key".to_owned()],
+        };
+        let record = AuditRecord::of(
+            r#"{"text":"x","token":"t"}"#,
+            &[],
+            Some(artifact.clone()),
+            &report,
+            took,
+        );
         assert_eq!(record.outcome, "failed");
         assert_eq!(record.failure.as_deref(), Some("trap"));
         assert_eq!(record.duration_us, 1234);
         assert_eq!(
             record.arguments,
-            json!({ "text": { "bytes": 1, "sha256": crate::digest::sha256_hex(b"x") }, "token": REDACTED })
+            ArgumentDigest::of(r#"{"token":"t","text":"x"}"#)
         );
         let line = serde_json::to_value(&record).expect("json");
         for (field, value) in [
@@ -431,6 +527,8 @@ mod tests {
             ("agent", json!("agent-a")),
             ("workspace", json!("/srv/a")),
             ("gate", json!("allow")),
+            ("cost", json!({ "fuel": 42 })),
+            ("artifact", serde_json::to_value(&artifact).expect("json")),
         ] {
             assert_eq!(line[field], value, "{field}");
         }
@@ -445,7 +543,7 @@ mod tests {
             by: crate::call::report::GrantedBy::PersonOnce,
         });
         report.tool = "write_file".to_owned();
-        let record = AuditRecord::of("{}", &[], &report, took);
+        let record = AuditRecord::of("{}", &[], None, &report, took);
         assert_eq!(
             serde_json::to_value(&record).expect("json")["granted"],
             json!([{
