@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
+    pub(crate) fn start(args: &[&str]) -> Server {
         Server::start_with_env(args, &[])
     }
 
@@ -76,6 +76,17 @@ impl Server {
     fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr").clone()
     }
+
+    /// The server's process id.
+    pub(crate) fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the server to exit (after a signal), and what it logged.
+    pub(crate) fn wait(mut self) -> String {
+        let _ = self.child.wait();
+        self.stderr()
+    }
 }
 
 impl Drop for Server {
@@ -87,7 +98,7 @@ impl Drop for Server {
 
 /// An HTTP response: status, headers (lower-cased names), body.
 #[derive(Debug)]
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
@@ -222,7 +233,7 @@ fn call(addr: SocketAddr, token: Option<&str>, tool: &str, arguments: Value) -> 
 }
 
 /// [`call`] with the request id `id`, and `extra` headers after the usual ones.
-fn call_with(
+pub(crate) fn call_with(
     addr: SocketAddr,
     token: Option<&str>,
     id: u64,
@@ -243,7 +254,7 @@ fn call_with(
 }
 
 /// The text of a `tools/call` answer, and whether it is an error.
-fn call_text(answer: &Answer) -> (String, bool) {
+pub(crate) fn call_text(answer: &Answer) -> (String, bool) {
     assert_eq!(answer.status, 200, "{answer:?}");
     let json = answer.json();
     let result = &json["result"];

@@ -59,6 +59,8 @@ mod oci;
 mod python_tools;
 #[cfg(test)]
 mod structured;
+#[cfg(test)]
+mod traces;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
 /// without one does not compile.

@@ -63,6 +63,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     policy: Option<PathBuf>,
 
+    /// Send every call's spans as OpenTelemetry traces to this OTLP/HTTP collector
+    /// (`http://HOST:4318`; default: $TOOLCELL_OTLP_ENDPOINT; none: no traces).
+    #[arg(long, global = true, value_name = "URL")]
+    otlp_endpoint: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -262,23 +267,27 @@ const EXIT_TIMED_OUT: u8 = 4;
 const EXIT_CANCELLED: u8 = 5;
 const EXIT_AUDIT_FAILED: u8 = 6;
 
-/// The log filter when `$TOOLCELL_LOG` sets none: warnings, but not rmcp's, which warns of
-/// every error response it sends (an unknown tool, bad arguments) and of a client that hung
-/// up: the protocol's normal course, which the client already hears about.
-pub const DEFAULT_LOG_FILTER: &str = "warn,rmcp=error";
-
 /// Parse the process's arguments and run the command. Logs go to stderr (never stdout, which
 /// belongs to results and, under `serve`, to the protocol), filtered by `$TOOLCELL_LOG`
-/// (default [`DEFAULT_LOG_FILTER`]).
+/// (default [`DEFAULT_LOG_FILTER`](crate::telemetry::DEFAULT_LOG_FILTER)); traces go to the
+/// collector `--otlp-endpoint` names, if any (see [`crate::telemetry`]).
 pub fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCELL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(filter)
-        .init();
-    run(Cli::parse())
+    let cli = Cli::parse();
+    let endpoint = cli
+        .otlp_endpoint
+        .clone()
+        .or_else(|| std::env::var(crate::telemetry::OTLP_ENDPOINT_ENV).ok())
+        .filter(|endpoint| !endpoint.is_empty());
+    let telemetry = match crate::telemetry::init(endpoint.as_deref()) {
+        Ok(telemetry) => telemetry,
+        Err(why) => {
+            eprintln!("toolcell: {why}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = run(cli);
+    telemetry.shutdown();
+    code
 }
 
 /// Run a parsed command line.

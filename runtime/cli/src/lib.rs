@@ -7,3 +7,4 @@ pub mod audit;
 pub mod bench;
 pub mod cli;
 pub mod scaffold;
+pub mod telemetry;

@@ -34,6 +34,7 @@ pub mod metrics;
 #[cfg(feature = "http")]
 pub mod oauth;
 pub mod tasks;
+pub mod trace;
 mod transport;
 
 pub use transport::{
@@ -326,7 +327,11 @@ impl ServerHandler for McpServer {
             .in_context(call_context)
             .with_options(options);
         let runtime = Arc::clone(&self.runtime);
-        let mut call = Box::pin(async move { runtime.run(&call).await });
+        let span = trace::call_span(name, owner, &context);
+        let mut call = Box::pin(tracing::Instrument::instrument(
+            async move { runtime.run(&call).await },
+            span,
+        ));
         let progress = context
             .meta
             .get_progress_token()

@@ -193,6 +193,18 @@ impl fmt::Display for DenyReason {
 }
 
 impl ToolResponse {
+    /// The outcome's name, as the audit record and a call's span give it: `result`, `failed`,
+    /// `denied`, `timed_out` or `cancelled`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ToolResponse::Result { .. } => "result",
+            ToolResponse::Failed { .. } => "failed",
+            ToolResponse::Denied { .. } => "denied",
+            ToolResponse::TimedOut { .. } => "timed_out",
+            ToolResponse::Cancelled => "cancelled",
+        }
+    }
+
     /// A public, trusted, untruncated result: what a local answer or a plain tool returns.
     pub fn text(text: impl Into<String>) -> Self {
         ToolResponse::Result {

@@ -113,6 +113,17 @@ pub enum GateDecision {
     Deny,
 }
 
+impl GateDecision {
+    /// Its name, as the audit record writes it: `not_reached`, `allow` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateDecision::NotReached => "not_reached",
+            GateDecision::Allow => "allow",
+            GateDecision::Deny => "deny",
+        }
+    }
+}
+
 /// What a guest wrote to one of its output streams, up to the capture limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Captured {

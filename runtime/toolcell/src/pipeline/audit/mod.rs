@@ -215,22 +215,22 @@ impl AuditRecord {
     ) -> AuditRecord {
         let parsed = serde_json::from_str::<Value>(arguments).ok();
         let response = &report.response;
-        let (outcome, failure, bytes, truncated) = match response {
+        let (failure, bytes, truncated) = match response {
             ToolResponse::Result {
                 text, truncated, ..
-            } => ("result", None, text.len(), *truncated),
+            } => (None, text.len(), *truncated),
             ToolResponse::Failed { kind, message } => (
-                "failed",
                 serde_json::to_value(kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned)),
                 message.len(),
                 false,
             ),
-            ToolResponse::Denied { .. } => ("denied", None, 0, false),
-            ToolResponse::TimedOut { .. } => ("timed_out", None, 0, false),
-            ToolResponse::Cancelled => ("cancelled", None, 0, false),
+            ToolResponse::Denied { .. }
+            | ToolResponse::TimedOut { .. }
+            | ToolResponse::Cancelled => (None, 0, false),
         };
+        let outcome = response.outcome();
         AuditRecord {
             seq: 0,
             prev: String::new(),
