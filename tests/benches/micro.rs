@@ -94,3 +94,120 @@ fn compute_in_wasm(bencher: Bencher) {
 fn compute_native() -> usize {
     grep_kernel::run(7, black_box(CORPUS_BYTES), black_box("needle haystack"))
 }
+
+/// An exporter that drops what it is given: the cost of making and batching the spans, with
+/// none of sending them.
+#[derive(Debug)]
+struct Dropped;
+
+impl opentelemetry_sdk::trace::SpanExporter for Dropped {
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        black_box(batch);
+        Ok(())
+    }
+}
+
+/// The subscriber `toolcell` installs without `--otlp-endpoint`: logs at `warn`, to nowhere
+/// here. The call spans are enabled by nothing.
+fn logs_only()
+-> impl tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span> + Send + Sync
+{
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn,rmcp=error")),
+    )
+}
+
+/// Traces off, no subscriber at all: echo through the pipeline (as `echo_through_the_pipeline`,
+/// without the audit).
+#[divan::bench]
+fn traces_off_no_subscriber(bencher: Bencher) {
+    bencher.bench_local(|| PORT.call(black_box(&ECHO)));
+}
+
+/// Traces off, with the logs-only subscriber the CLI installs: what "off" costs.
+#[divan::bench]
+fn traces_off_logs_only(bencher: Bencher) {
+    tracing::subscriber::with_default(logs_only(), || {
+        bencher.bench_local(|| PORT.call(black_box(&ECHO)));
+    });
+}
+
+/// Traces on: the CLI's subscriber with the OpenTelemetry layer over the call spans, into a
+/// batch processor whose exporter drops them.
+#[divan::bench]
+fn traces_on(bencher: Bencher) {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Dropped)
+        .build();
+    let spans = tracing_subscriber::filter::Targets::new()
+        .with_target(toolcell::CALL_SPAN_TARGET, tracing::Level::INFO);
+    let subscriber = logs_only().with(
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("bench"))
+            .with_filter(spans),
+    );
+    tracing::subscriber::with_default(subscriber, || {
+        bencher.bench_local(|| PORT.call(black_box(&ECHO)));
+    });
+    let _ = provider.shutdown();
+}
+
+/// One audit record, chained: the lock on the head, its read, the line's hash, the append and
+/// the head's rewrite.
+#[divan::bench]
+fn audit_record_chained(bencher: Bencher) {
+    let audit =
+        toolcell::audit::Audit::open(&AUDIT_DIR.path().join("chained.jsonl")).expect("audit");
+    let report = toolcell::CallReport {
+        tool: "echo".to_owned(),
+        ..toolcell::CallReport::host_answer(ToolResponse::text("hello"))
+    };
+    bencher.bench_local(|| {
+        let record = toolcell::audit::AuditRecord::of(
+            r#"{"text":"hello"}"#,
+            &[],
+            None,
+            &report,
+            std::time::Duration::ZERO,
+        );
+        audit.record(black_box(record)).expect("record")
+    });
+}
+
+/// The same record as one plain appended line, as the audit wrote it before the chain: the
+/// floor `audit_record_chained` is compared with.
+#[divan::bench]
+fn audit_record_plain_append(bencher: Bencher) {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(AUDIT_DIR.path().join("plain.jsonl"))
+        .expect("file");
+    let report = toolcell::CallReport {
+        tool: "echo".to_owned(),
+        ..toolcell::CallReport::host_answer(ToolResponse::text("hello"))
+    };
+    bencher.bench_local(|| {
+        let record = toolcell::audit::AuditRecord::of(
+            r#"{"text":"hello"}"#,
+            &[],
+            None,
+            &report,
+            std::time::Duration::ZERO,
+        );
+        let mut line = serde_json::to_vec(black_box(&record)).expect("json");
+        line.push(b'\n');
+        file.write_all(&line).expect("write");
+    });
+}

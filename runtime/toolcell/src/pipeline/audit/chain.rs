@@ -115,6 +115,8 @@ pub struct Audit {
 struct Files {
     log: File,
     head: File,
+    /// The head this handle wrote last.
+    written: Option<Head>,
 }
 
 impl Audit {
@@ -148,7 +150,11 @@ impl Audit {
         Ok(Audit {
             path: path.to_owned(),
             rotate_at: None,
-            files: Mutex::new(Files { log, head }),
+            files: Mutex::new(Files {
+                log,
+                head,
+                written: None,
+            }),
         })
     }
 
@@ -172,11 +178,13 @@ impl Audit {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let files = &mut *files;
         let _locked = Locked::exclusive(&files.head)?;
-        if !same_file(&files.log, &self.path) {
+        let head = read_head(&files.head)?;
+        // A file is rotated only by a record: if the head is still the one this handle wrote
+        // last, no one else has written, so the open file is still the one at the path.
+        if (head.is_none() || head != files.written) && !same_file(&files.log, &self.path) {
             // Another process rotated the file (or it was removed): write where the path is now.
             files.log = open_regular(&self.path, true)?;
         }
-        let head = read_head(&files.head)?;
         (record.seq, record.prev) = match &head {
             Some(head) => (head.seq.saturating_add(1), head.hash.clone()),
             None => (0, GENESIS.to_owned()),
@@ -187,14 +195,14 @@ impl Audit {
             hash: crate::digest::sha256_hex(&line),
         };
         line.push(b'\n');
-        let before = files.log.metadata()?.len();
+        let mut before = files.log.metadata()?.len();
         if let (Some(limit), Some(head)) = (self.rotate_at, &head)
             && before > 0
             && before.saturating_add(line.len() as u64) > limit
         {
             self.rotate(&mut files.log, head)?;
+            before = 0;
         }
-        let before = files.log.metadata()?.len();
         let written = files.log.write_all(&line).and_then(|()| files.log.flush());
         if written.is_err() && files.log.metadata().is_ok_and(|meta| meta.is_file()) {
             // A short write (a full disk) would leave half a line: cut it off.
@@ -202,6 +210,7 @@ impl Audit {
         }
         written?;
         write_head(&files.head, &next)?;
+        files.written = Some(next.clone());
         Ok(next)
     }
 
@@ -599,11 +608,15 @@ fn read_head(file: &File) -> std::io::Result<Option<Head>> {
         .map_err(|why| std::io::Error::other(format!("the audit head file is damaged: {why}")))
 }
 
-/// Rewrite an open head file with `head` (one write of a fixed-width line).
+/// Rewrite an open head file with `head` (one write of a fixed-width line: the file is cut
+/// only if it held something longer).
 fn write_head(file: &File, head: &Head) -> std::io::Result<()> {
     let line = head.line();
     file.write_all_at(line.as_bytes(), 0)?;
-    file.set_len(line.len() as u64)
+    if file.metadata()?.len() != line.len() as u64 {
+        file.set_len(line.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// The audit file at `path`, opened to be read (never through a symlink).
