@@ -138,9 +138,7 @@ pub mod policy;
 
 /// What became of a call: the report, the gate's decision and grants, captured output.
 pub mod report {
-    pub use crate::call::report::{
-        CallReport, Captured, Cost, GateDecision, Granted, GrantedBy,
-    };
+    pub use crate::call::report::{CallReport, Captured, Cost, GateDecision, Granted, GrantedBy};
 }
 
 /// The access gate's questions to a person: an [`Approver`](approval::Approver) answers what a
