@@ -12,6 +12,25 @@
 //! policy = "team-a.toml"        # optional: its own policy (relative to this file's directory)
 //! ```
 //!
+//! Quotas ([`crate::quota`]) are set per tenant, in a `[quota.TENANT]` table that all its tokens
+//! share, and per token, with `quota = { ... }` in its `[[token]]` table (or a `[token.quota]`
+//! table after it); a call must fit both:
+//!
+//! ```toml
+//! [quota.team-a]
+//! rate = 5                      # calls a second (bursts of 5 by default)
+//! in_flight = 2                 # calls running at once
+//! daily_ms = 600000             # tool running time per UTC day
+//!
+//! [[token]]
+//! sha256 = "…"
+//! tenant = "team-a"
+//! quota = { rate = 1, burst = 2 }   # this token alone: slower still
+//! ```
+//!
+//! The file is read again on SIGHUP ([`Tokens::reload`]): tokens, tenants and quotas change
+//! for the next request; a file that cannot be read keeps the one in use.
+//!
 //! `toolcell token` prints a fresh random token and its table. A tenant is an agent of its own
 //! (the audit line names it) with its own workspace, whose saved rules are its own; a call made
 //! with tenant A's token is resolved in A's workspace and can name nothing outside it. A tenant
@@ -20,9 +39,12 @@
 //! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
+use crate::quota::{Limiter, Quota, QuotaConfig, Scope};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 use subtle::ConstantTimeEq as _;
 use toolcell::CallContext;
 use toolcell::Runtime;
@@ -41,12 +63,25 @@ pub struct Tenant {
     pub name: String,
     /// Its calls' context: the agent and the tenant's workspace.
     pub context: CallContext,
+    /// Its quota, shared by all its tokens, if it has one.
+    pub quota: Option<Arc<Limiter>>,
 }
 
 /// The tokens a server accepts, each with its tenant.
 #[derive(Debug)]
 pub struct Tokens {
-    entries: Vec<([u8; 32], Arc<Tenant>)>,
+    entries: Vec<Entry>,
+    /// The tenants' policy files protected when the server started (canonical paths): a file
+    /// read again may name these only (see [`Tokens::reload`]).
+    protected: Arc<Vec<PathBuf>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    hash: [u8; 32],
+    tenant: Arc<Tenant>,
+    /// The token's own quota, if it has one.
+    quota: Option<Arc<Limiter>>,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +89,9 @@ pub struct Tokens {
 struct TokensFile {
     #[serde(default)]
     token: Vec<TokenEntry>,
+    /// Each tenant's quota, by tenant name.
+    #[serde(default)]
+    quota: BTreeMap<String, QuotaConfig>,
 }
 
 #[derive(Deserialize)]
@@ -63,18 +101,44 @@ struct TokenEntry {
     tenant: String,
     workspace: Option<PathBuf>,
     policy: Option<PathBuf>,
+    quota: Option<QuotaConfig>,
 }
 
-/// The tenant `name`, its calls made in `workspace` (if any) and decided by the policy file at
-/// `policy` (if any; relative to `base`, the directory of the file that names it). The policy
-/// file is protected from every tool's writes.
+/// The limiter for `quota` (checked here) of `tenant` in `scope`, carrying over `previous`.
+pub(crate) fn limiter(
+    runtime: &Runtime,
+    tenant: &str,
+    scope: Scope,
+    quota: &QuotaConfig,
+    previous: Option<&Limiter>,
+) -> Result<Arc<Limiter>, String> {
+    let quota = Quota::new(
+        quota,
+        crate::http::MAX_REQUESTS_PER_CLIENT,
+        runtime.meters_fuel(),
+    )?;
+    Ok(Arc::new(Limiter::new(
+        tenant,
+        scope,
+        quota,
+        previous,
+        Instant::now(),
+        SystemTime::now(),
+    )))
+}
+
+/// The tenant `name`, its calls made in `workspace` (if any), decided by the policy file at
+/// `policy` (if any; relative to `base`, the directory of the file that names it) and limited
+/// by `quota`; and the policy file's path, which the caller must protect from every tool's
+/// writes.
 pub(crate) fn tenant(
-    runtime: &mut Runtime,
+    runtime: &Runtime,
     name: &str,
     workspace: Option<&Path>,
     policy: Option<&Path>,
     base: &Path,
-) -> Result<Arc<Tenant>, String> {
+    quota: Option<Arc<Limiter>>,
+) -> Result<(Arc<Tenant>, Option<PathBuf>), String> {
     toolcell::registry::check_tool_name(name)
         .map_err(|_| format!("tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"))?;
     let workspace =
@@ -85,6 +149,7 @@ pub(crate) fn tenant(
             None => None,
         };
     let mut context = CallContext::new(name, workspace);
+    let mut protect = None;
     if let Some(policy) = policy {
         let path = base.join(policy);
         let loaded = toolcell::Policy::from_file(&path)
@@ -92,19 +157,68 @@ pub(crate) fn tenant(
         runtime
             .check_policy(&loaded)
             .map_err(|why| format!("tenant {name:?}: the policy {}: {why}", path.display()))?;
-        runtime.protect(&path);
         context = context.with_policy(Arc::new(loaded));
+        protect = Some(path);
     }
-    Ok(Arc::new(Tenant {
-        name: name.to_owned(),
-        context,
-    }))
+    Ok((
+        Arc::new(Tenant {
+            name: name.to_owned(),
+            context,
+            quota,
+        }),
+        protect,
+    ))
 }
 
 impl Tokens {
     /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
-    /// [`Workspace`](toolcell::Workspace) per directory, shared by tenants that name the same one).
+    /// [`Workspace`](toolcell::Workspace) per directory, shared by tenants that name the same
+    /// one). The file and every tenant's policy file are protected from every tool's writes.
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, crate::ConfigError> {
+        let (mut tokens, policies) = Tokens::read(path, runtime, None)?;
+        runtime.protect(path);
+        let mut protected = Vec::new();
+        for policy in policies {
+            runtime.protect(&policy);
+            protected.push(policy.canonicalize().unwrap_or(policy));
+        }
+        tokens.protected = Arc::new(protected);
+        Ok(tokens)
+    }
+
+    /// Read the tokens file at `path` again (on SIGHUP), for the requests that come next: a
+    /// tenant or token still there keeps what it has used of its quota ([`crate::quota`]).
+    ///
+    /// A tenant's policy file protects what that tenant's tools may write, so it must itself be
+    /// protected from every tool's writes; that list is fixed once the server runs. A file that
+    /// names a policy file the server did not protect at start is refused (restart the server
+    /// to add one), as is any file that [`Tokens::load`] would refuse: the caller keeps these
+    /// tokens.
+    pub fn reload(&self, path: &Path, runtime: &Runtime) -> Result<Tokens, crate::ConfigError> {
+        let (mut tokens, policies) = Tokens::read(path, runtime, Some(self))?;
+        for policy in policies {
+            let canonical = policy.canonicalize().unwrap_or_else(|_| policy.clone());
+            if !self.protected.contains(&canonical) {
+                return Err(crate::ConfigError(format!(
+                    "the tokens file {}: the policy {} was not named when the server started, \
+                     so it is not protected from tools' writes: restart the server to add a \
+                     tenant policy file",
+                    path.display(),
+                    policy.display()
+                )));
+            }
+        }
+        tokens.protected = Arc::clone(&self.protected);
+        Ok(tokens)
+    }
+
+    /// The file at `path`, its tenants' quotas carrying over `previous`'s state; and the policy
+    /// files it names.
+    fn read(
+        path: &Path,
+        runtime: &Runtime,
+        previous: Option<&Tokens>,
+    ) -> Result<(Tokens, Vec<PathBuf>), crate::ConfigError> {
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
         let text = read_bounded(path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
@@ -113,11 +227,20 @@ impl Tokens {
                 "no [[token]] tables: nobody could call".to_owned(),
             )));
         }
-        let mut entries: Vec<([u8; 32], Arc<Tenant>)> = Vec::new();
+        if let Some(name) = parsed
+            .quota
+            .keys()
+            .find(|name| !parsed.token.iter().any(|entry| entry.tenant == **name))
+        {
+            return Err(crate::ConfigError(why(format!(
+                "[quota.{name}]: no [[token]] names the tenant {name:?}"
+            ))));
+        }
+        let mut entries: Vec<Entry> = Vec::new();
         // Each tenant once, with the workspace and policy its first table named.
         let mut tenants: Vec<(Arc<Tenant>, Option<PathBuf>, Option<PathBuf>)> = Vec::new();
+        let mut policies = Vec::new();
         let base = path.parent().unwrap_or(Path::new("."));
-        runtime.protect(path);
         for entry in parsed.token {
             let hash = parse_hash(&entry.sha256).ok_or_else(|| {
                 why(format!(
@@ -125,7 +248,7 @@ impl Tokens {
                     entry.tenant
                 ))
             })?;
-            if entries.iter().any(|(known, _)| *known == hash) {
+            if entries.iter().any(|known| known.hash == hash) {
                 return Err(crate::ConfigError(why(format!(
                     "tenant {:?}: a token is listed twice",
                     entry.tenant
@@ -145,34 +268,102 @@ impl Tokens {
                     Arc::clone(tenant)
                 }
                 None => {
-                    let tenant = tenant(
+                    let quota = match parsed.quota.get(&entry.tenant) {
+                        Some(config) => {
+                            let before = previous.and_then(|tokens| {
+                                tokens
+                                    .entries
+                                    .iter()
+                                    .find(|known| known.tenant.name == entry.tenant)
+                                    .and_then(|known| known.tenant.quota.as_deref())
+                            });
+                            Some(
+                                limiter(runtime, &entry.tenant, Scope::Tenant, config, before)
+                                    .map_err(|error| {
+                                        why(format!("[quota.{}]: {error}", entry.tenant))
+                                    })?,
+                            )
+                        }
+                        None => None,
+                    };
+                    let (tenant, policy) = tenant(
                         runtime,
                         &entry.tenant,
                         entry.workspace.as_deref(),
                         entry.policy.as_deref(),
                         base,
+                        quota,
                     )
                     .map_err(why)?;
+                    policies.extend(policy);
                     tenants.push((Arc::clone(&tenant), entry.workspace, entry.policy));
                     tenant
                 }
             };
-            entries.push((hash, tenant));
+            let quota = match &entry.quota {
+                Some(config) => {
+                    let before = previous.and_then(|tokens| {
+                        tokens
+                            .entries
+                            .iter()
+                            .find(|known| known.hash == hash)
+                            .and_then(|known| known.quota.as_deref())
+                    });
+                    Some(
+                        limiter(runtime, &tenant.name, Scope::Token, config, before).map_err(
+                            |error| {
+                                why(format!(
+                                    "tenant {:?}: a token's quota: {error}",
+                                    tenant.name
+                                ))
+                            },
+                        )?,
+                    )
+                }
+                None => None,
+            };
+            entries.push(Entry {
+                hash,
+                tenant,
+                quota,
+            });
         }
-        Ok(Tokens { entries })
+        let tokens = Tokens {
+            entries,
+            protected: Arc::default(),
+        };
+        Ok((tokens, policies))
     }
 
     /// The tenant whose token `presented` is, if any. Every stored hash is compared, each in
     /// constant time, so how long this takes says nothing about which one matched.
     pub fn check(&self, presented: &str) -> Option<Arc<Tenant>> {
+        self.check_with_quota(presented).map(|(tenant, _)| tenant)
+    }
+
+    /// [`Tokens::check`], with the token's own quota, if it has one.
+    pub fn check_with_quota(&self, presented: &str) -> Option<(Arc<Tenant>, Option<Arc<Limiter>>)> {
         let hash: [u8; 32] = sha256(presented.as_bytes());
         let mut found = None;
-        for (stored, tenant) in &self.entries {
-            if bool::from(stored.ct_eq(&hash)) {
-                found = Some(Arc::clone(tenant));
+        for entry in &self.entries {
+            if bool::from(entry.hash.ct_eq(&hash)) {
+                found = Some((Arc::clone(&entry.tenant), entry.quota.clone()));
             }
         }
         found
+    }
+
+    /// Every tenant's quota, each once.
+    pub fn tenant_quotas(&self) -> Vec<Arc<Limiter>> {
+        let mut quotas: Vec<Arc<Limiter>> = Vec::new();
+        for entry in &self.entries {
+            if let Some(quota) = &entry.tenant.quota
+                && !quotas.iter().any(|known| Arc::ptr_eq(known, quota))
+            {
+                quotas.push(Arc::clone(quota));
+            }
+        }
+        quotas
     }
 
     /// How many tokens there are.
@@ -355,11 +546,93 @@ mod tests {
                 &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nrole = \"admin\"\n"),
                 "unknown field",
             ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[quota.b]\nrate = 1\n"),
+                "[quota.b]: no [[token]] names the tenant",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[quota.a]\nrate = 0\n"),
+                "[quota.a]: rate must be",
+            ),
+            (
+                &format!("[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[quota.a]\nrates = 1\n"),
+                "unknown field `rates`",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\nquota = {{ in_flight = 99 }}\n"
+                ),
+                "a token's quota: in_flight must be 1 to 16",
+            ),
+            (
+                &format!(
+                    "[[token]]\nsha256 = \"{hash}\"\ntenant = \"a\"\n[quota.a]\ndaily_fuel = 5\n"
+                ),
+                "does not meter fuel",
+            ),
         ] {
             let file = dir.path().join("tokens.toml");
             std::fs::write(&file, text).expect("file");
             let refused = Tokens::load(&file, &mut runtime).expect_err(text);
             assert!(refused.0.contains(why), "{text:?}: {refused}");
         }
+    }
+
+    #[test]
+    fn a_file_read_again_keeps_quota_state_and_refuses_a_new_policy_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a_token, a_table) = new_token("a", None).expect("token");
+        let (b_token, b_table) = new_token("b", None).expect("token");
+        let file = dir.path().join("tokens.toml");
+        let policy = dir.path().join("a.toml");
+        std::fs::write(&policy, "").expect("policy");
+        std::fs::write(
+            &file,
+            format!("{a_table}policy = \"a.toml\"\n{b_table}[quota.a]\nin_flight = 1\n"),
+        )
+        .expect("file");
+        let mut runtime = runtime();
+        let tokens = Tokens::load(&file, &mut runtime).expect("tokens");
+        let (a, none) = tokens.check_with_quota(&a_token).expect("a");
+        assert!(none.is_none(), "a's token has no quota of its own");
+        let quota = a.quota.clone().expect("a's quota");
+        let held = crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
+            .expect("a call of a");
+        // Raised to 2, and b's token gets a quota of its own.
+        std::fs::write(
+            &file,
+            format!(
+                "{a_table}policy = \"a.toml\"\n{b_table}quota = {{ rate = 1 }}\n[quota.a]\nin_flight = 2\n"
+            ),
+        )
+        .expect("file");
+        let reloaded = tokens.reload(&file, &runtime).expect("read again");
+        let a = reloaded.check(&a_token).expect("a");
+        let quota = a.quota.clone().expect("a's quota");
+        assert_eq!(
+            quota.usage(SystemTime::now()).0,
+            1,
+            "the call in flight is kept"
+        );
+        let second = crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
+            .expect("a second call, under the new bound");
+        assert!(crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now()).is_err());
+        drop((held, second));
+        let (_, b_quota) = reloaded.check_with_quota(&b_token).expect("b");
+        assert!(b_quota.is_some());
+        // A policy file the server did not protect at start is refused.
+        std::fs::write(dir.path().join("b.toml"), "").expect("policy");
+        std::fs::write(
+            &file,
+            format!("{a_table}policy = \"a.toml\"\n{b_table}policy = \"b.toml\"\n"),
+        )
+        .expect("file");
+        let refused = reloaded
+            .reload(&file, &runtime)
+            .expect_err("a new policy file");
+        assert!(
+            refused.0.contains("was not named when the server started"),
+            "{refused}"
+        );
     }
 }

@@ -41,6 +41,7 @@ use crate::auth::{MetricsToken, Tenant, Tokens};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Refusal};
 use crate::oauth::{OAuth, Principal};
+use crate::quota::Limiter;
 use anyhow::Context as _;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -54,8 +55,8 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use toolcell::limits::MAX_ARGUMENT_BYTES;
 use toolcell::{Runtime, StopToken};
@@ -161,8 +162,9 @@ type BoxResponse = Response<BoxBody<Bytes, Infallible>>;
 pub enum Auth {
     /// Nobody needs to (loopback only): calls run in the runtime's default context.
     None,
-    /// Static bearer tokens, each naming a tenant.
-    Tokens(Tokens),
+    /// Static bearer tokens, each naming a tenant; replaced whole when the file is read again
+    /// (SIGHUP), while requests already authenticated go on with the tenants they got.
+    Tokens(RwLock<Arc<Tokens>>),
     /// JWT access tokens from an authorization server.
     OAuth(Arc<OAuth>),
 }
@@ -170,7 +172,8 @@ pub enum Auth {
 /// Who a request is from, once authenticated.
 enum Caller {
     Anonymous,
-    Token(Arc<Tenant>),
+    /// A static token's tenant, and the token's own quota, if it has one.
+    Token(Arc<Tenant>, Option<Arc<Limiter>>),
     OAuth(Principal),
 }
 
@@ -178,9 +181,22 @@ impl Caller {
     fn tenant(&self) -> Option<&Arc<Tenant>> {
         match self {
             Caller::Anonymous => None,
-            Caller::Token(tenant) => Some(tenant),
+            Caller::Token(tenant, _) => Some(tenant),
             Caller::OAuth(principal) => Some(&principal.tenant),
         }
+    }
+
+    /// The quotas a call of this caller must fit: its tenant's, then its token's.
+    fn quotas(&self) -> Vec<&Arc<Limiter>> {
+        let token = match self {
+            Caller::Token(_, token) => token.as_ref(),
+            _ => None,
+        };
+        self.tenant()
+            .and_then(|tenant| tenant.quota.as_ref())
+            .into_iter()
+            .chain(token)
+            .collect()
     }
 }
 
@@ -340,6 +356,47 @@ struct Front {
 }
 
 impl Front {
+    /// Every tenant's quota, for the metrics.
+    fn tenant_quotas(&self) -> Vec<Arc<Limiter>> {
+        match &self.auth {
+            Auth::Tokens(tokens) => tokens
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .tenant_quotas(),
+            Auth::OAuth(oauth) => oauth.tenant_quotas(),
+            Auth::None => Vec::new(),
+        }
+    }
+
+    /// Read the tokens file at `path` again (SIGHUP): the next requests see the new tokens,
+    /// tenants and quotas; requests already authenticated go on as they were. A file that
+    /// cannot be used is refused, with its reason logged, and the one in use stays.
+    fn reload_tokens(&self, path: &std::path::Path) {
+        let Auth::Tokens(tokens) = &self.auth else {
+            return;
+        };
+        let current = Arc::clone(
+            &tokens
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        match current.reload(path, &self.runtime) {
+            Ok(reloaded) => {
+                let count = reloaded.len();
+                *tokens
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(reloaded);
+                eprintln!(
+                    "toolcell: SIGHUP: read the tokens file {} again: {count} token(s)",
+                    path.display()
+                );
+            }
+            Err(why) => {
+                eprintln!("toolcell: SIGHUP: kept the tokens in use: {why}");
+            }
+        }
+    }
+
     /// Whether the bearer may read `/metrics`: the operator's token where one is set; with no
     /// authentication and no operator token (loopback), anyone; otherwise nobody.
     fn metrics_allowed<B>(&self, request: &Request<B>) -> Result<(), Box<BoxResponse>> {
@@ -381,8 +438,13 @@ impl Front {
         };
         match &self.auth {
             Auth::None => Ok(Caller::Anonymous),
-            Auth::Tokens(tokens) => match presented.and_then(|token| tokens.check(token)) {
-                Some(tenant) => Ok(Caller::Token(tenant)),
+            Auth::Tokens(tokens) => match presented.and_then(|token| {
+                tokens
+                    .read()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .check_with_quota(token)
+            }) {
+                Some((tenant, quota)) => Ok(Caller::Token(tenant, quota)),
                 None if presented.is_some() => Err(refused(
                     r#"Bearer realm="toolcell", error="invalid_token""#.to_owned(),
                 )),
@@ -441,11 +503,23 @@ struct Peeked {
     /// The request ids of `notifications/cancelled` messages, as the MCP handler writes
     /// request ids: the calls to stop.
     cancelled: Vec<String>,
+    /// How many `tools/call` messages there are: what quotas count.
+    calls: u32,
+    /// The first message's request id, for a refusal to answer.
+    id: Option<serde_json::Value>,
 }
 
-/// The marker of a body that may cancel a call: without it (and without OAuth's scope check)
-/// the front does not parse the body at all, and rmcp's parse is its only one.
+/// The marker of a body that may cancel a call: without it (and without OAuth's scope check
+/// or a quota) the front does not parse the body at all, and rmcp's parse is its only one.
 const CANCEL_MARKER: &[u8] = b"notifications/cancelled";
+
+/// The marker of a body that may hold a call: a caller with a quota has such a body parsed
+/// here, to count its calls.
+const CALL_MARKER: &[u8] = b"tools/call";
+
+fn contains(body: &[u8], marker: &[u8]) -> bool {
+    body.windows(marker.len()).any(|window| window == marker)
+}
 
 /// Read `body` once for what the front needs. Parsed as a `serde_json::Value`, which keeps the
 /// last of duplicate keys, as rmcp's parse does, so the tool checked is the tool run.
@@ -457,10 +531,17 @@ fn peek(body: &[u8]) -> Peeked {
         serde_json::Value::Array(messages) => messages,
         message => vec![message],
     };
-    let mut peeked = Peeked::default();
+    let mut peeked = Peeked {
+        id: messages
+            .first()
+            .and_then(|message| message.get("id"))
+            .cloned(),
+        ..Peeked::default()
+    };
     for message in &messages {
         let params = &message["params"];
         if message["method"] == "tools/call" {
+            peeked.calls = peeked.calls.saturating_add(1);
             if let Some(name) = params["name"].as_str() {
                 peeked.called.push(name.to_owned());
                 if name == toolcell::registry::CALL_TOOL
@@ -534,7 +615,7 @@ async fn route(
                     header::CONTENT_TYPE,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 )],
-                &front.metrics.render(&front.runtime),
+                &front.metrics.render(&front.runtime, &front.tenant_quotas()),
             ),
             Err(refused) => *refused,
         },
@@ -616,10 +697,10 @@ async fn route(
                 (Auth::OAuth(oauth), Caller::OAuth(principal)) => Some((oauth, principal)),
                 _ => None,
             };
+            let quotas = caller.quotas();
             let peeked = if scoped.is_some()
-                || body
-                    .windows(CANCEL_MARKER.len())
-                    .any(|window| window == CANCEL_MARKER)
+                || contains(&body, CANCEL_MARKER)
+                || (!quotas.is_empty() && contains(&body, CALL_MARKER))
             {
                 peek(&body)
             } else {
@@ -641,6 +722,26 @@ async fn route(
                         )],
                         &format!("this call needs the scope {scope:?}\n"),
                     ));
+                }
+            }
+            // Quotas last: a request refused for another reason takes nothing from them.
+            if !quotas.is_empty() && peeked.calls > 0 {
+                match crate::quota::admit(&quotas, peeked.calls, Instant::now(), SystemTime::now())
+                {
+                    Ok(admission) => {
+                        parts.extensions.insert(admission);
+                    }
+                    Err(refused) => {
+                        front.metrics.quota_refused(&refused);
+                        return Ok(respond(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            &[
+                                (header::RETRY_AFTER, &refused.retry_after.to_string()),
+                                (header::CONTENT_TYPE, "application/json"),
+                            ],
+                            &refused.body(peeked.id.as_ref()),
+                        ));
+                    }
                 }
             }
             parts.extensions.insert(ClientKey(client.clone()));
@@ -687,9 +788,9 @@ pub fn serve_http(runtime: Runtime, options: HttpOptions) -> anyhow::Result<()> 
     let mut runtime = runtime;
     let auth = match (&options.tokens, &options.oauth) {
         (Some(_), Some(_)) => anyhow::bail!("give --tokens or --oauth, not both"),
-        (Some(path), None) => {
-            Auth::Tokens(Tokens::load(path, &mut runtime).map_err(anyhow::Error::msg)?)
-        }
+        (Some(path), None) => Auth::Tokens(RwLock::new(Arc::new(
+            Tokens::load(path, &mut runtime).map_err(anyhow::Error::msg)?,
+        ))),
         (None, Some(path)) => Auth::OAuth(Arc::new(
             OAuth::load(path, &mut runtime).map_err(anyhow::Error::msg)?,
         )),
@@ -790,6 +891,29 @@ async fn serve_http_on(
                 match oauth.refresh_keys().await {
                     Ok(count) => tracing::debug!(count, "the OAuth key set was fetched again"),
                     Err(why) => tracing::warn!("{why}"),
+                }
+            }
+        });
+    }
+    // SIGHUP reads the tokens file again, one reload at a time, off the reactor (it reads files
+    // and opens workspaces). Listened for before the server says it serves, so that a HUP sent
+    // once it does never meets the default action (exit).
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    {
+        let front = Arc::clone(&front);
+        let path = options.tokens.clone();
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                let Some(path) = path.clone() else {
+                    eprintln!("toolcell: SIGHUP: no tokens file to read again (only --tokens is)");
+                    continue;
+                };
+                let front = Arc::clone(&front);
+                if let Err(error) =
+                    tokio::task::spawn_blocking(move || front.reload_tokens(&path)).await
+                {
+                    tracing::warn!(%error, "reading the tokens file again");
                 }
             }
         });
@@ -905,6 +1029,8 @@ mod tests {
             Peeked {
                 called: vec!["call_tool".to_owned(), "echo".to_owned()],
                 cancelled: vec!["7".to_owned(), "x".to_owned()],
+                calls: 1,
+                id: None,
             }
         );
     }

@@ -33,6 +33,8 @@ pub mod http;
 pub mod metrics;
 #[cfg(feature = "http")]
 pub mod oauth;
+#[cfg(feature = "http")]
+pub mod quota;
 pub mod tasks;
 pub mod trace;
 mod transport;
@@ -123,9 +125,22 @@ impl McpServer {
         }
     }
 
-    /// Count a call served over HTTP in the metrics.
+    /// Count a call served over HTTP in the metrics, and charge it to the quotas that admitted
+    /// it.
     #[cfg(feature = "http")]
-    fn count(&self, report: &CallReport, started: std::time::Instant) {
+    fn count(
+        &self,
+        report: &CallReport,
+        started: std::time::Instant,
+        admission: Option<&quota::Admission>,
+    ) {
+        if let Some(admission) = admission {
+            admission.charge(
+                report.elapsed,
+                report.cost.fuel,
+                std::time::SystemTime::now(),
+            );
+        }
         if let Some((metrics, _)) = &self.http {
             metrics.call(
                 &self.runtime,
@@ -307,6 +322,14 @@ impl ServerHandler for McpServer {
         );
         #[cfg(feature = "http")]
         let started = std::time::Instant::now();
+        // The call's places under its quotas (the front admitted it): held until it ends, as a
+        // task too, and charged with what it used.
+        #[cfg(feature = "http")]
+        let admission = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<quota::Admission>())
+            .cloned();
         #[cfg(feature = "http")]
         let _running = self.http.as_ref().map(|(_, running)| {
             let client = context
@@ -379,7 +402,7 @@ impl ServerHandler for McpServer {
                 // called then, at once); else it is answered here, as for a client without
                 // tasks.
                 #[cfg(feature = "http")]
-                let mut parked = Some((call, stop, _running));
+                let mut parked = Some((call, stop, (_running, admission.clone())));
                 #[cfg(not(feature = "http"))]
                 let mut parked = Some((call, stop, ()));
                 let task = self.tasks.try_spawn(owner, |cancelled| {
@@ -396,7 +419,7 @@ impl ServerHandler for McpServer {
                             }
                         };
                         #[cfg(feature = "http")]
-                        server.count(&report, started);
+                        server.count(&report, started, _running.1.as_ref());
                         if matches!(report.response, ToolResponse::Cancelled) {
                             return Err(rmcp::task_manager::TaskExit::Cancelled);
                         }
@@ -426,7 +449,7 @@ impl ServerHandler for McpServer {
             progress.done().await;
         }
         #[cfg(feature = "http")]
-        self.count(&report, started);
+        self.count(&report, started, admission.as_ref());
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {

@@ -7,16 +7,24 @@
 //! | `toolcell_denials_total` | counter | `tool` |
 //! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`) |
 //! | `toolcell_slots_in_use` | gauge | |
+//! | `toolcell_quota_refusals_total` | counter | `tenant`, `quota` (`rate`, `in_flight`, `daily_ms`, `daily_fuel`), `scope` (`tenant`, `token`) |
+//! | `toolcell_quota_in_flight` | gauge | `tenant` (tenants with a quota) |
+//! | `toolcell_quota_used_ms_today` | gauge | `tenant`: running time charged this UTC day |
+//! | `toolcell_quota_used_fuel_today` | gauge | `tenant`: fuel charged this UTC day |
 //!
 //! A `tool` label is a registered tool's name, `find_tool`, or `unknown`: a caller cannot make
-//! up label values, so the number of series is bounded by the registry.
+//! up label values, so the number of series is bounded by the registry. A `tenant` label is a
+//! tenant of the tokens or OAuth file (the quota gauges: of the file in use now; the refusals
+//! counter keeps the tenants of files read before, the operator's names all).
 
+use crate::quota::{Limiter, Refused};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 use std::time::Duration;
 use toolcell::{Runtime, ToolResponse};
 
@@ -34,6 +42,18 @@ struct ToolLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    tenant: String,
+    quota: &'static str,
+    scope: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: String,
 }
 
 /// Why the HTTP front refused a request before it reached MCP.
@@ -57,6 +77,10 @@ pub struct Metrics {
     denials: Family<ToolLabel, Counter>,
     refusals: Family<ReasonLabel, Counter>,
     slots: Gauge,
+    quota_refusals: Family<QuotaLabels, Counter>,
+    quota_in_flight: Family<TenantLabel, Gauge>,
+    quota_used_ms: Family<TenantLabel, Gauge>,
+    quota_used_fuel: Family<TenantLabel, Gauge>,
 }
 
 /// The histogram's buckets: 50 µs (a Rust tool's fresh instance) to about 13 s (past the
@@ -73,7 +97,31 @@ impl Default for Metrics {
         let denials = Family::<ToolLabel, Counter>::default();
         let refusals = Family::<ReasonLabel, Counter>::default();
         let slots = Gauge::default();
+        let quota_refusals = Family::<QuotaLabels, Counter>::default();
+        let quota_in_flight = Family::<TenantLabel, Gauge>::default();
+        let quota_used_ms = Family::<TenantLabel, Gauge>::default();
+        let quota_used_fuel = Family::<TenantLabel, Gauge>::default();
         let mut registry = Registry::default();
+        registry.register(
+            "toolcell_quota_refusals",
+            "Calls refused by a quota, by tenant, quota and scope",
+            quota_refusals.clone(),
+        );
+        registry.register(
+            "toolcell_quota_in_flight",
+            "Calls in flight under each tenant's quota",
+            quota_in_flight.clone(),
+        );
+        registry.register(
+            "toolcell_quota_used_ms_today",
+            "Tool running time charged to each tenant's quota this UTC day, in milliseconds",
+            quota_used_ms.clone(),
+        );
+        registry.register(
+            "toolcell_quota_used_fuel_today",
+            "Fuel charged to each tenant's quota this UTC day",
+            quota_used_fuel.clone(),
+        );
         registry.register(
             "toolcell_calls",
             "Calls answered, by tool and outcome",
@@ -106,6 +154,10 @@ impl Default for Metrics {
             denials,
             refusals,
             slots,
+            quota_refusals,
+            quota_in_flight,
+            quota_used_ms,
+            quota_used_fuel,
         }
     }
 }
@@ -150,10 +202,42 @@ impl Metrics {
         self.refusals.get_or_create(&ReasonLabel { reason }).inc();
     }
 
-    /// The metrics in Prometheus's text format, with the slots in use read now.
-    pub fn render(&self, runtime: &Runtime) -> String {
+    /// Count one call refused by a quota.
+    pub fn quota_refused(&self, refused: &Refused) {
+        self.quota_refusals
+            .get_or_create(&QuotaLabels {
+                tenant: refused.tenant.clone(),
+                quota: refused.kind.name(),
+                scope: refused.scope.name(),
+            })
+            .inc();
+    }
+
+    /// The metrics in Prometheus's text format, with the slots in use and the use of each of
+    /// `quotas` (the tenants' of the file in use) read now.
+    pub fn render(&self, runtime: &Runtime, quotas: &[Arc<Limiter>]) -> String {
         self.slots
             .set(i64::try_from(runtime.calls_in_flight()).unwrap_or(i64::MAX));
+        // A tenant no longer in the file leaves no gauge behind.
+        self.quota_in_flight.clear();
+        self.quota_used_ms.clear();
+        self.quota_used_fuel.clear();
+        let wall = std::time::SystemTime::now();
+        for quota in quotas {
+            let (in_flight, used_ms, used_fuel) = quota.usage(wall);
+            let label = TenantLabel {
+                tenant: quota.tenant().to_owned(),
+            };
+            self.quota_in_flight
+                .get_or_create(&label)
+                .set(i64::from(in_flight));
+            self.quota_used_ms
+                .get_or_create(&label)
+                .set(i64::try_from(used_ms).unwrap_or(i64::MAX));
+            self.quota_used_fuel
+                .get_or_create(&label)
+                .set(i64::try_from(used_fuel).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -105,6 +105,8 @@ struct OAuthFile {
 struct TenantEntry {
     workspace: Option<PathBuf>,
     policy: Option<PathBuf>,
+    /// The tenant's quota ([`crate::quota`]).
+    quota: Option<crate::quota::QuotaConfig>,
 }
 
 /// A verified caller: its tenant, and the scopes its token grants.
@@ -423,14 +425,25 @@ impl OAuth {
         let mut tenants = HashMap::new();
         runtime.protect(path);
         for (name, entry) in parsed.tenants {
-            let tenant = crate::auth::tenant(
+            let quota = match &entry.quota {
+                Some(config) => Some(
+                    crate::auth::limiter(runtime, &name, crate::quota::Scope::Tenant, config, None)
+                        .map_err(|error| why(format!("[tenants.{name}.quota]: {error}")))?,
+                ),
+                None => None,
+            };
+            let (tenant, policy) = crate::auth::tenant(
                 runtime,
                 &name,
                 entry.workspace.as_deref(),
                 entry.policy.as_deref(),
                 base,
+                quota,
             )
             .map_err(&why)?;
+            if let Some(policy) = policy {
+                runtime.protect(&policy);
+            }
             tenants.insert(name, tenant);
         }
         if tenants.is_empty() {
@@ -654,6 +667,14 @@ impl OAuth {
     /// Where the protected-resource metadata is published.
     pub fn metadata_url(&self) -> &str {
         &self.metadata_url
+    }
+
+    /// Every tenant's quota ([`crate::quota`]), each once.
+    pub fn tenant_quotas(&self) -> Vec<Arc<crate::quota::Limiter>> {
+        self.tenants
+            .values()
+            .filter_map(|tenant| tenant.quota.clone())
+            .collect()
     }
 
     /// The protected-resource metadata (RFC 9728), as JSON.

@@ -196,6 +196,13 @@ impl Runtime {
         self.wasm.engine()
     }
 
+    /// Whether this runtime meters fuel ([`RuntimeBuilder::fuel_metering`](crate::RuntimeBuilder::fuel_metering)):
+    /// only then does a [`CallReport`]'s `cost.fuel` say how much a call used, and may a fuel
+    /// limit or budget be set.
+    pub fn meters_fuel(&self) -> bool {
+        self.wasm.meters_fuel()
+    }
+
     /// Whether `policy` can decide calls of this runtime (see [`CallContext::with_policy`]):
     /// a policy that sets a fuel limit needs a runtime that meters fuel, and one that says where
     /// tools come from or who must have signed them is refused (that is decided at load, by

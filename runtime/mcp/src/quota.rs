@@ -1,0 +1,806 @@
+//! Quotas per tenant and per token: a rate with a burst, calls in flight, a daily budget.
+//!
+//! A quota is set in the tokens file (`[quota.TENANT]`, or `quota = { ... }` on a `[[token]]`)
+//! or, for OAuth tenants, in their `[tenants.NAME]` table ([`crate::auth`], [`crate::oauth`]):
+//!
+//! ```toml
+//! [quota.team-a]
+//! rate = 5              # calls started per second, on average (a token bucket; 0.5: one per 2 s)
+//! burst = 10            # at most this many at once after a quiet spell (default: rate, at least 1)
+//! in_flight = 2         # calls running at once
+//! daily_ms = 600000     # milliseconds of tool running time per UTC day
+//! daily_fuel = 5_000_000_000  # fuel per UTC day (only on a runtime that meters fuel)
+//! ```
+//!
+//! What counts is a `tools/call` (each one, `find_tool` and `call_tool` included): the work.
+//! Other requests (`tools/list`, `initialize`, a task's status) are bounded only by the fair
+//! share every client has ([`crate::http::MAX_REQUESTS_PER_CLIENT`]). A call is admitted only if
+//! every quota that applies to it (its tenant's and its token's) has room: a refused call takes
+//! nothing from any of them.
+//!
+//! - **Rate**: a token bucket of `burst` calls, refilled at `rate` a second. Refused: `429`
+//!   with `Retry-After` saying when the bucket has a call again.
+//! - **In flight**: calls admitted and not yet ended, a call that became a task included until
+//!   the task ends. Refused: `429`, `Retry-After: 1` (when a call ends cannot be known).
+//! - **Daily budgets**: each call's running time (`report.elapsed`: the wall time from the
+//!   start of its instance to its answer, so an upper bound on the CPU it used; a call that
+//!   waits for a slot is not charged for the wait) and, where the runtime meters it, its fuel
+//!   are added when the call ends, to the UTC day it ends in. A call is admitted while the
+//!   day's use is below the budget, so calls already running may take it past the budget:
+//!   they are never stopped for it. Refused: `429`, `Retry-After` the seconds to the next UTC
+//!   midnight, when every budget starts again from zero.
+//!
+//! A refusal is a JSON-RPC error (code [`QUOTA_ERROR_CODE`]) whose message a model can read and
+//! whose `data` says which quota (`rate`, `in_flight`, `daily_ms`, `daily_fuel`), whose
+//! (`scope`: `tenant` or `token`; `tenant`), and `retry_after` in seconds; it is at most
+//! [`MAX_REFUSAL_BYTES`] long.
+//!
+//! State is kept per tenant and per token of the file, so it is bounded by the file, never by
+//! what callers send. When the file is read again (SIGHUP), a tenant or token that remains keeps
+//! its state (calls in flight, the day's use, its bucket, clipped to a smaller new burst), and
+//! the new limits apply to the next call.
+
+use serde::Deserialize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The fastest rate a quota may set: more calls a second than one server answers, so a figure
+/// above it is a typo, not a limit.
+pub const MAX_RATE_PER_SECOND: f64 = 10_000.0;
+
+/// The slowest rate a quota may set, one call an hour: slower than that is a daily budget's
+/// job, and it keeps a rate refusal's `Retry-After` within an hour.
+pub const MIN_RATE_PER_SECOND: f64 = 1.0 / 3600.0;
+
+/// The largest burst a quota may set: as many calls as the fastest rate allows in a second.
+pub const MAX_BURST: u32 = 10_000;
+
+/// The largest daily running-time budget, in milliseconds: every instance slot busy all day.
+/// Anything larger limits nothing.
+pub const MAX_DAILY_MS: u64 = 86_400_000 * toolcell::limits::POOL_SLOTS as u64;
+
+/// The JSON-RPC error code of a quota refusal: in the range JSON-RPC leaves to servers, and
+/// ending in the HTTP status it comes with.
+pub const QUOTA_ERROR_CODE: i64 = -32029;
+
+/// The longest refusal body: the message and its data, with a tenant name of at most 64
+/// characters and a request id cut to [`MAX_ECHOED_ID_CHARS`], always fit.
+pub const MAX_REFUSAL_BYTES: usize = 1024;
+
+/// The longest request id a refusal echoes; a longer string id is answered with `null`, so a
+/// caller cannot make a refusal large.
+pub const MAX_ECHOED_ID_CHARS: usize = 128;
+
+const SECONDS_PER_DAY: u64 = 86_400;
+
+/// A quota as the file writes it; [`Quota::new`] checks it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// Calls started per second, on average.
+    pub rate: Option<f64>,
+    /// Calls that may start at once after a quiet spell (needs `rate`).
+    pub burst: Option<u32>,
+    /// Calls running at once.
+    pub in_flight: Option<u32>,
+    /// Milliseconds of tool running time per UTC day.
+    pub daily_ms: Option<u64>,
+    /// Fuel per UTC day.
+    pub daily_fuel: Option<u64>,
+}
+
+/// A checked quota: every limit it sets (at least one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quota {
+    /// Calls per second and the burst.
+    pub rate: Option<Rate>,
+    /// Calls running at once.
+    pub in_flight: Option<u32>,
+    /// Milliseconds of running time per UTC day.
+    pub daily_ms: Option<u64>,
+    /// Fuel per UTC day.
+    pub daily_fuel: Option<u64>,
+}
+
+/// A token bucket's refill rate and size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Calls per second.
+    pub per_second: f64,
+    /// The bucket's size: calls that may start at once.
+    pub burst: u32,
+}
+
+impl Quota {
+    /// Check `config`: `max_in_flight` is the most calls a client may have in flight anyway
+    /// (a larger figure would never be reached), `meters_fuel` whether fuel is measured at all.
+    pub fn new(
+        config: &QuotaConfig,
+        max_in_flight: usize,
+        meters_fuel: bool,
+    ) -> Result<Quota, String> {
+        let rate = match (config.rate, config.burst) {
+            (None, Some(_)) => return Err("a burst needs a rate".to_owned()),
+            (None, None) => None,
+            (Some(per_second), burst) => {
+                if !(MIN_RATE_PER_SECOND..=MAX_RATE_PER_SECOND).contains(&per_second) {
+                    return Err(format!(
+                        "rate must be between {MIN_RATE_PER_SECOND:.6} (one call an hour) and \
+                         {MAX_RATE_PER_SECOND} calls a second, not {per_second}"
+                    ));
+                }
+                // One call at least, else nothing could ever start.
+                let burst = burst.unwrap_or_else(|| per_second.ceil().max(1.0) as u32);
+                if !(1..=MAX_BURST).contains(&burst) {
+                    return Err(format!("burst must be 1 to {MAX_BURST}, not {burst}"));
+                }
+                Some(Rate { per_second, burst })
+            }
+        };
+        if let Some(in_flight) = config.in_flight
+            && !(1..=max_in_flight).contains(&(in_flight as usize))
+        {
+            return Err(format!(
+                "in_flight must be 1 to {max_in_flight} (the most requests one client may \
+                 have in flight on this server), not {in_flight}"
+            ));
+        }
+        if let Some(ms) = config.daily_ms
+            && !(1..=MAX_DAILY_MS).contains(&ms)
+        {
+            return Err(format!("daily_ms must be 1 to {MAX_DAILY_MS}, not {ms}"));
+        }
+        if let Some(fuel) = config.daily_fuel {
+            if fuel == 0 {
+                return Err("daily_fuel must be at least 1".to_owned());
+            }
+            if !meters_fuel {
+                return Err(
+                    "daily_fuel is set, but this server does not meter fuel (set a fuel \
+                            limit in the server's --policy, which turns metering on), so no \
+                            call's fuel could be counted"
+                        .to_owned(),
+                );
+            }
+        }
+        let quota = Quota {
+            rate,
+            in_flight: config.in_flight,
+            daily_ms: config.daily_ms,
+            daily_fuel: config.daily_fuel,
+        };
+        if quota == Quota::NONE {
+            return Err(
+                "a quota sets no limit (rate, in_flight, daily_ms or daily_fuel)".to_owned(),
+            );
+        }
+        Ok(quota)
+    }
+
+    const NONE: Quota = Quota {
+        rate: None,
+        in_flight: None,
+        daily_ms: None,
+        daily_fuel: None,
+    };
+}
+
+/// Whose quota it is: a tenant's (all its tokens together) or one token's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// The tenant's, shared by every token naming it.
+    Tenant,
+    /// One token's.
+    Token,
+}
+
+impl Scope {
+    /// Its name in a refusal and in the metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Tenant => "tenant",
+            Scope::Token => "token",
+        }
+    }
+}
+
+/// Which limit refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Calls per second (and burst).
+    Rate,
+    /// Calls running at once.
+    InFlight,
+    /// The day's running time.
+    DailyMs,
+    /// The day's fuel.
+    DailyFuel,
+}
+
+impl Kind {
+    /// Its name in a refusal and in the metrics: the field that sets it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Rate => "rate",
+            Kind::InFlight => "in_flight",
+            Kind::DailyMs => "daily_ms",
+            Kind::DailyFuel => "daily_fuel",
+        }
+    }
+}
+
+/// What a quota's holder has used: kept across reloads of the file.
+#[derive(Debug)]
+struct State {
+    /// Calls the bucket holds now (fractions accumulate as time passes).
+    bucket: f64,
+    /// When `bucket` was last brought up to date.
+    refilled: Instant,
+    /// Calls admitted and not yet ended.
+    in_flight: u32,
+    /// The UTC day (days since 1970-01-01) `used_*` count for.
+    day: u64,
+    used_micros: u64,
+    used_fuel: u64,
+}
+
+impl State {
+    fn new(burst: f64, now: Instant, day: u64) -> State {
+        State {
+            bucket: burst,
+            refilled: now,
+            in_flight: 0,
+            day,
+            used_micros: 0,
+            used_fuel: 0,
+        }
+    }
+
+    /// Add what `rate` refilled since the last look, up to the burst.
+    fn refill(&mut self, rate: Rate, now: Instant) {
+        let since = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.bucket = (self.bucket + since * rate.per_second).min(f64::from(rate.burst));
+        self.refilled = now;
+    }
+
+    /// Start the day `day` afresh if the use counted is an earlier day's.
+    fn roll(&mut self, day: u64) {
+        if day != self.day {
+            self.day = day;
+            self.used_micros = 0;
+            self.used_fuel = 0;
+        }
+    }
+}
+
+/// How long until the bucket holds `calls` calls again, in whole seconds (at least 1).
+fn rate_retry_after(bucket: f64, calls: u32, rate: Rate) -> u64 {
+    let missing = (f64::from(calls) - bucket).max(0.0);
+    ((missing / rate.per_second).ceil() as u64).max(1)
+}
+
+/// The UTC day `now` falls in (days since 1970-01-01), and the seconds left until it ends
+/// (at least 1).
+pub fn utc_day(now: SystemTime) -> (u64, u64) {
+    let seconds = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    (
+        seconds / SECONDS_PER_DAY,
+        (SECONDS_PER_DAY - seconds % SECONDS_PER_DAY).max(1),
+    )
+}
+
+/// One tenant's or token's quota, with what it has used.
+#[derive(Debug)]
+pub struct Limiter {
+    tenant: String,
+    scope: Scope,
+    quota: Quota,
+    state: Arc<Mutex<State>>,
+}
+
+impl Limiter {
+    /// `tenant`'s (or one of its tokens') `quota`, carrying over what `previous` (the same
+    /// holder's limiter under the file read before) had used, if any.
+    pub fn new(
+        tenant: &str,
+        scope: Scope,
+        quota: Quota,
+        previous: Option<&Limiter>,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Limiter {
+        let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
+        let state = match previous {
+            Some(previous) => {
+                {
+                    let mut state = lock(&previous.state);
+                    match (previous.quota.rate, quota.rate) {
+                        // The bucket so far, within the new burst.
+                        (Some(old), Some(_)) => {
+                            state.refill(old, now);
+                            state.bucket = state.bucket.min(burst);
+                        }
+                        _ => {
+                            state.bucket = burst;
+                            state.refilled = now;
+                        }
+                    }
+                }
+                Arc::clone(&previous.state)
+            }
+            None => Arc::new(Mutex::new(State::new(burst, now, utc_day(wall).0))),
+        };
+        Limiter {
+            tenant: tenant.to_owned(),
+            scope,
+            quota,
+            state,
+        }
+    }
+
+    /// The tenant it limits.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// Whether it is a tenant's or a token's.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// The limits it sets.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// Calls in flight now, and the running time (ms) and fuel used so far today.
+    pub fn usage(&self, wall: SystemTime) -> (u32, u64, u64) {
+        let mut state = lock(&self.state);
+        state.roll(utc_day(wall).0);
+        (state.in_flight, state.used_micros / 1000, state.used_fuel)
+    }
+
+    /// Why `calls` more calls may not start now, if they may not; `state` is this limiter's.
+    fn check(
+        &self,
+        state: &mut State,
+        calls: u32,
+        now: Instant,
+        day: (u64, u64),
+    ) -> Result<(), Refused> {
+        let refused = |kind: Kind, retry_after: u64| Refused {
+            kind,
+            scope: self.scope,
+            tenant: self.tenant.clone(),
+            retry_after,
+            quota: self.quota.clone(),
+        };
+        state.roll(day.0);
+        if let Some(budget) = self.quota.daily_ms
+            && state.used_micros >= budget.saturating_mul(1000)
+        {
+            return Err(refused(Kind::DailyMs, day.1));
+        }
+        if let Some(budget) = self.quota.daily_fuel
+            && state.used_fuel >= budget
+        {
+            return Err(refused(Kind::DailyFuel, day.1));
+        }
+        if let Some(most) = self.quota.in_flight
+            && state.in_flight.saturating_add(calls) > most
+        {
+            return Err(refused(Kind::InFlight, 1));
+        }
+        if let Some(rate) = self.quota.rate {
+            state.refill(rate, now);
+            if state.bucket < f64::from(calls) {
+                return Err(refused(
+                    Kind::Rate,
+                    rate_retry_after(state.bucket, calls, rate),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Admit `calls` calls under every one of `limiters` (a tenant's, then its token's: always
+/// that order, so two admissions never wait on each other), or say which refused them.
+/// Nothing is taken from any limiter unless all admit.
+pub fn admit(
+    limiters: &[&Arc<Limiter>],
+    calls: u32,
+    now: Instant,
+    wall: SystemTime,
+) -> Result<Admission, Refused> {
+    let day = utc_day(wall);
+    let mut states: Vec<MutexGuard<'_, State>> = limiters
+        .iter()
+        .map(|limiter| lock(&limiter.state))
+        .collect();
+    for (limiter, state) in limiters.iter().zip(states.iter_mut()) {
+        limiter.check(state, calls, now, day)?;
+    }
+    for (limiter, state) in limiters.iter().zip(states.iter_mut()) {
+        if limiter.quota.rate.is_some() {
+            state.bucket -= f64::from(calls);
+        }
+        state.in_flight = state.in_flight.saturating_add(calls);
+    }
+    drop(states);
+    Ok(Admission(Arc::new(Held {
+        states: limiters
+            .iter()
+            .map(|limiter| Arc::clone(&limiter.state))
+            .collect(),
+        calls,
+    })))
+}
+
+/// Admitted calls' places under their quotas, given back when the last clone drops (the
+/// request is answered and the call, or the task it became, has ended).
+#[derive(Debug, Clone)]
+pub struct Admission(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    states: Vec<Arc<Mutex<State>>>,
+    calls: u32,
+}
+
+impl Admission {
+    /// Charge a call that ended, having run for `elapsed` and burnt `fuel` (if metered), to
+    /// the day it ended in.
+    pub fn charge(&self, elapsed: Duration, fuel: Option<u64>, wall: SystemTime) {
+        let day = utc_day(wall).0;
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        for state in &self.0.states {
+            let mut state = lock(state);
+            state.roll(day);
+            state.used_micros = state.used_micros.saturating_add(micros);
+            state.used_fuel = state.used_fuel.saturating_add(fuel.unwrap_or(0));
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for state in &self.states {
+            let mut state = lock(state);
+            state.in_flight = state.in_flight.saturating_sub(self.calls);
+        }
+    }
+}
+
+/// Why a call was refused: which quota, whose, and when to try again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// The limit reached.
+    pub kind: Kind,
+    /// Whose quota it is.
+    pub scope: Scope,
+    /// The tenant.
+    pub tenant: String,
+    /// Seconds until trying again may succeed.
+    pub retry_after: u64,
+    /// The quota that refused.
+    quota: Quota,
+}
+
+impl Refused {
+    /// What the model reads: which limit, and when to try again.
+    pub fn message(&self) -> String {
+        let whose = match self.scope {
+            Scope::Tenant => format!("tenant {:?}", self.tenant),
+            Scope::Token => format!("this token of tenant {:?}", self.tenant),
+        };
+        let after = self.retry_after;
+        match self.kind {
+            Kind::Rate => {
+                let rate = self
+                    .quota
+                    .rate
+                    .map_or((0.0, 0), |r| (r.per_second, r.burst));
+                format!(
+                    "quota exceeded: {whose} may start {} calls a second (at most {} at once); \
+                     try again in {after} s",
+                    rate.0, rate.1
+                )
+            }
+            Kind::InFlight => format!(
+                "quota exceeded: {whose} may have {} calls running at once; try again when one \
+                 has ended (in about {after} s)",
+                self.quota.in_flight.unwrap_or(0)
+            ),
+            Kind::DailyMs => format!(
+                "quota exceeded: {whose} has used its {} ms of tool running time for today \
+                 (UTC); it starts again at midnight UTC, in {after} s",
+                self.quota.daily_ms.unwrap_or(0)
+            ),
+            Kind::DailyFuel => format!(
+                "quota exceeded: {whose} has used its {} fuel for today (UTC); it starts again \
+                 at midnight UTC, in {after} s",
+                self.quota.daily_fuel.unwrap_or(0)
+            ),
+        }
+    }
+
+    /// The JSON-RPC error answering the request whose id was `id` (echoed if a number or a
+    /// short string; else `null`): at most [`MAX_REFUSAL_BYTES`].
+    pub fn body(&self, id: Option<&serde_json::Value>) -> String {
+        let id = match id {
+            Some(serde_json::Value::Number(number)) => serde_json::Value::Number(number.clone()),
+            Some(serde_json::Value::String(text))
+                if text.chars().count() <= MAX_ECHOED_ID_CHARS =>
+            {
+                serde_json::Value::String(text.clone())
+            }
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": QUOTA_ERROR_CODE,
+                "message": self.message(),
+                "data": {
+                    "quota": self.kind.name(),
+                    "scope": self.scope.name(),
+                    "tenant": self.tenant,
+                    "retry_after": self.retry_after,
+                },
+            },
+        })
+        .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(text: &str) -> Result<Quota, String> {
+        let config: QuotaConfig = toml::from_str(text).map_err(|error| error.to_string())?;
+        Quota::new(&config, 16, false)
+    }
+
+    fn limiter(text: &str, now: Instant) -> Arc<Limiter> {
+        let quota = quota(text).expect("a quota");
+        Arc::new(Limiter::new(
+            "a",
+            Scope::Tenant,
+            quota,
+            None,
+            now,
+            SystemTime::UNIX_EPOCH,
+        ))
+    }
+
+    #[test]
+    fn a_quota_is_checked_when_read() {
+        for (text, why) in [
+            ("", "sets no limit"),
+            ("burst = 3", "a burst needs a rate"),
+            ("rate = 0", "rate must be"),
+            ("rate = -1", "rate must be"),
+            ("rate = 20000", "rate must be"),
+            ("rate = nan", "rate must be"),
+            ("rate = 1\nburst = 0", "burst must be"),
+            ("rate = 1\nburst = 10001", "burst must be"),
+            ("in_flight = 0", "in_flight must be 1 to 16"),
+            ("in_flight = 17", "in_flight must be 1 to 16"),
+            ("daily_ms = 0", "daily_ms must be"),
+            ("daily_fuel = 0", "daily_fuel must be"),
+            ("daily_fuel = 100", "does not meter fuel"),
+            ("rate = 1\nper = \"minute\"", "unknown field"),
+            ("in_flight = -1", "invalid value"),
+            ("rate = \"fast\"", "invalid type"),
+        ] {
+            let refused = quota(text).expect_err(text);
+            assert!(refused.contains(why), "{text:?}: {refused}");
+        }
+        assert_eq!(
+            quota("rate = 2.5").expect("rate"),
+            Quota {
+                rate: Some(Rate {
+                    per_second: 2.5,
+                    burst: 3
+                }),
+                ..Quota::NONE
+            }
+        );
+        assert_eq!(
+            quota("rate = 0.5").expect("rate").rate.map(|r| r.burst),
+            Some(1)
+        );
+        let config: QuotaConfig = toml::from_str("daily_fuel = 100").expect("config");
+        assert_eq!(
+            Quota::new(&config, 16, true).expect("metered").daily_fuel,
+            Some(100)
+        );
+    }
+
+    #[test]
+    fn the_bucket_allows_the_burst_then_the_rate() {
+        let start = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let limiter = limiter("rate = 2\nburst = 3", start);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(admit(&[&limiter], 1, start, wall).expect("within the burst"));
+        }
+        let refused = admit(&[&limiter], 1, start, wall).expect_err("the bucket is empty");
+        assert_eq!((refused.kind, refused.retry_after), (Kind::Rate, 1));
+        // A quarter second later: half a call in the bucket, not enough.
+        let later = start + Duration::from_millis(250);
+        assert!(admit(&[&limiter], 1, later, wall).is_err());
+        // Half a second: one call (2 a second).
+        let later = start + Duration::from_millis(500);
+        held.push(admit(&[&limiter], 1, later, wall).expect("refilled one"));
+        assert!(admit(&[&limiter], 1, later, wall).is_err());
+        // A long quiet spell refills to the burst, no more.
+        let later = start + Duration::from_secs(3600);
+        for _ in 0..3 {
+            held.push(admit(&[&limiter], 1, later, wall).expect("the burst again"));
+        }
+        assert!(admit(&[&limiter], 1, later, wall).is_err());
+        // Slow rates wait longer: one call every 4 s.
+        let slow = self::limiter("rate = 0.25", start);
+        held.push(admit(&[&slow], 1, start, wall).expect("the first"));
+        assert_eq!(
+            admit(&[&slow], 1, start, wall)
+                .expect_err("too soon")
+                .retry_after,
+            4
+        );
+    }
+
+    #[test]
+    fn in_flight_places_come_back_when_the_last_holder_drops() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let limiter = limiter("in_flight = 2", now);
+        let first = admit(&[&limiter], 1, now, wall).expect("first");
+        let copy = first.clone();
+        let _second = admit(&[&limiter], 1, now, wall).expect("second");
+        let refused = admit(&[&limiter], 1, now, wall).expect_err("full");
+        assert_eq!((refused.kind, refused.retry_after), (Kind::InFlight, 1));
+        drop(first);
+        assert!(admit(&[&limiter], 1, now, wall).is_err(), "a copy holds it");
+        drop(copy);
+        assert_eq!(limiter.usage(wall).0, 1);
+        admit(&[&limiter], 1, now, wall).expect("a place came back");
+    }
+
+    #[test]
+    fn a_refusal_by_one_quota_takes_nothing_from_the_other() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let tenant = limiter("rate = 1\nburst = 5\nin_flight = 5", now);
+        let token = limiter("in_flight = 1", now);
+        let held = admit(&[&tenant, &token], 1, now, wall).expect("first");
+        assert_eq!(
+            admit(&[&tenant, &token], 1, now, wall)
+                .expect_err("the token's bound")
+                .kind,
+            Kind::InFlight
+        );
+        assert_eq!(tenant.usage(wall).0, 1, "the tenant gave its place back");
+        drop(held);
+        // Four calls left in the tenant's bucket: only the admitted call took one.
+        for _ in 0..4 {
+            drop(admit(&[&tenant], 1, now, wall).expect("the tenant's bucket"));
+        }
+        assert!(admit(&[&tenant], 1, now, wall).is_err());
+    }
+
+    #[test]
+    fn a_daily_budget_is_charged_at_the_end_and_starts_again_at_utc_midnight() {
+        let now = Instant::now();
+        // 10:00 UTC on some day.
+        let day = 20_000 * SECONDS_PER_DAY;
+        let morning = SystemTime::UNIX_EPOCH + Duration::from_secs(day + 10 * 3600);
+        let limiter = Arc::new(Limiter::new(
+            "a",
+            Scope::Tenant,
+            quota("daily_ms = 100").expect("quota"),
+            None,
+            now,
+            morning,
+        ));
+        // Two calls start within the budget; both are charged in full when they end.
+        let first = admit(&[&limiter], 1, now, morning).expect("first");
+        let second = admit(&[&limiter], 1, now, morning).expect("second");
+        first.charge(Duration::from_millis(80), None, morning);
+        assert!(admit(&[&limiter], 1, now, morning).is_ok(), "80 of 100 ms");
+        second.charge(Duration::from_millis(80), None, morning);
+        assert_eq!(limiter.usage(morning).1, 160, "past the budget, not cut");
+        let refused = admit(&[&limiter], 1, now, morning).expect_err("spent");
+        assert_eq!(refused.kind, Kind::DailyMs);
+        assert_eq!(refused.retry_after, 14 * 3600, "until midnight UTC");
+        let next_day = SystemTime::UNIX_EPOCH + Duration::from_secs(day + SECONDS_PER_DAY);
+        admit(&[&limiter], 1, now, next_day).expect("a new day");
+        assert_eq!(utc_day(next_day), (20_001, SECONDS_PER_DAY));
+    }
+
+    #[test]
+    fn a_reloaded_quota_keeps_what_was_used_and_clips_the_bucket() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let old = limiter("rate = 1\nburst = 10\nin_flight = 1\ndaily_ms = 1000", now);
+        let running = admit(&[&old], 1, now, wall).expect("running");
+        running.charge(Duration::from_millis(400), None, wall);
+        let new = Arc::new(Limiter::new(
+            "a",
+            Scope::Tenant,
+            quota("rate = 1\nburst = 2\nin_flight = 4\ndaily_ms = 1000").expect("quota"),
+            Some(&old),
+            now,
+            wall,
+        ));
+        assert_eq!(
+            new.usage(wall),
+            (1, 400, 0),
+            "the call and its charge remain"
+        );
+        let _two = admit(&[&new], 1, now, wall).expect("in_flight raised from 1");
+        let _three = admit(&[&new], 1, now, wall).expect("the new burst's second");
+        assert_eq!(
+            admit(&[&new], 1, now, wall).expect_err("burst 2").kind,
+            Kind::Rate,
+            "the bucket of 9 was clipped to the new burst of 2"
+        );
+        drop(running);
+        assert_eq!(
+            new.usage(wall).0,
+            2,
+            "the old admission gives back to the shared state"
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_typed_readable_and_small() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let limiter = Arc::new(Limiter::new(
+            &"t".repeat(64),
+            Scope::Token,
+            quota("rate = 1").expect("quota"),
+            None,
+            now,
+            wall,
+        ));
+        let _first = admit(&[&limiter], 1, now, wall).expect("first");
+        let refused = admit(&[&limiter], 1, now, wall).expect_err("too soon");
+        for id in [
+            serde_json::json!(7),
+            serde_json::json!("x".repeat(128)),
+            serde_json::json!("x".repeat(10_000)),
+            serde_json::json!({"nested": "x".repeat(10_000)}),
+        ] {
+            let body = refused.body(Some(&id));
+            assert!(body.len() <= MAX_REFUSAL_BYTES, "{} bytes", body.len());
+            let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+            assert_eq!(json["error"]["code"], QUOTA_ERROR_CODE);
+            assert_eq!(json["error"]["data"]["quota"], "rate");
+            assert_eq!(json["error"]["data"]["scope"], "token");
+            assert_eq!(json["error"]["data"]["retry_after"], 1);
+            let message = json["error"]["message"].as_str().expect("message");
+            assert!(message.contains("1 calls a second"), "{message}");
+            assert!(message.contains("try again in 1 s"), "{message}");
+        }
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&refused.body(None)).expect("JSON")["id"],
+            serde_json::Value::Null
+        );
+    }
+}
