@@ -245,6 +245,14 @@ fn protected_paths_are_never_granted_for_writing() {
         ".toolcell/permissions.toml",
         "toolcell.toml",
         "audit.jsonl",
+        // The audit file's companions: its head, a rotated copy and its head, the signed head
+        // and what `audit sign` writes first.
+        "audit.jsonl.head",
+        "audit.jsonl.3",
+        "audit.jsonl.3.head",
+        "audit.jsonl.head.sig",
+        "audit.jsonl.head.sig.partial",
+        "toolcell.toml.bak",
         "deploy",
     ] {
         let response = call(
@@ -258,6 +266,14 @@ fn protected_paths_are_never_granted_for_writing() {
         );
     }
     assert_eq!(snapshot(&ws), before, "nothing was written");
+    for unrelated in ["audit.jsonl2", "audit.json", "my-audit.jsonl.1"] {
+        let response = call(
+            &runtime,
+            "write_file",
+            json!({ "path": unrelated, "content": "x" }),
+        );
+        assert!(!response.is_error(), "{unrelated}: {response:?}");
+    }
     drop(temp);
 }
 

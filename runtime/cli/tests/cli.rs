@@ -284,10 +284,20 @@ fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
         .map(|line| line["outcome"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(outcomes, ["result", "failed", "result", "denied"]);
-    assert_eq!(lines[0]["arguments"]["token"], "[redacted]");
+    let first = r#"{"text":"a","token":"s3cr3t-value"}"#;
     assert_eq!(
-        lines[0]["arguments"]["text"]["bytes"], 1,
-        "content is kept as its shape"
+        lines[0]["arguments"],
+        serde_json::json!({
+            "sha256": toolcell::audit::ArgumentDigest::of(first).sha256,
+            "bytes": first.len()
+        }),
+        "arguments are kept as a digest"
+    );
+    let verified = toolcell(&["audit", "verify", path]);
+    assert!(
+        verified.status.success() && stdout(&verified).starts_with("ok: 4 lines"),
+        "{}",
+        stderr(&verified)
     );
     assert_eq!(lines[0]["bytes"], 1);
     assert_eq!(lines[1]["failure"], "invalid_input");
@@ -316,10 +326,28 @@ fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
 fn a_failed_audit_write_is_cut_back_to_whole_lines_and_reported() {
     let dir = tempfile::tempdir().expect("temp dir");
     let audit = dir.path().join("audit.jsonl");
-    // 900 bytes of whole lines, under a 1024-byte file-size limit the next line will cross.
-    let before = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(889));
+    // 900 bytes of whole lines (one record of the chain, its call id padded to fit), under a
+    // 1024-byte file-size limit the next line will cross.
+    let record = |pad: usize| {
+        let report = toolcell::CallReport {
+            call_id: "p".repeat(pad),
+            tool: "find_tool".to_owned(),
+            ..toolcell::CallReport::host_answer(toolcell::ToolResponse::text("x"))
+        };
+        toolcell::audit::AuditRecord::of("{}", &[], None, &report, Default::default())
+    };
+    let scratch = dir.path().join("scratch.jsonl");
+    toolcell::audit::Audit::open(&scratch)
+        .expect("scratch")
+        .record(record(0))
+        .expect("record");
+    let unpadded = std::fs::metadata(&scratch).expect("meta").len() as usize;
+    toolcell::audit::Audit::open(&audit)
+        .expect("audit")
+        .record(record(900 - unpadded))
+        .expect("record");
+    let before = std::fs::read_to_string(&audit).expect("audit");
     assert_eq!(before.len(), 900);
-    std::fs::write(&audit, &before).expect("write");
     let script = format!(
         "trap '' XFSZ; ulimit -f 1; exec '{}' --no-cache call find_tool '{{\"query\":\"zzz\"}}' \
          --audit '{}'",
@@ -341,6 +369,12 @@ fn a_failed_audit_write_is_cut_back_to_whole_lines_and_reported() {
         std::fs::read_to_string(&audit).expect("audit"),
         before,
         "the half-written line was cut off"
+    );
+    let verified = toolcell(&["audit", "verify", audit.to_str().expect("path")]);
+    assert!(
+        verified.status.success(),
+        "the chain and its head still agree: {}",
+        stderr(&verified)
     );
 }
 

@@ -511,11 +511,9 @@ struct Peeked {
 
 /// The marker of a body that may cancel a call: without it (and without OAuth's scope check
 /// or a quota) the front does not parse the body at all, and rmcp's parse is its only one.
+/// (A cancellation spelled with JSON escapes is missed here, and its call runs on to its
+/// deadline: the sender's own loss, never another client's.)
 const CANCEL_MARKER: &[u8] = b"notifications/cancelled";
-
-/// The marker of a body that may hold a call: a caller with a quota has such a body parsed
-/// here, to count its calls.
-const CALL_MARKER: &[u8] = b"tools/call";
 
 fn contains(body: &[u8], marker: &[u8]) -> bool {
     body.windows(marker.len()).any(|window| window == marker)
@@ -698,9 +696,9 @@ async fn route(
                 _ => None,
             };
             let quotas = caller.quotas();
-            let peeked = if scoped.is_some()
-                || contains(&body, CANCEL_MARKER)
-                || (!quotas.is_empty() && contains(&body, CALL_MARKER))
+            // A caller with a quota has every body parsed: a marker could be spelled with
+            // JSON escapes (`tools\/call`) that rmcp's parse reads as the method.
+            let peeked = if scoped.is_some() || !quotas.is_empty() || contains(&body, CANCEL_MARKER)
             {
                 peek(&body)
             } else {

@@ -304,6 +304,16 @@ fn a_spent_daily_budget_is_refused_until_midnight_utc() {
     );
     let message = json["error"]["message"].as_str().expect("message");
     assert!(message.contains("midnight UTC"), "{message}");
+    // A call whose method is spelled with a JSON escape is still a call, and still counted.
+    let escaped = r#"{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"name":"structured","arguments":{"a":40,"b":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let headers = super::mcp_headers(Some(limited), "structured");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let answer = request(server.addr, "POST", "/mcp", &headers, escaped);
+    assert_eq!(
+        outcome(&answer, "team-a", 4).as_deref(),
+        Some("daily_ms"),
+        "{answer:?}"
+    );
     // The tenant's other token has no budget of its own; the tenant's is not spent.
     let (answer, _) = sum(server.addr, other, 3, 0);
     assert_eq!(outcome(&answer, "team-a", 3), None, "{answer:?}");

@@ -73,14 +73,16 @@ impl FileRules {
         kind: CapabilityKind,
         path: &Path,
     ) -> Result<(), String> {
+        let target = workspace.root().join(path);
         if kind == CapabilityKind::FilesystemWrite
             && self
                 .protected_files
                 .iter()
-                .any(|file| workspace.root().join(path) == *file)
+                .any(|file| target == *file || is_companion(&target, file))
         {
             return Err(
-                "it is a policy, audit or tokens file of this server: no tool may write it"
+                "it is a policy, audit or tokens file of this server (or one of its companions: \
+                 a rotated copy, a head, a signature): no tool may write it"
                     .to_owned(),
             );
         }
@@ -106,4 +108,20 @@ impl FileRules {
         }
         Ok(())
     }
+}
+
+/// Whether `target` is a companion of the protected file `file`: in the same directory, named
+/// `FILE.` and more (an audit file's head `FILE.head`, its rotated copies `FILE.1` and their
+/// heads, its signed head `FILE.head.sig`; a policy's backup). They are protected with it.
+fn is_companion(target: &Path, file: &Path) -> bool {
+    let (Some(name), Some(protected)) = (
+        target.file_name().and_then(|name| name.to_str()),
+        file.file_name().and_then(|name| name.to_str()),
+    ) else {
+        return false;
+    };
+    target.parent() == file.parent()
+        && name
+            .strip_prefix(protected)
+            .is_some_and(|rest| rest.starts_with('.'))
 }

@@ -39,7 +39,7 @@ use crate::pipeline::audit::{Artifact, Audit, AuditRecord};
 use crate::pipeline::context::{Call, CallContext};
 use crate::pipeline::native::{NativeTool, ToolContext};
 use crate::policy::{Access, PolicyError, ToolPolicy};
-use crate::tool::info::{ResourceRef, ToolInfo};
+use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
 use crate::wasm::bindings::GuestPre;
@@ -838,13 +838,13 @@ impl Runtime {
             return;
         };
         let tool = self.tools.get(&report.tool);
-        let resources: Vec<&str> = tool
+        let resources: Vec<(&str, CapabilityKind)> = tool
             .map(|tool| {
                 tool.info
                     .capabilities
                     .iter()
                     .filter_map(|capability| match &capability.target {
-                        ResourceRef::Argument(pointer) => Some(pointer.as_str()),
+                        ResourceRef::Argument(pointer) => Some((pointer.as_str(), capability.kind)),
                         _ => None,
                     })
                     .collect()

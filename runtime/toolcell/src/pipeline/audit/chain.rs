@@ -47,6 +47,14 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// directory with more is refused, not scanned without end.
 pub const MAX_DIRECTORY_ENTRIES: usize = 1_000_000;
 
+/// How many times one record opens the head again when it finds it replaced under it: another
+/// writer recreates a removed head once; a head that keeps changing is someone's attack.
+pub const MAX_HEAD_REOPENS: usize = 8;
+
+/// How many rotated names are tried when the next one is taken: a planted `FILE.N.head` moves
+/// rotation on to the next N, a directory full of them fails the record.
+pub const MAX_ROTATION_ATTEMPTS: u64 = 64;
+
 /// The head file's first word and version.
 const HEAD_MAGIC: &str = "toolcell-audit-head 1";
 
@@ -86,9 +94,10 @@ impl Head {
         })
     }
 
-    /// The head kept at `path`: `None` if there is no such file or it is empty.
+    /// The head kept at `path`: `None` if there is no such file or it is empty. Anything but a
+    /// regular file there (a FIFO, a device) is an error, never waited on.
     pub fn read(path: &Path) -> std::io::Result<Option<Head>> {
-        match File::open(path) {
+        match open_to_read(path, false) {
             Ok(file) => read_head(&file),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(error),
@@ -107,6 +116,7 @@ pub fn head_path(path: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct Audit {
     path: PathBuf,
+    head_path: PathBuf,
     rotate_at: Option<u64>,
     files: Mutex<Files>,
 }
@@ -126,29 +136,14 @@ impl Audit {
     /// refused, never followed, and a FIFO or a device is refused without waiting on it.
     ///
     /// A file that has lines but no head (it was removed) gets its head back from its last
-    /// line, with a warning; a file written without a chain (by a toolcell before 0.12) is
+    /// line, with a warning; a file written without a chain (by a toolcell before the chain) is
     /// refused: move it aside, and the new file starts a chain.
     pub fn open(path: &Path) -> std::io::Result<Audit> {
         let log = open_regular(path, true)?;
-        let head = open_regular(&head_path(path), false)?;
-        {
-            let _locked = Locked::exclusive(&head)?;
-            if read_head(&head)?.is_none() && log.metadata()?.len() > 0 {
-                let recovered = open_to_read(path)
-                    .and_then(|log| last_line_head(&log))
-                    .map_err(|why| {
-                        std::io::Error::other(format!(
-                            "{} has lines but no head file, and {why}",
-                            path.display()
-                        ))
-                    })?;
-                tracing::warn!(file = %path.display(), seq = recovered.seq,
-                    "the audit file's head was missing; it was made again from its last line");
-                write_head(&head, &recovered)?;
-            }
-        }
+        let head = open_head(path)?;
         Ok(Audit {
             path: path.to_owned(),
+            head_path: head_path(path),
             rotate_at: None,
             files: Mutex::new(Files {
                 log,
@@ -177,7 +172,25 @@ impl Audit {
     pub fn record(&self, mut record: AuditRecord) -> std::io::Result<Head> {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let files = &mut *files;
-        let _locked = Locked::exclusive(&files.head)?;
+        // The head this handle holds must be the one at the head's path: one removed (or
+        // replaced) while the file was open is opened again, as `open` would, so that every
+        // writer locks and extends the same head.
+        let mut reopened = 0;
+        let _locked = loop {
+            let locked = Locked::exclusive(&files.head)?;
+            if same_file(&files.head, &self.head_path) {
+                break locked;
+            }
+            drop(locked);
+            reopened += 1;
+            if reopened > MAX_HEAD_REOPENS {
+                return Err(std::io::Error::other(format!(
+                    "{} keeps being replaced: the audit record was not written",
+                    self.head_path.display()
+                )));
+            }
+            files.head = open_head(&self.path)?;
+        };
         let head = read_head(&files.head)?;
         // A file is rotated only by a record: if the head is still the one this handle wrote
         // last, no one else has written, so the open file is still the one at the path.
@@ -217,22 +230,48 @@ impl Audit {
     /// Rename the file to `FILE.N` and its head to `FILE.N.head` (the head as it stands), and
     /// open a new, empty `FILE`. Called holding the head's lock.
     fn rotate(&self, log: &mut File, head: &Head) -> std::io::Result<()> {
-        let number = next_rotation(&self.path)?;
-        let mut rotated = self.path.as_os_str().to_owned();
-        rotated.push(format!(".{number}"));
-        let rotated = PathBuf::from(rotated);
-        let rotated_head = head_path(&rotated);
-        // Its head first: a rotated file is never without one.
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode_0600()
-            .open(&rotated_head)?;
-        file.write_all(head.line().as_bytes())?;
-        std::fs::rename(&self.path, &rotated)?;
-        *log = open_regular(&self.path, true)?;
-        tracing::info!(rotated = %rotated.display(), last_seq = head.seq, "the audit file was rotated");
-        Ok(())
+        let first = next_rotation(&self.path)?;
+        for number in first..first.saturating_add(MAX_ROTATION_ATTEMPTS) {
+            let mut rotated = self.path.as_os_str().to_owned();
+            rotated.push(format!(".{number}"));
+            let rotated = PathBuf::from(rotated);
+            // Its head first: a rotated file is never without one. A name already taken (by
+            // whatever put it there) is never overwritten: the next number is tried.
+            let mut file = match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode_0600()
+                .open(head_path(&rotated))
+            {
+                Ok(file) => file,
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(error) => return Err(error),
+            };
+            file.write_all(head.line().as_bytes())?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &self.path,
+                rustix::fs::CWD,
+                &rotated,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::EXIST) => {
+                    let _ = std::fs::remove_file(head_path(&rotated));
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            }
+            *log = open_regular(&self.path, true)?;
+            tracing::info!(rotated = %rotated.display(), last_seq = head.seq,
+                "the audit file was rotated");
+            return Ok(());
+        }
+        Err(std::io::Error::other(format!(
+            "{} could not be rotated: {MAX_ROTATION_ATTEMPTS} names after {}.{first} are taken",
+            self.path.display(),
+            self.path.display()
+        )))
     }
 }
 
@@ -319,7 +358,7 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Verified, Br
             file: name.clone(),
             why,
         };
-        let file = File::open(path).map_err(|error| unreadable(error.to_string()))?;
+        let file = open_to_read(path, false).map_err(|error| unreadable(error.to_string()))?;
         let mut reader = std::io::BufReader::new(file);
         let mut number = 0u64;
         let mut buffer = Vec::new();
@@ -562,6 +601,31 @@ fn open_regular(path: &Path, append: bool) -> std::io::Result<File> {
     Ok(file)
 }
 
+/// The head of the audit file at `path`, opened (created if missing). A file that has lines
+/// but no head gets its head back from its last line, with a warning; a file written without a
+/// chain is refused.
+fn open_head(path: &Path) -> std::io::Result<File> {
+    let head = open_regular(&head_path(path), false)?;
+    {
+        let _locked = Locked::exclusive(&head)?;
+        if read_head(&head)?.is_none() && std::fs::symlink_metadata(path)?.len() > 0 {
+            let recovered = open_to_read(path, true)
+                .map_err(|error| error.to_string())
+                .and_then(|log| last_line_head(&log))
+                .map_err(|why| {
+                    std::io::Error::other(format!(
+                        "{} has lines but no head file, and {why}",
+                        path.display()
+                    ))
+                })?;
+            tracing::warn!(file = %path.display(), seq = recovered.seq,
+                "the audit file's head was missing; it was made again from its last line");
+            write_head(&head, &recovered)?;
+        }
+    }
+    Ok(head)
+}
+
 /// Whether `file` is still the file at `path`.
 fn same_file(file: &File, path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
@@ -619,14 +683,26 @@ fn write_head(file: &File, head: &Head) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The audit file at `path`, opened to be read (never through a symlink).
-fn open_to_read(path: &Path) -> Result<File, String> {
+/// The file at `path`, opened to be read: never through a symlink at its last step when
+/// `no_follow`, and only if it is a regular file (a FIFO or a device is refused, not waited
+/// on).
+fn open_to_read(path: &Path, no_follow: bool) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    OpenOptions::new()
+    let mut flags = rustix::fs::OFlags::NONBLOCK;
+    if no_follow {
+        flags |= rustix::fs::OFlags::NOFOLLOW;
+    }
+    let file = OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-        .open(path)
-        .map_err(|error| error.to_string())
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// The head a file's last line makes: its `seq` and hash.
@@ -663,7 +739,8 @@ fn last_line_head(file: &File) -> Result<Head, String> {
     })
 }
 
-/// One more than the highest N of the rotated files `FILE.N` beside `path` (1 if none).
+/// One more than the highest N of the rotated files `FILE.N` (or their heads, `FILE.N.head`)
+/// beside `path` (1 if none).
 fn next_rotation(path: &Path) -> std::io::Result<u64> {
     let directory = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -687,6 +764,7 @@ fn next_rotation(path: &Path) -> std::io::Result<u64> {
             .file_name()
             .to_str()
             .and_then(|file| file.strip_prefix(&prefix))
+            .map(|rest| rest.strip_suffix(HEAD_SUFFIX).unwrap_or(rest))
             .filter(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|rest| rest.parse::<u64>().ok())
         else {
@@ -956,6 +1034,86 @@ mod tests {
         std::fs::write(&old, "{\"tool\":\"echo\"}\n").expect("write");
         let error = Audit::open(&old).expect_err("refused");
         assert!(error.to_string().contains("without a chain"), "{error}");
+    }
+
+    #[test]
+    fn a_head_removed_under_a_writer_is_opened_again_and_the_chain_holds() {
+        let (_dir, path) = written(2);
+        let serving = Audit::open(&path).expect("a long-lived writer");
+        serving.record(record(2)).expect("record");
+        std::fs::remove_file(head_path(&path)).expect("rm head");
+        // Another process makes the head again from the last line, and writes.
+        Audit::open(&path)
+            .expect("another writer")
+            .record(record(3))
+            .expect("record");
+        serving.record(record(4)).expect("record");
+        serving.record(record(5)).expect("record");
+        let verified = check(&path).expect("one chain, one head");
+        assert_eq!(
+            (verified.lines, verified.last.map(|head| head.seq)),
+            (6, Some(5))
+        );
+    }
+
+    #[test]
+    fn a_planted_rotated_name_moves_rotation_on_and_is_never_overwritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::open(&path).expect("open").rotate_at(1500);
+        let first = dir.path().join("audit.jsonl.1");
+        let mut written = 0;
+        while !first.exists() {
+            assert!(written < 20, "no rotation after {written} records");
+            audit.record(record(written)).expect("record");
+            written += 1;
+        }
+        // Whatever put these here, rotation goes past them and leaves them be.
+        let planted = dir.path().join("audit.jsonl.2.head");
+        std::fs::write(&planted, "planted").expect("plant");
+        let next = dir.path().join("audit.jsonl.3");
+        while !next.exists() {
+            assert!(written < 40, "no second rotation after {written} records");
+            audit
+                .record(record(written))
+                .expect("record past a planted name");
+            written += 1;
+        }
+        assert_eq!(std::fs::read_to_string(&planted).expect("read"), "planted");
+        assert!(!dir.path().join("audit.jsonl.2").exists(), "2 was skipped");
+        let verified = verify(&[first, next, path], &VerifyOptions::default()).expect("a series");
+        assert_eq!(verified.lines, written as u64);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_by_verify_and_never_waited_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("audit.jsonl");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .expect("mkfifo");
+        match check(&fifo) {
+            Err(Broken::Unreadable { why, .. }) => {
+                assert!(why.contains("not a regular file"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (_dir, path) = written(1);
+        std::fs::remove_file(head_path(&path)).expect("rm");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            head_path(&path),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .expect("mkfifo");
+        assert!(matches!(check(&path), Err(Broken::End { .. })));
     }
 
     #[test]

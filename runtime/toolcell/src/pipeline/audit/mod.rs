@@ -17,6 +17,7 @@ pub(crate) mod chain;
 use crate::call::proto::ToolResponse;
 use crate::call::report::CallReport;
 use crate::call::report::{Cost, GateDecision, Granted};
+use crate::tool::info::CapabilityKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -202,13 +203,14 @@ fn canonical(value: &Value, out: &mut String) {
 
 impl AuditRecord {
     /// The record of one call, from the arguments of the tool that ran, the JSON pointers of
-    /// the arguments that name its resources (`/path`, `/url`), the artifact that ran, what
+    /// the arguments that name its resources (`/path`, `/url`) with the kind of each
+    /// capability, the artifact that ran, what
     /// came of the call (its report, which names the call, the tool, the agent and the
     /// workspace), and how long it took. Its place in the chain (`seq`, `prev`) is set when it
     /// is written ([`Audit::record`]).
     pub fn of(
         arguments: &str,
-        resources: &[&str],
+        resources: &[(&str, CapabilityKind)],
         artifact: Option<Artifact>,
         report: &CallReport,
         took: Duration,
@@ -279,19 +281,40 @@ pub fn next_record_id() -> String {
     format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The arguments (`None`: they are not JSON) at `resources` (JSON pointers) that are strings,
-/// as the audit keeps them (see [`AuditRecord::resources`]).
-fn resources_of(arguments: Option<&Value>, resources: &[&str]) -> serde_json::Map<String, Value> {
+/// The arguments (`None`: they are not JSON) at `resources` (JSON pointers, with the kind of
+/// capability each names) that are strings, as the audit keeps them (see
+/// [`AuditRecord::resources`]).
+fn resources_of(
+    arguments: Option<&Value>,
+    resources: &[(&str, CapabilityKind)],
+) -> serde_json::Map<String, Value> {
     let mut kept = serde_json::Map::new();
     let Some(value) = arguments else {
         return kept;
     };
-    for pointer in resources {
+    for (pointer, kind) in resources {
         if let Some(Value::String(text)) = value.pointer(pointer) {
-            kept.insert((*pointer).to_owned(), resource_shape(text));
+            let shape = match kind {
+                CapabilityKind::Network => url_shape(text),
+                _ => Value::String(text.clone()),
+            };
+            kept.insert((*pointer).to_owned(), shape);
         }
     }
     kept
+}
+
+/// A network resource as the audit keeps it: a URL (as `http::Uri` reads it, with a scheme
+/// and a host) without its userinfo, query and fragment; anything else, which could be read as
+/// a URL some other way (`http:user:pw@host`), only as its length and sha256.
+fn url_shape(text: &str) -> Value {
+    let before_fragment = text.split_once('#').map_or(text, |(before, _)| before);
+    match before_fragment.parse::<http::Uri>() {
+        Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() && text.contains("://") => {
+            resource_shape(text)
+        }
+        _ => digest_of(text),
+    }
 }
 
 /// A resource as the audit keeps it: a path whole; a URL without its userinfo, query and
@@ -446,7 +469,12 @@ mod tests {
         };
         let record = AuditRecord::of(
             &arguments,
-            &["/path", "/url", "/missing", "/count"],
+            &[
+                ("/path", CapabilityKind::FilesystemWrite),
+                ("/url", CapabilityKind::Network),
+                ("/missing", CapabilityKind::FilesystemRead),
+                ("/count", CapabilityKind::FilesystemRead),
+            ],
             None,
             &report,
             Duration::ZERO,
@@ -477,14 +505,26 @@ mod tests {
         ] {
             assert!(!text.contains(secret), "{secret} leaked: {text}");
         }
+        let url = |text: &str| {
+            resources_of(
+                Some(&json!({ "url": text })),
+                &[("/url", CapabilityKind::Network)],
+            )
+            .remove("/url")
+            .unwrap_or_default()
+        };
         assert_eq!(
-            resources_of(Some(&json!({"url":"http://example.org/x"})), &["/url"]),
-            json!({ "/url": "http://example.org/x" })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
+            url("http://example.org/x"),
+            json!("http://example.org/x"),
             "a plain URL is kept whole"
         );
+        for not_a_uri in [
+            "http:SECRET@127.0.0.1:1/",
+            "notaurl SECRET",
+            "http:\\\\u:SECRET@h/",
+        ] {
+            assert_eq!(url(not_a_uri), digest(not_a_uri), "{not_a_uri}");
+        }
     }
 
     #[test]
