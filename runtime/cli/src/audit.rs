@@ -188,8 +188,23 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
     };
     let out = out.map_or_else(|| signed_path(file), Path::to_owned);
     let text = serde_json::to_string_pretty(&signed).map_err(|error| error.to_string())? + "\n";
-    let temporary = out.with_extension("sig.partial");
-    std::fs::write(&temporary, text)
+    let mut temporary = out.as_os_str().to_owned();
+    temporary.push(".partial");
+    let temporary = PathBuf::from(temporary);
+    let written = {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // Never through a symlink planted where the signature goes.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .custom_flags(no_follow())
+            .open(&temporary)
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+    };
+    written
         .and_then(|()| std::fs::rename(&temporary, &out))
         .map_err(|error| format!("{}: {error}", out.display()))?;
     Ok(format!(
@@ -199,6 +214,11 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
         signed.key,
         out.display()
     ))
+}
+
+/// `O_NOFOLLOW`, as `open` takes it.
+fn no_follow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }
 
 /// The `prev` of `file`'s first line.
