@@ -29,7 +29,9 @@
 //! ```
 //!
 //! The file is read again on SIGHUP ([`Tokens::reload`]): tokens, tenants and quotas change
-//! for the next request; a file that cannot be read keeps the one in use.
+//! for the next request; a file that cannot be read keeps the one in use. A quota keeps what it
+//! has used across reloads, by tenant name or by token, even through a file without it: calls
+//! still running under a quota that a reload dropped count again when a later one restores it.
 //!
 //! `toolcell token` prints a fresh random token and its table. A tenant is an agent of its own
 //! (the audit line names it) with its own workspace, whose saved rules are its own; a call made
@@ -39,9 +41,9 @@
 //! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
-use crate::quota::{Limiter, Quota, QuotaConfig, Scope};
+use crate::quota::{Limiter, Quota, QuotaConfig, Retired, Scope};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -74,6 +76,20 @@ pub struct Tokens {
     /// The tenants' policy files protected when the server started (canonical paths): a file
     /// read again may name these only (see [`Tokens::reload`]).
     protected: Arc<Vec<PathBuf>>,
+    /// The states of quotas that a reload dropped, by whose they were, for a later reload that
+    /// restores one to count the calls still running under it. Bounded: at most one per
+    /// tenant or token named in a file read, and each is forgotten at the first reload after
+    /// nothing holds it (no call it admitted runs).
+    retired: BTreeMap<Holder, Retired>,
+}
+
+/// Whose a quota is, the key its state is carried over by from one file to the next.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Holder {
+    /// A tenant's, by its name.
+    Tenant(String),
+    /// A token's, by its hash (whichever tenant it names).
+    Token([u8; 32]),
 }
 
 #[derive(Debug)]
@@ -112,19 +128,28 @@ pub(crate) fn limiter(
     quota: &QuotaConfig,
     previous: Option<&Limiter>,
 ) -> Result<Arc<Limiter>, String> {
+    limiter_after(runtime, tenant, scope, quota, previous, None)
+}
+
+/// [`limiter`], carrying over `previous` if there is one, else restoring `retired`.
+fn limiter_after(
+    runtime: &Runtime,
+    tenant: &str,
+    scope: Scope,
+    quota: &QuotaConfig,
+    previous: Option<&Limiter>,
+    retired: Option<&Retired>,
+) -> Result<Arc<Limiter>, String> {
     let quota = Quota::new(
         quota,
         crate::http::MAX_REQUESTS_PER_CLIENT,
         runtime.meters_fuel(),
     )?;
-    Ok(Arc::new(Limiter::new(
-        tenant,
-        scope,
-        quota,
-        previous,
-        Instant::now(),
-        SystemTime::now(),
-    )))
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    Ok(Arc::new(match (previous, retired) {
+        (None, Some(retired)) => Limiter::restore(tenant, scope, quota, retired, now, wall),
+        _ => Limiter::new(tenant, scope, quota, previous, now, wall),
+    }))
 }
 
 /// The tenant `name`, its calls made in `workspace` (if any), decided by the policy file at
@@ -277,11 +302,21 @@ impl Tokens {
                                     .find(|known| known.tenant.name == entry.tenant)
                                     .and_then(|known| known.tenant.quota.as_deref())
                             });
+                            let retired = previous.and_then(|tokens| {
+                                tokens.retired(&Holder::Tenant(entry.tenant.clone()))
+                            });
                             Some(
-                                limiter(runtime, &entry.tenant, Scope::Tenant, config, before)
-                                    .map_err(|error| {
-                                        why(format!("[quota.{}]: {error}", entry.tenant))
-                                    })?,
+                                limiter_after(
+                                    runtime,
+                                    &entry.tenant,
+                                    Scope::Tenant,
+                                    config,
+                                    before,
+                                    retired,
+                                )
+                                .map_err(|error| {
+                                    why(format!("[quota.{}]: {error}", entry.tenant))
+                                })?,
                             )
                         }
                         None => None,
@@ -309,15 +344,15 @@ impl Tokens {
                             .find(|known| known.hash == hash)
                             .and_then(|known| known.quota.as_deref())
                     });
+                    let retired = previous.and_then(|tokens| tokens.retired(&Holder::Token(hash)));
                     Some(
-                        limiter(runtime, &tenant.name, Scope::Token, config, before).map_err(
-                            |error| {
+                        limiter_after(runtime, &tenant.name, Scope::Token, config, before, retired)
+                            .map_err(|error| {
                                 why(format!(
                                     "tenant {:?}: a token's quota: {error}",
                                     tenant.name
                                 ))
-                            },
-                        )?,
+                            })?,
                     )
                 }
                 None => None,
@@ -328,11 +363,53 @@ impl Tokens {
                 quota,
             });
         }
+        let retired = previous.map(|previous| previous.retire(&entries));
         let tokens = Tokens {
             entries,
             protected: Arc::default(),
+            retired: retired.unwrap_or_default(),
         };
         Ok((tokens, policies))
+    }
+
+    /// The quotas to keep as retired once `entries` (the file read again) replace these: every
+    /// one of these or of those retired before that `entries` have no quota for, while
+    /// something still holds its state.
+    fn retire(&self, entries: &[Entry]) -> BTreeMap<Holder, Retired> {
+        let quotas = |entry: &Entry| {
+            [
+                (
+                    Holder::Tenant(entry.tenant.name.clone()),
+                    entry.tenant.quota.clone(),
+                ),
+                (Holder::Token(entry.hash), entry.quota.clone()),
+            ]
+        };
+        let kept: BTreeSet<Holder> = entries
+            .iter()
+            .flat_map(quotas)
+            .filter_map(|(holder, quota)| quota.map(|_| holder))
+            .collect();
+        let kept = |holder: &Holder| kept.contains(holder);
+        let mut retired: BTreeMap<Holder, Retired> = self
+            .retired
+            .iter()
+            .filter(|(holder, retired)| retired.is_held() && !kept(holder))
+            .map(|(holder, retired)| (holder.clone(), retired.clone()))
+            .collect();
+        for (holder, quota) in self.entries.iter().flat_map(quotas) {
+            if let Some(quota) = quota
+                && !kept(&holder)
+            {
+                retired.insert(holder, quota.retire());
+            }
+        }
+        retired
+    }
+
+    /// The state of `holder`'s quota that a reload dropped, if it is kept.
+    fn retired(&self, holder: &Holder) -> Option<&Retired> {
+        self.retired.get(holder)
     }
 
     /// The tenant whose token `presented` is, if any. Every stored hash is compared, each in
@@ -634,5 +711,71 @@ mod tests {
             refused.0.contains("was not named when the server started"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn a_quota_dropped_and_restored_still_counts_the_calls_it_admitted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("tokens.toml");
+        let (a_token, a_table) = new_token("a", None).expect("token");
+        let (_, b_table) = new_token("b", None).expect("token");
+        let tenant_quota = format!("{a_table}{b_table}[quota.a]\nin_flight = 2\n");
+        let token_quota = format!("{a_table}quota = {{ in_flight = 2 }}\n{b_table}");
+        let no_quota = format!("{a_table}{b_table}");
+        let no_tenant = b_table.clone();
+        // What the reloads in between drop, the file with the quota, one without it, and
+        // whose quota it is.
+        for (dropped, with, without, scope) in [
+            (
+                "the tenant's quota",
+                &tenant_quota,
+                &no_quota,
+                Scope::Tenant,
+            ),
+            ("the tenant", &tenant_quota, &no_tenant, Scope::Tenant),
+            ("the token's quota", &token_quota, &no_quota, Scope::Token),
+            ("the token", &token_quota, &no_tenant, Scope::Token),
+        ] {
+            let quota = |tokens: &Tokens| {
+                let (tenant, token) = tokens.check_with_quota(&a_token).expect("a's token");
+                match scope {
+                    Scope::Tenant => tenant.quota.clone(),
+                    Scope::Token => token,
+                }
+                .expect("a's quota")
+            };
+            let admit = |tokens: &Tokens| {
+                crate::quota::admit(&[&quota(tokens)], 1, Instant::now(), SystemTime::now())
+            };
+            let reload = |tokens: &Tokens, text: &str| {
+                std::fs::write(&file, text).expect("file");
+                tokens.reload(&file, &runtime()).expect("read again")
+            };
+            std::fs::write(&file, with).expect("file");
+            let mut tokens = Tokens::load(&file, &mut runtime()).expect("tokens");
+            let first = admit(&tokens).expect("a first call");
+            let second = admit(&tokens).expect("a second call");
+            // Twice without: the state is carried by what was retired, not by the file before.
+            tokens = reload(&tokens, without);
+            tokens = reload(&tokens, without);
+            tokens = reload(&tokens, with);
+            let refused = admit(&tokens).expect_err(dropped);
+            assert_eq!(refused.kind, crate::quota::Kind::InFlight, "{dropped}");
+            drop(first);
+            let third = admit(&tokens).expect(dropped);
+            assert!(
+                admit(&tokens).is_err(),
+                "{dropped}: the second and third run"
+            );
+            drop((second, third));
+            // Once no call runs, a dropped quota is forgotten at the next reload, and restored
+            // afresh: what is kept is bounded by the calls still running.
+            tokens = reload(&tokens, without);
+            tokens = reload(&tokens, without);
+            assert!(tokens.retired.is_empty(), "{dropped}: {:?}", tokens.retired);
+            tokens = reload(&tokens, with);
+            let _held = [admit(&tokens), admit(&tokens)].map(|held| held.expect(dropped));
+            assert!(admit(&tokens).is_err(), "{dropped}: the bound still holds");
+        }
     }
 }

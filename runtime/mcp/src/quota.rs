@@ -38,10 +38,13 @@
 //! State is kept per tenant and per token of the file, so it is bounded by the file, never by
 //! what callers send. When the file is read again (SIGHUP), a tenant or token that remains keeps
 //! its state (calls in flight, the day's use, its bucket, clipped to a smaller new burst), and
-//! the new limits apply to the next call.
+//! the new limits apply to the next call. A quota that a reload drops (or whose tenant or token
+//! it drops) is [`Retired`]: while calls it admitted still run, a later reload that restores it
+//! counts them again, with the day's use, and a full bucket. Calls started while no quota
+//! applied are counted by none.
 
 use serde::Deserialize;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The fastest rate a quota may set: more calls a second than one server answers, so a figure
@@ -313,32 +316,71 @@ impl Limiter {
         wall: SystemTime,
     ) -> Limiter {
         let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
-        let state = match previous {
-            Some(previous) => {
-                {
-                    let mut state = lock(&previous.state);
-                    match (previous.quota.rate, quota.rate) {
-                        // The bucket so far, within the new burst.
-                        (Some(old), Some(_)) => {
-                            state.refill(old, now);
-                            state.bucket = state.bucket.min(burst);
-                        }
-                        _ => {
-                            state.bucket = burst;
-                            state.refilled = now;
-                        }
+        let state = previous.map(|previous| {
+            {
+                let mut state = lock(&previous.state);
+                match (previous.quota.rate, quota.rate) {
+                    // The bucket so far, within the new burst.
+                    (Some(old), Some(_)) => {
+                        state.refill(old, now);
+                        state.bucket = state.bucket.min(burst);
+                    }
+                    _ => {
+                        state.bucket = burst;
+                        state.refilled = now;
                     }
                 }
-                Arc::clone(&previous.state)
             }
-            None => Arc::new(Mutex::new(State::new(burst, now, utc_day(wall).0))),
-        };
+            Arc::clone(&previous.state)
+        });
+        Limiter::with_state(tenant, scope, quota, state, now, wall)
+    }
+
+    /// `tenant`'s (or one of its tokens') `quota`, restored by a reload after a file that had
+    /// none for it: the calls still in flight under the quota as it was [`retired`](Self::retire)
+    /// count against this one, as does the day's use. The bucket starts full, as a new quota's
+    /// does: no rate applied in between. If nothing holds the retired state any more, no call
+    /// it admitted runs, and the quota starts afresh.
+    pub fn restore(
+        tenant: &str,
+        scope: Scope,
+        quota: Quota,
+        retired: &Retired,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Limiter {
+        let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
+        let state = retired.0.upgrade().inspect(|state| {
+            let mut state = lock(state);
+            state.bucket = burst;
+            state.refilled = now;
+        });
+        Limiter::with_state(tenant, scope, quota, state, now, wall)
+    }
+
+    fn with_state(
+        tenant: &str,
+        scope: Scope,
+        quota: Quota,
+        state: Option<Arc<Mutex<State>>>,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Limiter {
+        let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
+        let state =
+            state.unwrap_or_else(|| Arc::new(Mutex::new(State::new(burst, now, utc_day(wall).0))));
         Limiter {
             tenant: tenant.to_owned(),
             scope,
             quota,
             state,
         }
+    }
+
+    /// Its state, kept (weakly) when a reload drops this quota, so that a reload restoring it
+    /// can [`restore`](Self::restore) it.
+    pub fn retire(&self) -> Retired {
+        Retired(Arc::downgrade(&self.state))
     }
 
     /// The tenant it limits.
@@ -444,6 +486,20 @@ pub fn admit(
             .collect(),
         calls,
     })))
+}
+
+/// A quota's state after a reload dropped the quota: held weakly, so it lives only as long as
+/// something can still count against it (an [`Admission`] of a call in flight, or a limiter of
+/// an older file that a request authenticated under it still holds).
+#[derive(Debug, Clone)]
+pub struct Retired(Weak<Mutex<State>>);
+
+impl Retired {
+    /// Whether anything still holds the state: if not, no call it admitted runs and none can
+    /// be admitted under it again, so it may be forgotten.
+    pub fn is_held(&self) -> bool {
+        self.0.strong_count() > 0
+    }
 }
 
 /// Admitted calls' places under their quotas, given back when the last clone drops (the
@@ -765,6 +821,45 @@ mod tests {
             2,
             "the old admission gives back to the shared state"
         );
+    }
+
+    #[test]
+    fn a_restored_quota_counts_the_calls_still_running_under_the_retired_one() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH;
+        let text = "rate = 1\nburst = 2\nin_flight = 2";
+        let old = limiter(text, now);
+        let first = admit(&[&old], 1, now, wall).expect("first");
+        let second = admit(&[&old], 1, now, wall).expect("second");
+        let retired = old.retire();
+        drop(old);
+        assert!(retired.is_held(), "the calls in flight hold it");
+        let restore = |retired: &Retired| {
+            let quota = quota(text).expect("quota");
+            Arc::new(Limiter::restore(
+                "a",
+                Scope::Tenant,
+                quota,
+                retired,
+                now,
+                wall,
+            ))
+        };
+        let restored = restore(&retired);
+        assert_eq!(restored.usage(wall).0, 2, "both calls count");
+        let refused = admit(&[&restored], 1, now, wall).expect_err("two run");
+        assert_eq!(
+            refused.kind,
+            Kind::InFlight,
+            "not the bucket: it starts full"
+        );
+        drop(first);
+        let third = admit(&[&restored], 1, now, wall).expect("a place came back");
+        drop((restored, second, third));
+        assert!(!retired.is_held(), "nothing runs: it may be forgotten");
+        let fresh = restore(&retired);
+        assert_eq!(fresh.usage(wall).0, 0);
+        let _held = admit(&[&fresh], 2, now, wall).expect("a fresh quota, with a full bucket");
     }
 
     #[test]
