@@ -162,26 +162,28 @@ fn traces_on(bencher: Bencher) {
     let _ = provider.shutdown();
 }
 
+/// The audit record of an echo call, as the pipeline makes one.
+fn echo_record() -> toolcell::audit::AuditRecord {
+    let report = toolcell::CallReport {
+        tool: "echo".to_owned(),
+        ..toolcell::CallReport::host_answer(ToolResponse::text("hello"))
+    };
+    toolcell::audit::AuditRecord::of(
+        r#"{"text":"hello"}"#,
+        &[],
+        None,
+        &report,
+        std::time::Duration::ZERO,
+    )
+}
+
 /// One audit record, chained: the lock on the head, its read, the line's hash, the append and
 /// the head's rewrite.
 #[divan::bench]
 fn audit_record_chained(bencher: Bencher) {
     let audit =
         toolcell::audit::Audit::open(&AUDIT_DIR.path().join("chained.jsonl")).expect("audit");
-    let report = toolcell::CallReport {
-        tool: "echo".to_owned(),
-        ..toolcell::CallReport::host_answer(ToolResponse::text("hello"))
-    };
-    bencher.bench_local(|| {
-        let record = toolcell::audit::AuditRecord::of(
-            r#"{"text":"hello"}"#,
-            &[],
-            None,
-            &report,
-            std::time::Duration::ZERO,
-        );
-        audit.record(black_box(record)).expect("record")
-    });
+    bencher.bench_local(|| audit.record(black_box(echo_record())).expect("record"));
 }
 
 /// The same record as one plain appended line, as the audit wrote it before the chain: the
@@ -194,19 +196,8 @@ fn audit_record_plain_append(bencher: Bencher) {
         .create(true)
         .open(AUDIT_DIR.path().join("plain.jsonl"))
         .expect("file");
-    let report = toolcell::CallReport {
-        tool: "echo".to_owned(),
-        ..toolcell::CallReport::host_answer(ToolResponse::text("hello"))
-    };
     bencher.bench_local(|| {
-        let record = toolcell::audit::AuditRecord::of(
-            r#"{"text":"hello"}"#,
-            &[],
-            None,
-            &report,
-            std::time::Duration::ZERO,
-        );
-        let mut line = serde_json::to_vec(black_box(&record)).expect("json");
+        let mut line = serde_json::to_vec(black_box(&echo_record())).expect("json");
         line.push(b'\n');
         file.write_all(&line).expect("write");
     });
