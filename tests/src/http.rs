@@ -704,20 +704,32 @@ fn a_tenant_policy_that_cannot_be_used_stops_the_server_at_start() {
     }
 }
 
-#[test]
-fn metrics_count_what_was_called() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None), ("team-b", None)]);
+/// A metrics token file in `dir`, and the token.
+fn metrics_token(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let made = toolcell_command()
         .args(["token", "--metrics"])
         .output()
         .expect("toolcell token --metrics");
     assert!(made.status.success(), "{made:?}");
     let printed = String::from_utf8(made.stdout).expect("UTF-8");
-    let (operator, hash) = printed.split_once('\n').expect("token, then its hash");
-    assert!(!hash.contains(operator), "the file holds the hash only");
-    let metrics_file = dir.path().join("metrics.sha256");
-    std::fs::write(&metrics_file, hash).expect("metrics token file");
+    let (token, hash) = printed.split_once('\n').expect("token, then its hash");
+    let file = dir.join("metrics.sha256");
+    std::fs::write(&file, hash).expect("metrics token file");
+    (file, token.to_owned())
+}
+
+#[test]
+fn metrics_count_what_was_called() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None), ("team-b", None)]);
+    let (metrics_file, operator) = metrics_token(dir.path());
+    let operator = operator.as_str();
+    assert!(
+        !std::fs::read_to_string(&metrics_file)
+            .expect("metrics token file")
+            .contains(operator),
+        "the file holds the hash only"
+    );
     let server = Server::start(&[
         "--tokens",
         &file.to_string_lossy(),

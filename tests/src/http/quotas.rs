@@ -1,8 +1,8 @@
 //! Quotas over HTTP: two tenants under load, a spent daily budget, and SIGHUP changing a
 //! quota while calls keep coming.
 
-use super::{Answer, Server, call_with, request, tokens_file};
-use crate::support::{exclusive, toolcell_command, tools_dir};
+use super::{Answer, Server, call_with, metrics_token, request, tokens_file};
+use crate::support::{exclusive, tools_dir};
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -75,20 +75,6 @@ fn append(file: &std::path::Path, text: &str) {
         .open(file)
         .and_then(|mut file| file.write_all(text.as_bytes()))
         .expect("append to the tokens file");
-}
-
-/// A metrics token file in `dir`, and the token.
-fn metrics_token(dir: &std::path::Path) -> (std::path::PathBuf, String) {
-    let made = toolcell_command()
-        .args(["token", "--metrics"])
-        .output()
-        .expect("toolcell token --metrics");
-    assert!(made.status.success(), "{made:?}");
-    let printed = String::from_utf8(made.stdout).expect("UTF-8");
-    let (token, hash) = printed.split_once('\n').expect("token, then its hash");
-    let file = dir.join("metrics.sha256");
-    std::fs::write(&file, hash).expect("metrics token file");
-    (file, token.to_owned())
 }
 
 /// Wait until the server's stderr has said `what` `times` times (a condition, not a duration).
