@@ -98,6 +98,7 @@ pub fn run(command: &AuditCommand) -> ExitCode {
                 start_after: start_after.clone(),
                 without_head: *without_head,
                 witness,
+                ..VerifyOptions::default()
             };
             match verify(files, &options) {
                 Ok(verified) => {
@@ -155,23 +156,12 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
     let key = toolcell_oci::signing::SigningKey::read(key).map_err(|why| why.to_string())?;
     // A head is signed only over a chain that holds: a signature must not bless a broken one.
     // (The series before a rotated file is not checked here; its first line's link is.)
-    let first = verify(&[file.to_owned()], &VerifyOptions::default());
-    let verified = match first {
-        Ok(verified) => verified,
-        Err(toolcell::audit::Broken::Line { line: 1, .. }) => {
-            // It goes on from a rotated file: check it from its first line's own link.
-            let prev = first_prev(file)?;
-            verify(
-                &[file.to_owned()],
-                &VerifyOptions {
-                    start_after: Some(prev),
-                    ..VerifyOptions::default()
-                },
-            )
-            .map_err(|broken| format!("the audit chain is broken: {broken}"))?
-        }
-        Err(broken) => return Err(format!("the audit chain is broken: {broken}")),
+    let options = VerifyOptions {
+        start_anywhere: true,
+        ..VerifyOptions::default()
     };
+    let verified = verify(&[file.to_owned()], &options)
+        .map_err(|broken| format!("the audit chain is broken: {broken}"))?;
     let head = Head::read(&head_path(file))
         .map_err(|error| format!("{}: {error}", head_path(file).display()))?
         .ok_or_else(|| format!("{} has no head: it has no lines", file.display()))?;
@@ -219,25 +209,6 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
 /// `O_NOFOLLOW`, as `open` takes it.
 fn no_follow() -> i32 {
     rustix::fs::OFlags::NOFOLLOW.bits() as i32
-}
-
-/// The `prev` of `file`'s first line.
-fn first_prev(file: &Path) -> Result<String, String> {
-    use std::io::{BufRead as _, Read as _};
-    let opened =
-        std::fs::File::open(file).map_err(|error| format!("{}: {error}", file.display()))?;
-    let mut line = Vec::new();
-    std::io::BufReader::new(opened)
-        .take(toolcell::audit::MAX_LINE_BYTES as u64)
-        .read_until(b'\n', &mut line)
-        .map_err(|error| format!("{}: {error}", file.display()))?;
-    #[derive(Deserialize)]
-    struct Link {
-        prev: String,
-    }
-    serde_json::from_slice::<Link>(&line)
-        .map(|link| link.prev)
-        .map_err(|_| format!("{}: its first line is not an audit record", file.display()))
 }
 
 /// The head signed in the file at `path`, if `key` (a public key file) made the signature.

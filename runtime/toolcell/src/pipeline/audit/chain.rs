@@ -297,6 +297,9 @@ pub struct VerifyOptions {
     /// the chain's start) are not given: its `prev`. Without it, the first line must be the
     /// chain's start ([`GENESIS`]).
     pub start_after: Option<String>,
+    /// Take the first file's first line as where the checked chain starts, whatever its
+    /// `prev` (a rotated file checked alone, before its head is signed).
+    pub start_anywhere: bool,
     /// Check the files' ends without their head files (a file written by hand, say): a cut
     /// tail then goes unseen, and the result says so (`head_checked` is false).
     pub without_head: bool,
@@ -399,7 +402,8 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Verified, Br
                         )));
                     }
                 }
-                None if options.start_after.as_deref() == Some(prev.as_str()) => {}
+                None if options.start_anywhere
+                    || options.start_after.as_deref() == Some(prev.as_str()) => {}
                 None => {
                     return Err(broken(format!(
                         "it goes on from a line that is not here (its prev is {prev}): give \
