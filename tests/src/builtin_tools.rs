@@ -139,8 +139,8 @@ fn the_pipeline_runs_find_tool_and_call_tool_like_a_loop() {
 
 #[test]
 fn the_shared_port_loaded_every_guest() {
-    let names: Vec<&str> = port()
-        .registry()
+    let registry = port().registry();
+    let names: Vec<&str> = registry
         .entries()
         .iter()
         .map(|entry| entry.schema.name.as_str())

@@ -40,6 +40,8 @@ mod js_tools;
 #[cfg(test)]
 mod keyless;
 #[cfg(test)]
+mod lazy;
+#[cfg(test)]
 mod loading;
 #[cfg(test)]
 mod mcp;
@@ -83,6 +85,7 @@ mod guest_tests {
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::{prowler, seeker};
+    pub(crate) use crate::lazy::numbered;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};

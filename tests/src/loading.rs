@@ -184,7 +184,7 @@ pub(crate) fn shifty() {
         let response = port.call(&ToolRequest::new("t", &name, "{}"));
         assert_eq!(result_text(response), "steady");
     }
-    assert_eq!(port.registry(), &registry);
+    assert_eq!(port.registry(), registry);
 }
 
 /// The instance pool's limits per component (`toolcell::limits`), each met by a component

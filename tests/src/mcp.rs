@@ -117,6 +117,24 @@ impl Server {
         }
     }
 
+    /// Wait for the next notification `method` the server sends (lines read on the way are kept
+    /// in `seen`; one already seen and not yet awaited counts).
+    pub(crate) fn notification(&mut self, method: &str) -> Value {
+        let deadline = Instant::now() + RESPONSE_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {method}; saw {:?}", self.seen));
+            self.seen.push(line.clone());
+            let message: Value = serde_json::from_str(&line).expect("stdout carries only JSON");
+            if message["method"] == method {
+                return message;
+            }
+        }
+    }
+
     /// Close stdin and wait for the server to exit; returns how long that took, whether it
     /// exited cleanly, every stdout line, and its stderr.
     pub(crate) fn close(mut self) -> (Duration, bool, Vec<String>, String) {

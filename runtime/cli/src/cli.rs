@@ -960,7 +960,7 @@ fn describe(file: &PathBuf, no_cache: bool) -> ExitCode {
         eprintln!("toolcell: {} holds no tool", file.display());
         return ExitCode::from(EXIT_FAILED);
     };
-    match serde_json::to_string_pretty(info) {
+    match serde_json::to_string_pretty(&info) {
         Ok(text) => {
             println!("{text}");
             ExitCode::SUCCESS

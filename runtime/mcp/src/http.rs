@@ -859,6 +859,17 @@ async fn serve_http_on(
         .with_cancellation_token(sessions_end.clone());
     let server =
         McpServer::new(Arc::clone(&runtime)).for_http(Arc::clone(&metrics), Arc::clone(&running));
+    // Tools added, changed or removed while serving are served from the next request on. With
+    // no sessions there is no stream to announce it on: clients list the tools again.
+    tokio::spawn({
+        let server = server.clone();
+        let stop = sessions_end.clone();
+        async move {
+            server
+                .watch_tools(stop.cancelled_owned(), |_| async {})
+                .await;
+        }
+    });
     let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

@@ -65,11 +65,17 @@ use toolcell::{
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// How often a server looks at its tools directories (and lock file) for tools added, changed
+/// or removed. A look reads directories and file metadata only; a second is soon enough for a
+/// person installing a tool, and costs well under a millisecond with dozens of tools.
+pub const RELOAD_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The MCP face of a [`Runtime`].
 #[derive(Clone)]
 pub struct McpServer {
     runtime: Arc<Runtime>,
-    tools: Arc<Vec<Tool>>,
+    /// The tool list as served now: made again when the runtime's tools change.
+    tools: Arc<std::sync::RwLock<Arc<Vec<Tool>>>>,
     /// The questions asked of stateless-era clients, waiting for their answers.
     pending: Arc<approval::PendingApprovals>,
     /// The calls that became tasks.
@@ -80,17 +86,13 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    /// A server for `runtime`; the tool list is built once, here.
+    /// A server for `runtime`; the tool list is built here, and again by
+    /// [`McpServer::refresh_tools`].
     pub fn new(runtime: Arc<Runtime>) -> Self {
-        let tools = runtime
-            .registry()
-            .core_schemas()
-            .into_iter()
-            .map(|schema| mcp_tool(&runtime, schema))
-            .collect();
+        let tools = tool_list(&runtime);
         McpServer {
             runtime,
-            tools: Arc::new(tools),
+            tools: Arc::new(std::sync::RwLock::new(tools)),
             pending: Arc::default(),
             tasks: Arc::default(),
             #[cfg(feature = "http")]
@@ -110,7 +112,56 @@ impl McpServer {
     }
 }
 
+/// The MCP tool list of `runtime`'s tools as they stand.
+fn tool_list(runtime: &Runtime) -> Arc<Vec<Tool>> {
+    Arc::new(
+        runtime
+            .registry()
+            .core_schemas()
+            .into_iter()
+            .map(|schema| mcp_tool(runtime, schema))
+            .collect(),
+    )
+}
+
 impl McpServer {
+    /// Make the tool list again from the runtime's tools (after a [`Runtime::reload`]); every
+    /// clone of this server serves the new one.
+    pub fn refresh_tools(&self) {
+        let tools = tool_list(&self.runtime);
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
+    }
+
+    /// Reload the runtime's tools whenever their sources change (looking every
+    /// [`RELOAD_POLL_INTERVAL`]), make the tool list again, and call `changed` with what
+    /// changed, until `stop` completes.
+    pub async fn watch_tools<F, Fut>(
+        &self,
+        stop: impl std::future::Future<Output = ()>,
+        mut changed: F,
+    ) where
+        F: FnMut(toolcell::Reloaded) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let mut ticks = tokio::time::interval(RELOAD_POLL_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticks.tick() => {}
+            }
+            match self.runtime.reload_if_changed().await {
+                Ok(Some(reloaded)) if reloaded.changed() => {
+                    self.refresh_tools();
+                    changed(reloaded).await;
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!("looking for changed tools: {error}"),
+            }
+        }
+    }
+
     /// A call's answer as MCP sends it: the text the model reads (within the cap), and for a
     /// tool that declared an output schema the result it was checked as, beside it.
     fn result(&self, report: CallReport) -> CallToolResult {
@@ -251,6 +302,7 @@ impl ServerHandler for McpServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_tasks()
                 .build(),
         )
@@ -263,7 +315,12 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult {
-            tools: self.tools.as_ref().clone(),
+            tools: self
+                .tools
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .clone(),
             ..ListToolsResult::default()
         })
     }
@@ -515,11 +572,36 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let service = McpServer::new(runtime)
+    let server = McpServer::new(runtime);
+    let service = server
+        .clone()
         .serve(LineTransport::new(input, output))
         .await
         .context("starting the MCP session")?;
-    service.waiting().await.context("serving MCP")?;
+    // Tools added, changed or removed while serving: the client is told to list them again.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let peer = service.peer().clone();
+    let watching = tokio::spawn({
+        async move {
+            let stopped = async {
+                let _ = stopped.await;
+            };
+            server
+                .watch_tools(stopped, |_| {
+                    let peer = peer.clone();
+                    async move {
+                        if let Err(error) = peer.notify_tool_list_changed().await {
+                            tracing::debug!(%error, "the client was not told the tools changed");
+                        }
+                    }
+                })
+                .await;
+        }
+    });
+    let served = service.waiting().await.context("serving MCP");
+    let _ = stop.send(());
+    let _ = watching.await;
+    served?;
     Ok(())
 }
 

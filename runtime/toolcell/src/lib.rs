@@ -126,6 +126,7 @@ pub use gate::workspace::Workspace;
 pub use pipeline::builder::{BuildError, RuntimeBuilder};
 pub use pipeline::builtin::builtin_components;
 pub use pipeline::context::{Call, CallContext, CwdError};
+pub use pipeline::loader::Reloaded;
 pub use pipeline::native::{FnTool, NativeTool, ToolContext};
 pub use pipeline::{CALL_SPAN_TARGET, Runtime};
 pub use policy::{Policy, PolicyError};
@@ -214,7 +215,9 @@ pub mod limits {
     pub use crate::validate::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, SCHEMA_COMPILE_TIMEOUT};
     pub use crate::wasm::cache::MAX_CACHE_ENTRY_BYTES;
     pub use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+    pub use crate::wasm::index::MAX_INDEX_BYTES;
     pub use crate::wasm::instance::STDERR_TAIL_BYTES;
+    pub use crate::wasm::lazy::DEFAULT_CODE_MEMORY_BUDGET;
     pub use crate::wasm::net::{CONNECT_TIMEOUT, FIRST_BYTE_TIMEOUT};
     pub use crate::wasm::sandbox::STDIO_CAPTURE_BYTES;
 }

@@ -2,21 +2,19 @@
 //! directories, component bytes, native tools), its policy, its engine and its defaults.
 
 use crate::call::limits::DEFAULT_RESULT_CAP;
-use crate::call::registry::{Entry, Registry};
 use crate::gate::{Approver, Gate};
-use crate::pipeline::builtin::BUILTIN_TOOLS;
 use crate::pipeline::context::{CallContext, DEFAULT_AGENT};
+use crate::pipeline::loader::{Loaded, Loader, catalog};
 use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
-use crate::pipeline::{Executable, Runtime, Tool};
-use crate::policy::{Policy, ToolPolicy};
-use crate::validate::{ArgumentSchema, Subject};
+use crate::pipeline::{Executable, Runtime, Schemas, Tool};
+use crate::policy::Policy;
 use crate::wasm::WasmExecutor;
-use crate::wasm::cache::{CacheStats, CompileCache, default_cache_dir, default_cache_key_file};
+use crate::wasm::cache::{CompileCache, default_cache_dir, default_cache_key_file};
 use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_SLOTS};
+use crate::wasm::lazy::DEFAULT_CODE_MEMORY_BUDGET;
 use crate::wasm::load::LoadError;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -52,14 +50,8 @@ pub struct RuntimeBuilder {
     protected: Vec<PathBuf>,
     pulled: Vec<String>,
     source: Option<Arc<dyn ComponentSource>>,
-}
-
-/// Where a component loaded from the store came from.
-struct Provenance {
-    /// The manifest digest (what signatures sign).
-    digest: String,
-    /// The tool the policy's `source` loads under this name, if it was named there.
-    named: Option<String>,
+    code_memory_budget: usize,
+    load_code_at_start: bool,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -94,6 +86,8 @@ impl Runtime {
             protected: Vec::new(),
             pulled: Vec::new(),
             source: None,
+            code_memory_budget: DEFAULT_CODE_MEMORY_BUDGET,
+            load_code_at_start: false,
         }
     }
 }
@@ -234,36 +228,42 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Compile and describe every component, check every native tool, then build the
-    /// runtime.
-    ///
-    /// A tool that cannot be loaded does not stop the others: it is left out and listed in
-    /// [`Runtime::load_errors`]. This fails only when the host cannot run at all, or a tools
-    /// directory or the default workspace cannot be opened.
-    pub fn build(mut self) -> Result<Runtime, BuildError> {
-        let mut sources = Vec::new();
-        if self.builtin {
-            for (name, bytes) in BUILTIN_TOOLS {
-                sources.push((format!("builtin:{name}"), bytes.to_vec()));
-            }
-        }
-        let mut unreadable = Vec::new();
-        for dir in &self.dirs {
-            let (read, refused) = read_tools_dir(dir).map_err(|source| BuildError::ToolsDir {
-                dir: dir.clone(),
-                source,
-            })?;
-            sources.extend(read);
-            unreadable.extend(refused);
-        }
-        sources.append(&mut self.components);
-        let provenance = self.pulled_sources(&mut sources, &mut unreadable);
+    /// The most memory the tools' compiled code may hold at once (default
+    /// [`DEFAULT_CODE_MEMORY_BUDGET`](crate::limits::DEFAULT_CODE_MEMORY_BUDGET)): past it,
+    /// the code of the tools called least recently is dropped, and read again from the cache
+    /// on their next call. Without a cache, every component's code stays.
+    pub fn code_memory_budget(mut self, bytes: usize) -> Self {
+        self.code_memory_budget = bytes;
+        self
+    }
 
+    /// Load every tool's code at start (default: no, each tool's on its first call, when the
+    /// cache knows the tool). A server that wants every first call as fast as the later ones
+    /// pays for it here, in time and memory.
+    pub fn load_code_at_start(mut self, load: bool) -> Self {
+        self.load_code_at_start = load;
+        self
+    }
+
+    /// Find every component and check every native tool, then build the runtime.
+    ///
+    /// A component the cache's index knows (a built-in tool, or a file unchanged since it was
+    /// last described) is not read: its description comes from the index and its code is
+    /// loaded on its first call. Any other is compiled (or read compiled from the cache) and
+    /// described now, once. A tool that cannot be loaded does not stop the others: it is left
+    /// out and listed in [`Runtime::load_errors`]. This fails only when the host cannot run at
+    /// all, or a tools directory or the default workspace cannot be opened.
+    pub fn build(self) -> Result<Runtime, BuildError> {
         let fuel_metering = self
             .fuel_metering
             .unwrap_or_else(|| self.policy.sets_fuel());
-        let wasm = WasmExecutor::new(self.pool_slots, fuel_metering, self.keep_resident_bytes)
-            .map_err(|error| BuildError::Host(format!("{error:#}")))?;
+        let wasm = WasmExecutor::new(
+            self.pool_slots,
+            fuel_metering,
+            self.keep_resident_bytes,
+            self.code_memory_budget,
+        )
+        .map_err(|error| BuildError::Host(format!("{error:#}")))?;
         let workers = std::thread::available_parallelism().map_or(2, usize::from);
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -277,16 +277,39 @@ impl RuntimeBuilder {
                 BuildError::Host(format!("starting the host's async runtime: {error}"))
             })?;
 
+        let mut protected = self.protected;
         // The keys and trust root that decide which signatures count are no tool's to write.
-        self.protected.extend(self.policy.trust_files());
+        protected.extend(self.policy.trust_files());
+        if let Some(source) = &self.source {
+            // What decides which bytes a reference loads is no tool's to write, in this run or
+            // the next.
+            protected.extend(source.protected_files());
+        }
+        let mut loader = Loader {
+            builtin: self.builtin,
+            dirs: self.dirs,
+            components: self
+                .components
+                .into_iter()
+                .map(|(source, bytes)| (source, bytes.into()))
+                .collect(),
+            pulled: self.pulled,
+            source: self.source,
+            policy: self.policy,
+            cache: CompileCache::new(self.cache_dir, self.cache_key_file),
+            progress: self.progress,
+            natives: Vec::new(),
+            load_code_at_start: self.load_code_at_start,
+            seen: 0,
+        };
         let mut runtime = Runtime {
-            registry: Registry::default(),
-            tools: HashMap::new(),
+            catalog: Default::default(),
+            loader: tokio::sync::Mutex::new(Loader::empty()),
             gate: Gate::new(
                 self.approver,
-                self.protected
+                protected
                     .iter()
-                    .fold(self.policy.files().clone(), |rules, path| {
+                    .fold(loader.policy.files().clone(), |rules, path| {
                         rules.protecting(path)
                     }),
             ),
@@ -298,8 +321,7 @@ impl RuntimeBuilder {
             cap: DEFAULT_RESULT_CAP,
             audit: None,
             audit_failures: AtomicU64::new(0),
-            load_errors: unreadable,
-            cache_stats: CacheStats::default(),
+            load_errors: Vec::new(),
         };
         if let Some(dir) = &self.workspace {
             let workspace = runtime
@@ -313,343 +335,34 @@ impl RuntimeBuilder {
             runtime.default_context = CallContext::new(self.agent, None);
         }
 
-        let mut order = Vec::new();
-        let cache = CompileCache::new(self.cache_dir, self.cache_key_file);
-        let total = sources.len();
-        for (index, (source, bytes)) in sources.into_iter().enumerate() {
-            let entry = runtime.wasm.cache_entry(&cache, &bytes);
-            if !entry.exists()
-                && let Some(report) = &mut self.progress
-            {
-                report(Compiling {
-                    index,
-                    total,
-                    source: &source,
-                });
-            }
-            let loaded = runtime.block_on(runtime.wasm.load(&entry, &source, &bytes));
-            let (loaded, outcome) = match loaded {
-                Ok(loaded) => loaded,
-                Err(error) => {
-                    runtime.load_errors.push(error);
-                    continue;
-                }
-            };
-            runtime.cache_stats.record(outcome);
-            let policy = self.policy.tool(&loaded.info.name);
-            let from = provenance.get(&loaded.source);
-            let signers = match check_provenance(
-                &self.policy,
-                self.source.as_deref(),
-                &loaded.info.name,
-                &policy,
-                from,
-            ) {
-                Ok(signers) => signers,
-                Err(message) => {
-                    runtime.load_errors.push(LoadError {
-                        source: loaded.source,
-                        message,
-                    });
-                    continue;
-                }
-            };
-            let artifact = from.map(|from| from.digest.clone());
-            let digest = entry.digest().to_owned();
-            if let Some(pin) = &policy.sha256
-                && *pin != digest
-            {
-                runtime.load_errors.push(LoadError {
-                    source: loaded.source,
-                    message: format!(
-                        "its sha256 is {digest}, but the policy pins {} to {pin}",
-                        loaded.info.name
-                    ),
-                });
-                continue;
-            }
-            let tool = Tool {
-                info: loaded.info,
-                schema: loaded.schema,
-                output: loaded.output,
-                policy,
-                source: loaded.source,
-                digest: Some(digest),
-                artifact,
-                signers,
-                executable: Executable::Wasm(loaded.pre),
-            };
-            runtime.add(tool, &mut order);
-        }
-
+        let Loaded { tools, mut errors } = runtime.block_on(loader.load(&runtime.wasm, None))?;
         for native in self.natives {
             let info = native.info();
             let source = format!("native:{}", info.name);
             let checked = info.checked().and_then(|info| {
-                let schema = runtime
-                    .block_on(ArgumentSchema::compile_bounded(&info.input_schema))
-                    .map_err(|why| format!("tool {:?}: {why}", info.name))?;
-                let output = match &info.output_schema {
-                    Some(output) => Some(
-                        runtime
-                            .block_on(ArgumentSchema::compile_bounded_for(output, Subject::Result))
-                            .map_err(|why| format!("tool {:?}: {why}", info.name))?,
-                    ),
-                    None => None,
-                };
-                Ok((info, schema, output))
+                let schemas = runtime.block_on(Schemas::compile(&info))?;
+                Ok((info, schemas))
             });
             match checked {
-                Ok((info, schema, output)) => {
-                    let tool = Tool {
-                        policy: self.policy.tool(&info.name),
-                        info,
-                        schema,
-                        output,
-                        source,
-                        digest: None,
-                        artifact: None,
-                        signers: Vec::new(),
-                        executable: Executable::Native(native),
-                    };
-                    runtime.add(tool, &mut order);
-                }
-                Err(message) => runtime.load_errors.push(LoadError { source, message }),
+                Ok((info, schemas)) => loader.natives.push(Arc::new(Tool {
+                    policy: loader.policy.tool(&info.name),
+                    info,
+                    schemas: tokio::sync::OnceCell::new_with(Some(schemas)),
+                    source,
+                    digest: None,
+                    artifact: None,
+                    signers: Vec::new(),
+                    executable: Executable::Native(native),
+                })),
+                Err(message) => errors.push(LoadError { source, message }),
             }
         }
-
-        runtime.registry = Registry::new(
-            order
-                .iter()
-                .filter_map(|name| runtime.tools.get(name))
-                .map(|tool| Entry {
-                    schema: tool.info.schema(),
-                    core: tool.policy.core,
-                })
-                .collect(),
-        );
+        let catalog = catalog(tools, &loader.natives, &mut errors);
+        runtime.catalog = std::sync::RwLock::new(Arc::new(catalog));
+        runtime.load_errors = errors;
+        runtime.loader = tokio::sync::Mutex::new(loader);
         Ok(runtime)
     }
-}
-
-impl RuntimeBuilder {
-    /// Read the components named by reference (to the builder and in the policy's
-    /// `source`s) into `sources`; what cannot be read goes to `refused`. Returns where each
-    /// came from, by source.
-    fn pulled_sources(
-        &mut self,
-        sources: &mut Vec<Source>,
-        refused: &mut Vec<LoadError>,
-    ) -> HashMap<String, Provenance> {
-        let mut provenance = HashMap::new();
-        let named = self
-            .pulled
-            .iter()
-            .map(|reference| (None, reference.clone()))
-            .chain(
-                self.policy
-                    .sources()
-                    .iter()
-                    .map(|(tool, reference)| (Some(tool.clone()), reference.clone())),
-            )
-            .collect::<Vec<_>>();
-        if let Some(source) = &self.source {
-            // What decides which bytes a reference loads is no tool's to write, in this run or
-            // the next.
-            self.protected.extend(source.protected_files());
-        }
-        for (tool, text) in named {
-            let loaded = match &self.source {
-                Some(source) => source.load(&text).map_err(|error| error.0),
-                None => Err("this runtime has no component source to load it from (see \
-                             RuntimeBuilder::source)"
-                    .to_owned()),
-            };
-            match loaded {
-                Ok(stored) => {
-                    provenance.insert(
-                        stored.source.clone(),
-                        Provenance {
-                            digest: stored.digest,
-                            named: tool,
-                        },
-                    );
-                    sources.push((stored.source, stored.bytes));
-                }
-                Err(message) => refused.push(LoadError {
-                    source: tool
-                        .map_or_else(|| text.clone(), |tool| format!("{text} (tool {tool})")),
-                    message,
-                }),
-            }
-        }
-        provenance
-    }
-}
-
-/// Whether the tool `name`, loaded from where `provenance` says (a registry, or `None`
-/// for anywhere else), may load under `policy`: the name the policy's `source` gave it,
-/// and the signatures it requires. Its signers, as the source verified them (none when no
-/// signature was required); the error names the tool.
-fn check_provenance(
-    policy_file: &Policy,
-    source: Option<&dyn ComponentSource>,
-    name: &str,
-    policy: &ToolPolicy,
-    provenance: Option<&Provenance>,
-) -> Result<Vec<String>, String> {
-    if let Some(Provenance {
-        named: Some(named), ..
-    }) = provenance
-        && named != name
-    {
-        return Err(format!(
-            "the policy's tools.{named}.source is a component that calls itself {name:?}"
-        ));
-    }
-    if let Some((_, source)) = policy_file.sources().iter().find(|(tool, _)| tool == name)
-        && provenance.and_then(|from| from.named.as_deref()) != Some(name)
-    {
-        // The policy's entry (its grants) is for the artifact it names, not for whatever
-        // component calls itself the same.
-        return Err(format!(
-            "the policy loads {name} from {source}; a component of that name from elsewhere \
-             does not get its entry"
-        ));
-    }
-    // Each list that applies must be satisfied on its own: the tool's, and for a pulled tool
-    // the registry's (a vendor's key does not stand in for the team's, nor the other way).
-    let mut groups: Vec<(&str, &[crate::policy::Signer])> = Vec::new();
-    if !policy.signed_by.is_empty() {
-        groups.push(("its policy's signed_by", &policy.signed_by));
-    }
-    if provenance.is_some() && !policy_file.registry().signed_by.is_empty() {
-        groups.push(("[registry] signed_by", &policy_file.registry().signed_by));
-    }
-    if groups.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(provenance) = provenance else {
-        return Err(format!(
-            "{name} must be signed (its policy's signed_by), and only a tool pulled from a \
-             registry carries a signature"
-        ));
-    };
-    let source = source.ok_or_else(|| format!("{name}: this runtime has no component source"))?;
-    let mut signers: Vec<String> = Vec::new();
-    for (list, required) in groups {
-        let required: Vec<&crate::policy::Signer> = required.iter().collect();
-        let named = required
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let found = source
-            .check_signed(
-                &provenance.digest,
-                &required,
-                policy_file.registry().trust_root.as_deref(),
-            )
-            .map_err(|why| {
-                format!(
-                    "{name} ({}) is refused: {why} ({list}: {named})",
-                    provenance.digest
-                )
-            })?;
-        for signer in found {
-            if !signers.contains(&signer) {
-                signers.push(signer);
-            }
-        }
-    }
-    Ok(signers)
-}
-
-impl Runtime {
-    /// Register `tool`, unless one of its name is already there.
-    fn add(&mut self, tool: Tool, order: &mut Vec<String>) {
-        if let Some(first) = self.tools.get(&tool.info.name) {
-            self.load_errors.push(LoadError {
-                message: format!(
-                    "a tool named {:?} is already loaded from {}",
-                    tool.info.name, first.source
-                ),
-                source: tool.source,
-            });
-            return;
-        }
-        order.push(tool.info.name.clone());
-        self.tools.insert(tool.info.name.clone(), tool);
-    }
-}
-
-/// A component to load: where it came from, and its bytes.
-type Source = (String, Vec<u8>);
-
-/// The `*.wasm` files in `dir`, sorted by name, with their bytes; and the ones that could not
-/// be read, each with why (the others load regardless).
-///
-/// Only regular files are read: a directory, a FIFO (opened without waiting on it), a device
-/// or a dangling link named `*.wasm` is refused, and so is a link that leads out of the
-/// directory. A file larger than [`MAX_COMPONENT_BYTES`] is refused before it is read.
-fn read_tools_dir(dir: &Path) -> std::io::Result<(Vec<Source>, Vec<LoadError>)> {
-    let entries = std::fs::read_dir(dir)?;
-    let root = dir.canonicalize()?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    let (mut read, mut refused) = (Vec::new(), Vec::new());
-    for path in paths {
-        let source = path.display().to_string();
-        match read_component_file(&root, &path) {
-            Ok(bytes) => read.push((source, bytes)),
-            Err(message) => refused.push(LoadError { source, message }),
-        }
-    }
-    Ok((read, refused))
-}
-
-/// The bytes of the component file at `path` in the tools directory `root` (canonical), or why
-/// it is not read.
-fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let real = path
-        .canonicalize()
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    if !real.starts_with(root) {
-        return Err(format!(
-            "it is a link out of the tools directory (to {}); it is not followed",
-            real.display()
-        ));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(&real)
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".to_owned());
-    }
-    if meta.len() > MAX_COMPONENT_BYTES {
-        return Err(format!(
-            "it is {} bytes; a component may be at most {MAX_COMPONENT_BYTES}",
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_COMPONENT_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    Ok(bytes)
 }
 
 /// Why a runtime could not be built at all. (A tool that cannot be loaded does not stop the
@@ -681,7 +394,7 @@ pub enum BuildError {
 }
 
 /// What [`RuntimeBuilder::on_compile`] calls.
-type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;
+pub(crate) type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;
 
 /// A component about to be compiled, as [`RuntimeBuilder::on_compile`] reports it.
 #[derive(Debug, Clone, Copy)]

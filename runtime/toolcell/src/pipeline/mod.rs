@@ -21,6 +21,7 @@ pub(crate) mod audit;
 pub(crate) mod builder;
 pub(crate) mod builtin;
 pub(crate) mod context;
+pub(crate) mod loader;
 pub(crate) mod native;
 pub(crate) mod source;
 
@@ -42,10 +43,9 @@ use crate::policy::{Access, PolicyError, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
-use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::CacheStats;
+use crate::wasm::lazy::LazyCode;
 use crate::wasm::load::LoadError;
-use crate::wasm::sandbox::CallState;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -70,8 +70,8 @@ pub(crate) type WriteKey = (PathBuf, String);
 
 /// What runs a tool's calls.
 pub(crate) enum Executable {
-    /// A component, instantiated afresh for every call.
-    Wasm(GuestPre<CallState>),
+    /// A component, instantiated afresh for every call; its code loaded on its first call.
+    Wasm(Arc<LazyCode>),
     /// The host's own Rust tool.
     Native(Arc<dyn NativeTool>),
 }
@@ -80,9 +80,9 @@ pub(crate) enum Executable {
 /// policy, where it came from, and what runs it.
 pub(crate) struct Tool {
     pub(crate) info: ToolInfo,
-    pub(crate) schema: ArgumentSchema,
-    /// Its output schema, compiled, if it declared one: every result is checked against it.
-    pub(crate) output: Option<ArgumentSchema>,
+    /// Its schemas, compiled: at load for a tool described then, on its first call for one
+    /// known from the cache's index (whose schemas compiled when it was described).
+    pub(crate) schemas: tokio::sync::OnceCell<Schemas>,
     pub(crate) policy: ToolPolicy,
     pub(crate) source: String,
     /// A component's sha256 (lowercase hex); none for a native tool.
@@ -92,6 +92,49 @@ pub(crate) struct Tool {
     /// Who signed it, as verified at load (empty when the policy required no signature).
     pub(crate) signers: Vec<String>,
     pub(crate) executable: Executable,
+}
+
+/// A tool's compiled schemas.
+pub(crate) struct Schemas {
+    /// Its arguments' schema.
+    pub(crate) input: ArgumentSchema,
+    /// Its output schema, if it declared one: every result is checked against it.
+    pub(crate) output: Option<ArgumentSchema>,
+}
+
+impl Schemas {
+    /// The schemas `info` declares, compiled within the limits every tool's are.
+    pub(crate) async fn compile(info: &ToolInfo) -> Result<Schemas, String> {
+        let input = ArgumentSchema::compile_bounded(&info.input_schema)
+            .await
+            .map_err(|why| format!("tool {:?}: {why}", info.name))?;
+        let output = match &info.output_schema {
+            Some(output) => Some(
+                ArgumentSchema::compile_bounded_for(output, crate::validate::Subject::Result)
+                    .await
+                    .map_err(|why| format!("tool {:?}: {why}", info.name))?,
+            ),
+            None => None,
+        };
+        Ok(Schemas { input, output })
+    }
+}
+
+impl Tool {
+    /// Its compiled schemas (compiled now if they were not yet).
+    async fn schemas(&self) -> Result<&Schemas, String> {
+        self.schemas
+            .get_or_try_init(|| Schemas::compile(&self.info))
+            .await
+    }
+}
+
+/// The tools a runtime serves at one moment: a call takes the catalog as it stands when it
+/// starts and finishes with it, whatever a reload swaps in meanwhile.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) tools: HashMap<String, Arc<Tool>>,
 }
 
 /// The pipeline: a registry of wasm and native tools, the gate, the executors, the result cap
@@ -112,8 +155,10 @@ pub(crate) struct Tool {
 /// # anyhow::Ok(())
 /// ```
 pub struct Runtime {
-    pub(crate) registry: Registry,
-    pub(crate) tools: HashMap<String, Tool>,
+    /// The tools now: swapped whole by [`Runtime::reload`].
+    pub(crate) catalog: std::sync::RwLock<Arc<Catalog>>,
+    /// What finds and loads the components, kept for [`Runtime::reload`].
+    pub(crate) loader: tokio::sync::Mutex<crate::pipeline::loader::Loader>,
     pub(crate) gate: Gate,
     pub(crate) wasm: WasmExecutor,
     /// Drives calls made from synchronous code.
@@ -127,13 +172,12 @@ pub struct Runtime {
     pub(crate) audit: Option<Audit>,
     pub(crate) audit_failures: AtomicU64,
     pub(crate) load_errors: Vec<LoadError>,
-    pub(crate) cache_stats: CacheStats,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("tools", &self.catalog().tools.keys().collect::<Vec<_>>())
             .field("load_errors", &self.load_errors)
             .finish_non_exhaustive()
     }
@@ -159,20 +203,43 @@ impl Runtime {
     }
 
     /// The registry of every tool, wasm and native, in load order, with `core` from the
-    /// policy.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// policy: as it stands now (a [`reload`](Runtime::reload) makes a new one).
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.catalog().registry)
+    }
+
+    /// The tools as they stand now.
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// What the tool named `name` says about itself.
-    pub fn info(&self, name: &str) -> Option<&ToolInfo> {
-        self.tools.get(name).map(|tool| &tool.info)
+    pub fn info(&self, name: &str) -> Option<ToolInfo> {
+        self.catalog().tools.get(name).map(|tool| tool.info.clone())
     }
 
     /// Where the tool named `name` came from: a file path, `builtin:<name>` or
     /// `native:<name>`.
-    pub fn source(&self, name: &str) -> Option<&str> {
-        self.tools.get(name).map(|tool| tool.source.as_str())
+    pub fn source(&self, name: &str) -> Option<String> {
+        self.catalog()
+            .tools
+            .get(name)
+            .map(|tool| tool.source.clone())
+    }
+
+    /// The sha256 of the component the tool named `name` runs (lowercase hex); `None` for a
+    /// native tool or no such tool.
+    pub fn digest(&self, name: &str) -> Option<String> {
+        self.catalog()
+            .tools
+            .get(name)
+            .and_then(|tool| tool.digest.clone())
+    }
+
+    /// How many bytes of the tools' compiled code are in memory now (see
+    /// [`RuntimeBuilder::code_memory_budget`](crate::RuntimeBuilder::code_memory_budget)).
+    pub fn resident_code_bytes(&self) -> usize {
+        self.wasm.code().resident_bytes()
     }
 
     /// The tools that could not be loaded or registered, and why.
@@ -180,9 +247,11 @@ impl Runtime {
         &self.load_errors
     }
 
-    /// How the components were obtained: from the cache, or compiled.
+    /// How the components were obtained so far: described from the cache's index, their code
+    /// read from the cache, or compiled. A tool's code is counted when it is loaded: at start
+    /// for a tool described then, at its first call for one known from the index.
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache_stats
+        self.wasm.code().stats()
     }
 
     /// How many calls hold a wasm instance slot right now.
@@ -299,12 +368,18 @@ impl Runtime {
             fuel = tracing::field::Empty,
             memory_bytes = tracing::field::Empty,
         );
+        // The tools as they stand now: this call runs with these, whatever a reload does.
+        let catalog = self.catalog();
         let report = self
-            .run_spanned(id, name, arguments, context, options)
+            .run_spanned(&catalog, id, name, arguments, context, options)
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
-            if let Some(digest) = self.tools.get(&report.tool).and_then(|t| t.digest.as_ref()) {
+            if let Some(digest) = catalog
+                .tools
+                .get(&report.tool)
+                .and_then(|t| t.digest.as_ref())
+            {
                 span.record("tool.digest", digest.as_str());
             }
             if report.tool != name {
@@ -325,6 +400,7 @@ impl Runtime {
     /// The stages of one call, each in its child span of the call's.
     async fn run_spanned(
         &self,
+        catalog: &Catalog,
         id: &str,
         name: &str,
         arguments: &str,
@@ -336,7 +412,7 @@ impl Runtime {
         let mut audited = None;
         let dispatched = {
             let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "dispatch").entered();
-            dispatch(&self.registry, name, arguments)
+            dispatch(&catalog.registry, name, arguments)
         };
         let mut report = match dispatched {
             Dispatch::Local(text) => CallReport {
@@ -348,7 +424,7 @@ impl Runtime {
                 arguments: routed,
             } => {
                 let mut report = self
-                    .decide_and_run(id, &tool, &routed, context, options)
+                    .decide_and_run(catalog, id, &tool, &routed, context, options)
                     .await;
                 if tool != name {
                     report.via = Some(name.to_owned());
@@ -369,7 +445,12 @@ impl Runtime {
         };
         if self.audit.is_some() {
             let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "audit").entered();
-            self.audit(audited.as_deref().unwrap_or(arguments), &report, started);
+            self.audit(
+                catalog,
+                audited.as_deref().unwrap_or(arguments),
+                &report,
+                started,
+            );
         }
         report
     }
@@ -382,13 +463,14 @@ impl Runtime {
     /// Stages 2 to 4 for the tool `name`: validate, gate, execute.
     async fn decide_and_run(
         &self,
+        catalog: &Catalog,
         id: &str,
         name: &str,
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
     ) -> CallReport {
-        let Some(tool) = self.tools.get(name) else {
+        let Some(tool) = catalog.tools.get(name) else {
             return refused(DenyReason::NoGrant.into());
         };
         if arguments.len() > MAX_ARGUMENT_BYTES {
@@ -439,8 +521,14 @@ impl Runtime {
         let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
         tracing::Span::current().record("deadline_ms", limit_ms);
         let validating = Instant::now();
-        let checked = tool
-            .schema
+        let schemas = match tool.schemas().await {
+            Ok(schemas) => schemas,
+            Err(why) => {
+                return CallReport::host_answer(ToolResponse::failed(FailureKind::Internal, why));
+            }
+        };
+        let checked = schemas
+            .input
             .check_within(
                 self.io.handle(),
                 name,
@@ -509,16 +597,28 @@ impl Runtime {
         let staged = grants.staged.clone();
         let executing = tracing::info_span!(target: CALL_SPAN_TARGET, "execute");
         let mut report = match &tool.executable {
-            Executable::Wasm(pre) => {
+            Executable::Wasm(code) => {
                 // The guest gets the arguments as validated (and as the gate rewrote their
                 // paths), written out again from the checked value: never the caller's text,
                 // which another parser could read differently (a duplicate key, a number
                 // beyond f64) from the one that validated it.
                 let text = checked.to_string();
-                self.wasm
-                    .run(pre, &grants, &limits, options.stop.as_ref(), &text)
-                    .instrument(executing)
-                    .await
+                async {
+                    // Its code, loaded now if this is its first call (or it was dropped).
+                    match self.wasm.prepare(code).await {
+                        Ok(pre) => {
+                            self.wasm
+                                .run(&pre, &grants, &limits, options.stop.as_ref(), &text)
+                                .await
+                        }
+                        Err(why) => CallReport::host_answer(ToolResponse::failed(
+                            FailureKind::Internal,
+                            format!("its code could not be loaded: {why}"),
+                        )),
+                    }
+                }
+                .instrument(executing)
+                .await
             }
             Executable::Native(native) => {
                 let context = ToolContext {
@@ -538,7 +638,7 @@ impl Runtime {
         };
         // A declared output schema holds for every result, before anything of the call is
         // kept: a result that breaks it is a failure, and the tool's file changes are dropped.
-        if let Some(output) = &tool.output {
+        if let Some(output) = &schemas.output {
             let response = std::mem::replace(&mut report.response, ToolResponse::Cancelled);
             let (response, structured) = self
                 .check_output(name, output, response, &limits, options)
@@ -833,11 +933,11 @@ impl Runtime {
     }
 
     /// Append the call's audit record, if the runtime keeps one.
-    fn audit(&self, arguments: &str, report: &CallReport, started: Instant) {
+    fn audit(&self, catalog: &Catalog, arguments: &str, report: &CallReport, started: Instant) {
         let Some(audit) = &self.audit else {
             return;
         };
-        let tool = self.tools.get(&report.tool);
+        let tool = catalog.tools.get(&report.tool);
         let resources: Vec<(&str, CapabilityKind)> = tool
             .map(|tool| {
                 tool.info

@@ -6,7 +6,7 @@
 //! [`ToolInfo`] is checked the same way.
 
 use crate::call::registry::ToolSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The longest tool name: what every major model provider accepts.
@@ -30,7 +30,7 @@ pub const MAX_RESOURCE_BYTES: usize = 4096;
 pub const MAX_SCHEMA_TEXT_BYTES: usize = 4 * crate::tool::schema::MAX_SCHEMA_BYTES;
 
 /// A kind of authority a call may need (the WIT `capability-kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CapabilityKind {
     /// Read files and list directories below a root.
@@ -46,7 +46,7 @@ pub enum CapabilityKind {
 }
 
 /// Where a capability's resource comes from (the WIT `resource-ref`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceRef {
     /// A JSON pointer into the call's arguments.
@@ -58,7 +58,7 @@ pub enum ResourceRef {
 }
 
 /// One capability a tool may need.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capability {
     /// What kind of authority.
     pub kind: CapabilityKind,
@@ -67,7 +67,7 @@ pub struct Capability {
 }
 
 /// A tool's description of itself, as checked by the host.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolInfo {
     /// The tool's name.
     pub name: String,

@@ -62,7 +62,7 @@ const ENTRY_MAGIC: &[u8; 8] = b"tcache02";
 const MAC_BYTES: usize = 32;
 
 /// The length of the cache key: 256 bits, as HMAC-SHA256 wants.
-const KEY_BYTES: usize = 32;
+pub(crate) const KEY_BYTES: usize = 32;
 
 /// The largest cache entry read back. A compiled Python tool is tens of MiB; a file far
 /// beyond that in the cache directory is not ours, and is not read into memory.
@@ -92,6 +92,10 @@ pub struct CacheStats {
     pub replaced: usize,
     /// Components compiled with no cache in use.
     pub uncached: usize,
+    /// Tools known from the cache's index at start (their description, digest and file
+    /// identity), with no component read: their code is loaded on their first call, and
+    /// counted then among the others.
+    pub indexed: usize,
 }
 
 impl CacheStats {
@@ -110,6 +114,13 @@ impl CacheStats {
 pub(crate) struct CompileCache {
     /// The directory and the key, when the cache may be used.
     store: Option<(PathBuf, [u8; KEY_BYTES])>,
+}
+
+impl CompileCache {
+    /// The directory and the key, when the cache is in use.
+    pub(crate) fn store(&self) -> Option<(&Path, &[u8; KEY_BYTES])> {
+        self.store.as_ref().map(|(dir, key)| (dir.as_path(), key))
+    }
 }
 
 impl std::fmt::Debug for CompileCache {
@@ -145,13 +156,27 @@ impl CompileCache {
         }
     }
 
+    /// Whether a cache is in use (a directory and a key that could be trusted).
+    pub(crate) fn in_use(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// The cache entry for `bytes` (the component is hashed once, here).
     pub(crate) fn entry(&self, engine: &Engine, bytes: &[u8]) -> CacheEntry {
         let component: [u8; 32] = Sha256::digest(bytes).into();
+        self.entry_for(engine, component)
+    }
+
+    /// The cache entry of the component whose sha256 is `digest` (lowercase hex), when its
+    /// digest is known without its bytes (from the [`Index`]); `None` if `digest` is not one.
+    pub(crate) fn entry_for_digest(&self, engine: &Engine, digest: &str) -> Option<CacheEntry> {
+        let bytes = unhex(digest)?;
+        Some(self.entry_for(engine, bytes.try_into().ok()?))
+    }
+
+    fn entry_for(&self, engine: &Engine, component: [u8; 32]) -> CacheEntry {
         let store = self.store.as_ref().map(|(dir, key)| {
-            let mut hasher = Sha256Hasher::default();
-            engine.precompile_compatibility_hash().hash(&mut hasher);
-            let engine_hash = hasher.0.finalize();
+            let engine_hash = engine_hash(engine);
             let path = dir.join(format!(
                 "{}-{}.cwasm",
                 hex(&component),
@@ -166,18 +191,13 @@ impl CompileCache {
                 bound,
             }
         });
-        CacheEntry {
-            digest: hex(&component),
-            store,
-        }
+        CacheEntry { store }
     }
 }
 
 /// Where one component's compiled form lives in the cache, if a cache is in use.
 #[derive(Clone)]
 pub(crate) struct CacheEntry {
-    /// The component's sha256, as lowercase hex: its identity (policy pins check it).
-    digest: String,
     store: Option<EntryStore>,
 }
 
@@ -190,11 +210,6 @@ struct EntryStore {
 }
 
 impl CacheEntry {
-    /// The component's sha256, as lowercase hex.
-    pub(crate) fn digest(&self) -> &str {
-        &self.digest
-    }
-
     /// True when an entry exists (for progress reporting; it is still verified when read).
     pub(crate) fn exists(&self) -> bool {
         self.store
@@ -208,8 +223,19 @@ impl CacheEntry {
         engine: &Engine,
         bytes: &[u8],
     ) -> Result<(Component, CacheOutcome), String> {
+        self.component_or(engine, || Ok(std::borrow::Cow::Borrowed(bytes)))
+    }
+
+    /// The component: from a verified entry, or compiled (and stored) from the bytes `bytes`
+    /// gives, asked for only then. Whoever gives them has checked that they are this
+    /// entry's component (their sha256 is its digest).
+    pub(crate) fn component_or<'b>(
+        &self,
+        engine: &Engine,
+        bytes: impl FnOnce() -> Result<std::borrow::Cow<'b, [u8]>, String>,
+    ) -> Result<(Component, CacheOutcome), String> {
         let Some(store) = &self.store else {
-            return compile(engine, bytes).map(|component| (component, CacheOutcome::Uncached));
+            return compile(engine, &bytes()?).map(|component| (component, CacheOutcome::Uncached));
         };
         let outcome = match read_bounded(&store.path) {
             Ok(entry) => match store
@@ -222,7 +248,7 @@ impl CacheEntry {
             Err(_) => CacheOutcome::Miss,
         };
         let artifact = engine
-            .precompile_component(bytes)
+            .precompile_component(&bytes()?)
             .map_err(|error| not_valid(&error))?;
         // Loaded back before it is stored: an artifact this engine refuses (a limit of the
         // instance pool, say) is refused with wasmtime's reason, and never cached.
@@ -312,7 +338,7 @@ fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, String> {
 
 /// A file's bytes, if it is a regular file (not followed through a link) of at most
 /// [`MAX_CACHE_ENTRY_BYTES`].
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -417,13 +443,32 @@ fn load_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], String> {
 }
 
 /// A new file at `path`, mode 0600: never an existing file, and never through a symlink.
-fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
+}
+
+/// The sha256 of the engine's compatibility hash: what decides whether compiled code (and a
+/// component's successful link) carries over.
+pub(crate) fn engine_hash(engine: &Engine) -> [u8; 32] {
+    let mut hasher = Sha256Hasher::default();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.0.finalize().into()
+}
+
+/// The bytes lowercase (or uppercase) hex `text` spells, if it spells any.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
 }
 
 /// Feeds `Hash` output into sha256, so the key does not depend on the std hasher's algorithm.

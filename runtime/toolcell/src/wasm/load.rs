@@ -38,7 +38,8 @@ pub(crate) struct LoadedTool {
     pub(crate) schema: ArgumentSchema,
     /// Its output schema, compiled, if it declared one.
     pub(crate) output: Option<ArgumentSchema>,
-    pub(crate) source: String,
+    /// The size of its compiled code in memory.
+    pub(crate) code_bytes: usize,
 }
 
 /// Compile `bytes` (or read them compiled from their cache `entry`), link them against
@@ -55,16 +56,8 @@ pub(crate) async fn load(
         message,
     };
     let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
-    let instance_pre = linker.instantiate_pre(&component).map_err(|error| {
-        refuse(format!(
-            "it imports something toolcell does not provide: {error:#}"
-        ))
-    })?;
-    let pre = GuestPre::new(instance_pre).map_err(|error| {
-        refuse(format!(
-            "it does not export the toolcell:tool/tool interface (0.2.0, or 0.1.0): {error:#}"
-        ))
-    })?;
+    let pre = crate::wasm::lazy::link(linker, &component).map_err(&refuse)?;
+    let code_bytes = crate::wasm::lazy::code_size(&component);
     let limits = Limits {
         timeout: DESCRIBE_TIMEOUT,
         ..Limits::default()
@@ -90,7 +83,7 @@ pub(crate) async fn load(
             pre,
             schema,
             output,
-            source: source.to_owned(),
+            code_bytes,
         },
         outcome,
     ))

@@ -13,7 +13,9 @@ pub(crate) mod cache;
 pub(crate) mod engine;
 pub(crate) mod epoch;
 mod guest_fs;
+pub(crate) mod index;
 pub(crate) mod instance;
+pub(crate) mod lazy;
 pub(crate) mod load;
 pub(crate) mod net;
 pub(crate) mod sandbox;
@@ -21,6 +23,8 @@ pub(crate) mod sandbox;
 use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome, CompileCache};
 use crate::wasm::epoch::EpochTicker;
+use crate::wasm::lazy::{CodeMemory, LazyCode};
+use std::sync::Arc;
 
 use crate::call::limits::Limits;
 use crate::call::report::CallReport;
@@ -43,15 +47,19 @@ pub(crate) struct WasmExecutor {
     pool_slots: usize,
     /// Whether the engine meters fuel.
     fuel_metering: bool,
+    /// The tools' compiled code, loaded when first called, under a memory budget.
+    code: CodeMemory,
 }
 
 impl WasmExecutor {
     /// An engine with `pool_slots` instance slots, fuel metered or not, `keep_resident` bytes
-    /// kept mapped per slot, with WASI and `wasi:http` linked.
+    /// kept mapped per slot, with WASI and `wasi:http` linked, holding at most `code_budget`
+    /// bytes of the tools' compiled code at once.
     pub(crate) fn new(
         pool_slots: u32,
         fuel_metering: bool,
         keep_resident: usize,
+        code_budget: usize,
     ) -> anyhow::Result<WasmExecutor> {
         let engine = engine::new_engine(pool_slots, fuel_metering, keep_resident)?;
         let mut linker = Linker::new(&engine);
@@ -71,7 +79,21 @@ impl WasmExecutor {
             slots: Semaphore::new(pool_slots as usize),
             pool_slots: pool_slots as usize,
             fuel_metering,
+            code: CodeMemory::new(code_budget),
         })
+    }
+
+    /// The tools' compiled code.
+    pub(crate) fn code(&self) -> &CodeMemory {
+        &self.code
+    }
+
+    /// `code`'s linked code: resident, or loaded now (see [`lazy`]).
+    pub(crate) async fn prepare(
+        &self,
+        code: &Arc<LazyCode>,
+    ) -> Result<GuestPre<CallState>, String> {
+        self.code.prepare(&self.engine, &self.linker, code).await
     }
 
     /// The engine every component is compiled for.

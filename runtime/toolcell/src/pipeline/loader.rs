@@ -1,0 +1,785 @@
+//! Finding the components a runtime serves and making them tools: once at build, and again at
+//! each [`Runtime::reload`].
+//!
+//! A component known from the cache's [`Index`] (a built-in tool, or a file whose identity
+//! has not changed) is not read: its digest and description come from the index, and its code
+//! is loaded on its first call ([`LazyCode`]). Any other is read, hashed, compiled (or read
+//! compiled from the cache) and described, and the index remembers it. Either way, the same
+//! checks decide whether it loads: its description's limits, the policy's `sha256` pin, where
+//! it came from, and who signed it.
+
+use crate::pipeline::builder::{BuildError, CompileReporter, Compiling, MAX_COMPONENT_BYTES};
+use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
+use crate::pipeline::source::ComponentSource;
+use crate::pipeline::{Catalog, Executable, Runtime, Schemas, Tool};
+use crate::policy::{Policy, ToolPolicy};
+use crate::wasm::WasmExecutor;
+use crate::wasm::cache::CompileCache;
+use crate::wasm::index::{Index, IndexEntry, file_identity};
+use crate::wasm::lazy::{LazyCode, Origin};
+use crate::wasm::load::LoadError;
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The index place of the built-in tools.
+const BUILTIN_PLACE: &str = "builtin";
+
+/// The index place where descriptions are kept by digest alone, for components whose bytes
+/// are read anyway (given by an embedder, pulled from a store, or a file whose identity
+/// changed but whose bytes did not).
+const DIGEST_PLACE: &str = "digests";
+
+/// What finds and loads a runtime's components.
+pub(crate) struct Loader {
+    pub(crate) builtin: bool,
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) components: Vec<(String, Arc<[u8]>)>,
+    pub(crate) pulled: Vec<String>,
+    pub(crate) source: Option<Arc<dyn ComponentSource>>,
+    pub(crate) policy: Policy,
+    pub(crate) cache: CompileCache,
+    pub(crate) progress: Option<CompileReporter>,
+    /// The native tools, checked once at build.
+    pub(crate) natives: Vec<Arc<Tool>>,
+    /// Whether every tool's code is loaded at start, not on its first call.
+    pub(crate) load_code_at_start: bool,
+    /// What the sources looked like at the last load (see [`Loader::fingerprint`]).
+    pub(crate) seen: u64,
+}
+
+/// Where a component loaded from the store came from.
+pub(crate) struct Provenance {
+    /// The manifest digest (what signatures sign).
+    pub(crate) digest: String,
+    /// The tool the policy's `source` loads under this name, if it was named there.
+    pub(crate) named: Option<String>,
+}
+
+/// One component found.
+struct Found {
+    source: String,
+    origin: Origin,
+    /// Its digest, when it is known without reading it (a built-in tool).
+    digest: Option<String>,
+    /// The index that remembers it and its identity there.
+    indexed: Option<(usize, String)>,
+    provenance: Option<Provenance>,
+}
+
+/// What one load made.
+pub(crate) struct Loaded {
+    /// The wasm tools, in load order.
+    pub(crate) tools: Vec<Arc<Tool>>,
+    /// What could not be loaded.
+    pub(crate) errors: Vec<LoadError>,
+}
+
+impl Loader {
+    /// Find every component and make each a tool. A tool of `old` whose source and digest are
+    /// unchanged is kept as it is (its code too); a changed one that is refused leaves the old
+    /// one in service, and says so in the errors. Fails only when a tools directory cannot be
+    /// listed.
+    pub(crate) async fn load(
+        &mut self,
+        wasm: &WasmExecutor,
+        old: Option<&Catalog>,
+    ) -> Result<Loaded, BuildError> {
+        self.seen = self.fingerprint();
+        let engine = wasm.engine().clone();
+        let mut errors = Vec::new();
+        let mut indexes: Vec<Index> = Vec::new();
+        let mut found: Vec<Found> = Vec::new();
+        if self.builtin {
+            let slot = self.cache.index(&engine, BUILTIN_PLACE).map(|index| {
+                indexes.push(index);
+                indexes.len() - 1
+            });
+            for ((name, bytes), digest) in BUILTIN_TOOLS.iter().zip(BUILTIN_DIGESTS) {
+                found.push(Found {
+                    source: format!("builtin:{name}"),
+                    origin: Origin::Static(bytes),
+                    digest: Some((*digest).to_owned()),
+                    indexed: slot.map(|slot| (slot, format!("sha256:{digest}"))),
+                    provenance: None,
+                });
+            }
+        }
+        for dir in &self.dirs {
+            let (files, refused) = scan_tools_dir(dir).map_err(|source| BuildError::ToolsDir {
+                dir: dir.clone(),
+                source,
+            })?;
+            errors.extend(refused);
+            let place = dir
+                .canonicalize()
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string();
+            let slot = self.cache.index(&engine, &place).map(|mut index| {
+                index.retain(|source| {
+                    files
+                        .iter()
+                        .any(|(path, _)| path.display().to_string() == source)
+                });
+                indexes.push(index);
+                indexes.len() - 1
+            });
+            for (path, identity) in files {
+                found.push(Found {
+                    source: path.display().to_string(),
+                    origin: Origin::File(path),
+                    digest: None,
+                    indexed: slot.map(|slot| (slot, identity)),
+                    provenance: None,
+                });
+            }
+        }
+        for (source, bytes) in &self.components {
+            found.push(Found {
+                source: source.clone(),
+                origin: Origin::Shared(Arc::clone(bytes)),
+                digest: None,
+                indexed: None,
+                provenance: None,
+            });
+        }
+        self.pulled_sources(&mut found, &mut errors);
+        let mut by_digest = self.cache.index(&engine, DIGEST_PLACE);
+
+        let old_by_source: HashMap<&str, &Arc<Tool>> = old
+            .map(|old| {
+                old.tools
+                    .values()
+                    .filter(|tool| matches!(tool.executable, Executable::Wasm(_)))
+                    .map(|tool| (tool.source.as_str(), tool))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut tools = Vec::new();
+        let total = found.len();
+        for (at, found) in found.into_iter().enumerate() {
+            let previous = old_by_source.get(found.source.as_str()).copied();
+            let made = self
+                .make(
+                    wasm,
+                    &mut indexes,
+                    by_digest.as_mut(),
+                    found,
+                    at,
+                    total,
+                    previous,
+                )
+                .await;
+            match made {
+                Ok(tool) => tools.push(tool),
+                Err((error, previous)) => {
+                    errors.push(error);
+                    if let Some(previous) = previous {
+                        tools.push(Arc::clone(previous));
+                    }
+                }
+            }
+        }
+        for index in &mut indexes {
+            index.save();
+        }
+        if let Some(index) = &mut by_digest {
+            index.save();
+        }
+        if self.load_code_at_start {
+            for tool in &tools {
+                if let Executable::Wasm(code) = &tool.executable
+                    && let Err(message) = wasm.prepare(code).await
+                {
+                    errors.push(LoadError {
+                        source: tool.source.clone(),
+                        message,
+                    });
+                }
+            }
+        }
+        Ok(Loaded { tools, errors })
+    }
+
+    /// Make one found component a tool (or keep `previous`, the one loaded from the same
+    /// source before, if its digest is unchanged). The error names the component, and carries
+    /// `previous` back, to keep serving.
+    #[allow(clippy::too_many_arguments)]
+    async fn make<'p>(
+        &mut self,
+        wasm: &WasmExecutor,
+        indexes: &mut [Index],
+        by_digest: Option<&mut Index>,
+        found: Found,
+        at: usize,
+        total: usize,
+        previous: Option<&'p Arc<Tool>>,
+    ) -> Result<Arc<Tool>, (LoadError, Option<&'p Arc<Tool>>)> {
+        let source = found.source.clone();
+        let refuse = |message: String| {
+            let message = match previous {
+                Some(_) => format!("{message}; the version loaded before keeps serving"),
+                None => message,
+            };
+            (
+                LoadError {
+                    source: source.clone(),
+                    message,
+                },
+                previous,
+            )
+        };
+        let known = found
+            .indexed
+            .as_ref()
+            .and_then(|(slot, identity)| indexes.get(*slot)?.get(&found.source, identity))
+            .cloned();
+        // Its digest and description, without reading it if the index knows it.
+        let (digest, mut info, bytes) = match known {
+            Some(entry) => (entry.sha256, Some(entry.info), None),
+            None => {
+                let bytes = match &found.origin {
+                    Origin::Static(bytes) => std::borrow::Cow::Borrowed(*bytes),
+                    Origin::Shared(bytes) => std::borrow::Cow::Borrowed(bytes.as_ref()),
+                    Origin::File(path) => {
+                        let root = path.parent().unwrap_or(path);
+                        let root = root
+                            .canonicalize()
+                            .map_err(|error| refuse(format!("cannot be read: {error}")))?;
+                        std::borrow::Cow::Owned(read_component_file(&root, path).map_err(&refuse)?)
+                    }
+                };
+                let digest = match &found.digest {
+                    Some(digest) => digest.clone(),
+                    None => crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+                };
+                let info = by_digest
+                    .as_deref()
+                    .and_then(|index| index.get(&digest, &digest))
+                    .map(|entry| entry.info.clone());
+                (digest, info, Some(bytes))
+            }
+        };
+        if let Some(previous) = previous
+            && previous.digest.as_deref() == Some(digest.as_str())
+        {
+            return Ok(Arc::clone(previous));
+        }
+        let entry = match &bytes {
+            Some(bytes) if !self.cache.in_use() => wasm.cache_entry(&self.cache, bytes),
+            _ => self
+                .cache
+                .entry_for_digest(wasm.engine(), &digest)
+                .ok_or_else(|| {
+                    refuse(format!(
+                        "the index holds a digest that is not one: {digest}"
+                    ))
+                })?,
+        };
+        let evictable = self.cache.in_use();
+        let (code, schemas) = match (info.clone(), bytes.as_deref()) {
+            // Known: nothing is compiled, linked or instantiated now.
+            (Some(_), _) if self.cache.in_use() => {
+                wasm.code().described_from_index();
+                let origin = found.origin;
+                (
+                    Arc::new(LazyCode::new(digest.clone(), entry, origin, evictable)),
+                    tokio::sync::OnceCell::new(),
+                )
+            }
+            (_, maybe_bytes) => {
+                let read;
+                let bytes = match maybe_bytes {
+                    Some(bytes) => bytes,
+                    None => {
+                        read = match &found.origin {
+                            Origin::Static(bytes) => bytes.to_vec(),
+                            Origin::Shared(bytes) => bytes.to_vec(),
+                            Origin::File(path) => {
+                                let root =
+                                    path.parent().unwrap_or(path).canonicalize().map_err(
+                                        |error| refuse(format!("cannot be read: {error}")),
+                                    )?;
+                                read_component_file(&root, path).map_err(&refuse)?
+                            }
+                        };
+                        &read
+                    }
+                };
+                if !entry.exists()
+                    && let Some(report) = &mut self.progress
+                {
+                    report(Compiling {
+                        index: at,
+                        total,
+                        source: &found.source,
+                    });
+                }
+                let (loaded, outcome) = wasm
+                    .load(&entry, &found.source, bytes)
+                    .await
+                    .map_err(|error| refuse(error.message))?;
+                wasm.code().record(outcome);
+                let code = Arc::new(LazyCode::new(
+                    digest.clone(),
+                    entry,
+                    found.origin,
+                    evictable,
+                ));
+                wasm.code().admit(&code, loaded.pre, loaded.code_bytes);
+                info = Some(loaded.info);
+                (
+                    code,
+                    tokio::sync::OnceCell::new_with(Some(Schemas {
+                        input: loaded.schema,
+                        output: loaded.output,
+                    })),
+                )
+            }
+        };
+        let Some(info) = info else {
+            return Err(refuse("it has no description".to_owned()));
+        };
+        // Remembered, whether or not the policy lets it load: it said this about itself.
+        if let Some((slot, identity)) = &found.indexed
+            && let Some(index) = indexes.get_mut(*slot)
+        {
+            index.put(IndexEntry {
+                source: found.source.clone(),
+                identity: identity.clone(),
+                sha256: digest.clone(),
+                info: info.clone(),
+            });
+        }
+        if let Some(index) = by_digest
+            && found.indexed.is_none()
+        {
+            index.put(IndexEntry {
+                source: digest.clone(),
+                identity: digest.clone(),
+                sha256: digest.clone(),
+                info: info.clone(),
+            });
+        }
+        let policy = self.policy.tool(&info.name);
+        let signers = check_provenance(
+            &self.policy,
+            self.source.as_deref(),
+            &info.name,
+            &policy,
+            found.provenance.as_ref(),
+        )
+        .map_err(&refuse)?;
+        if let Some(pin) = &policy.sha256
+            && *pin != digest
+        {
+            return Err(refuse(format!(
+                "its sha256 is {digest}, but the policy pins {} to {pin}",
+                info.name
+            )));
+        }
+        Ok(Arc::new(Tool {
+            info,
+            schemas,
+            policy,
+            source: found.source,
+            digest: Some(digest),
+            artifact: found.provenance.map(|from| from.digest),
+            signers,
+            executable: Executable::Wasm(code),
+        }))
+    }
+
+    /// Read the components named by reference (to the builder and in the policy's `source`s)
+    /// into `found`; what cannot be read goes to `refused`.
+    fn pulled_sources(&self, found: &mut Vec<Found>, refused: &mut Vec<LoadError>) {
+        let named = self
+            .pulled
+            .iter()
+            .map(|reference| (None, reference.clone()))
+            .chain(
+                self.policy
+                    .sources()
+                    .iter()
+                    .map(|(tool, reference)| (Some(tool.clone()), reference.clone())),
+            )
+            .collect::<Vec<_>>();
+        for (tool, text) in named {
+            let loaded = match &self.source {
+                Some(source) => source.load(&text).map_err(|error| error.0),
+                None => Err("this runtime has no component source to load it from (see \
+                             RuntimeBuilder::source)"
+                    .to_owned()),
+            };
+            match loaded {
+                Ok(stored) => found.push(Found {
+                    source: stored.source,
+                    origin: Origin::Shared(stored.bytes.into()),
+                    digest: None,
+                    indexed: None,
+                    provenance: Some(Provenance {
+                        digest: stored.digest,
+                        named: tool,
+                    }),
+                }),
+                Err(message) => refused.push(LoadError {
+                    source: tool
+                        .map_or_else(|| text.clone(), |tool| format!("{text} (tool {tool})")),
+                    message,
+                }),
+            }
+        }
+    }
+
+    /// A hash of what the sources look like now, without reading any component: each tools
+    /// directory's `*.wasm` files and their identities, and the files that decide what a
+    /// reference loads (a lock file). A reload is worth making only when it changes.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for dir in &self.dirs {
+            match scan_tools_dir(dir) {
+                Ok((files, refused)) => {
+                    files.hash(&mut hasher);
+                    for error in refused {
+                        error.source.hash(&mut hasher);
+                    }
+                }
+                Err(error) => error.kind().hash(&mut hasher),
+            }
+        }
+        if let Some(source) = &self.source {
+            for file in source.protected_files() {
+                match std::fs::metadata(&file) {
+                    Ok(meta) => file_identity(&meta).hash(&mut hasher),
+                    Err(error) => error.kind().hash(&mut hasher),
+                }
+            }
+        }
+        hasher.finish()
+    }
+}
+
+/// Whether the tool `name`, loaded from where `provenance` says (a registry, or `None`
+/// for anywhere else), may load under `policy`: the name the policy's `source` gave it,
+/// and the signatures it requires. Its signers, as the source verified them (none when no
+/// signature was required); the error names the tool.
+fn check_provenance(
+    policy_file: &Policy,
+    source: Option<&dyn ComponentSource>,
+    name: &str,
+    policy: &ToolPolicy,
+    provenance: Option<&Provenance>,
+) -> Result<Vec<String>, String> {
+    if let Some(Provenance {
+        named: Some(named), ..
+    }) = provenance
+        && named != name
+    {
+        return Err(format!(
+            "the policy's tools.{named}.source is a component that calls itself {name:?}"
+        ));
+    }
+    if let Some((_, source)) = policy_file.sources().iter().find(|(tool, _)| tool == name)
+        && provenance.and_then(|from| from.named.as_deref()) != Some(name)
+    {
+        // The policy's entry (its grants) is for the artifact it names, not for whatever
+        // component calls itself the same.
+        return Err(format!(
+            "the policy loads {name} from {source}; a component of that name from elsewhere \
+             does not get its entry"
+        ));
+    }
+    // Each list that applies must be satisfied on its own: the tool's, and for a pulled tool
+    // the registry's (a vendor's key does not stand in for the team's, nor the other way).
+    let mut groups: Vec<(&str, &[crate::policy::Signer])> = Vec::new();
+    if !policy.signed_by.is_empty() {
+        groups.push(("its policy's signed_by", &policy.signed_by));
+    }
+    if provenance.is_some() && !policy_file.registry().signed_by.is_empty() {
+        groups.push(("[registry] signed_by", &policy_file.registry().signed_by));
+    }
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(provenance) = provenance else {
+        return Err(format!(
+            "{name} must be signed (its policy's signed_by), and only a tool pulled from a \
+             registry carries a signature"
+        ));
+    };
+    let source = source.ok_or_else(|| format!("{name}: this runtime has no component source"))?;
+    let mut signers: Vec<String> = Vec::new();
+    for (list, required) in groups {
+        let required: Vec<&crate::policy::Signer> = required.iter().collect();
+        let named = required
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let found = source
+            .check_signed(
+                &provenance.digest,
+                &required,
+                policy_file.registry().trust_root.as_deref(),
+            )
+            .map_err(|why| {
+                format!(
+                    "{name} ({}) is refused: {why} ({list}: {named})",
+                    provenance.digest
+                )
+            })?;
+        for signer in found {
+            if !signers.contains(&signer) {
+                signers.push(signer);
+            }
+        }
+    }
+    Ok(signers)
+}
+
+/// The catalog of `wasm` tools then `natives`, in that order; a tool whose name is taken
+/// already is left out, with an error.
+pub(crate) fn catalog(
+    wasm: Vec<Arc<Tool>>,
+    natives: &[Arc<Tool>],
+    errors: &mut Vec<LoadError>,
+) -> Catalog {
+    let mut tools: HashMap<String, Arc<Tool>> = HashMap::new();
+    let mut order = Vec::new();
+    for tool in wasm.into_iter().chain(natives.iter().cloned()) {
+        if let Some(first) = tools.get(&tool.info.name) {
+            errors.push(LoadError {
+                message: format!(
+                    "a tool named {:?} is already loaded from {}",
+                    tool.info.name, first.source
+                ),
+                source: tool.source.clone(),
+            });
+            continue;
+        }
+        order.push(tool.info.name.clone());
+        tools.insert(tool.info.name.clone(), tool);
+    }
+    let registry = crate::call::registry::Registry::new(
+        order
+            .iter()
+            .filter_map(|name| tools.get(name))
+            .map(|tool| crate::call::registry::Entry {
+                schema: tool.info.schema(),
+                core: tool.policy.core,
+            })
+            .collect(),
+    );
+    Catalog {
+        registry: Arc::new(registry),
+        tools,
+    }
+}
+
+/// A component file in a tools directory, and its identity.
+pub(crate) type ComponentFile = (PathBuf, String);
+
+/// The `*.wasm` files in `dir`, sorted by name, each with its identity (see
+/// [`file_identity`]), read from its metadata alone; and the ones refused, each with why (the
+/// others load regardless).
+///
+/// Only regular files count: a directory, a FIFO (opened without waiting on it), a device or a
+/// dangling link named `*.wasm` is refused, and so is a link that leads out of the directory. A
+/// file larger than [`MAX_COMPONENT_BYTES`] is refused before it is read.
+pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>, Vec<LoadError>)> {
+    let entries = std::fs::read_dir(dir)?;
+    let root = dir.canonicalize()?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_some_and(|ext| ext == "wasm") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let (mut files, mut refused) = (Vec::new(), Vec::new());
+    for path in paths {
+        match open_component_file(&root, &path) {
+            Ok((_, meta)) => {
+                let identity = file_identity(&meta);
+                files.push((path, identity));
+            }
+            Err(message) => refused.push(LoadError {
+                source: path.display().to_string(),
+                message,
+            }),
+        }
+    }
+    Ok((files, refused))
+}
+
+/// The component file at `path` in the tools directory `root` (canonical), opened, with its
+/// metadata; or why it is not read.
+fn open_component_file(
+    root: &Path,
+    path: &Path,
+) -> Result<(std::fs::File, std::fs::Metadata), String> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let real = path
+        .canonicalize()
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    if !real.starts_with(root) {
+        return Err(format!(
+            "it is a link out of the tools directory (to {}); it is not followed",
+            real.display()
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&real)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".to_owned());
+    }
+    if meta.len() > MAX_COMPONENT_BYTES {
+        return Err(format!(
+            "it is {} bytes; a component may be at most {MAX_COMPONENT_BYTES}",
+            meta.len()
+        ));
+    }
+    Ok((file, meta))
+}
+
+/// The bytes of the component file at `path` in the tools directory `root` (canonical), or why
+/// it is not read.
+pub(crate) fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let (file, meta) = open_component_file(root, path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_COMPONENT_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("cannot be read: {error}"))?;
+    Ok(bytes)
+}
+
+impl Loader {
+    /// A loader that finds nothing (a placeholder while the runtime is built).
+    pub(crate) fn empty() -> Loader {
+        Loader {
+            builtin: false,
+            dirs: Vec::new(),
+            components: Vec::new(),
+            pulled: Vec::new(),
+            source: None,
+            policy: Policy::embedded_default(),
+            cache: CompileCache::new(None, None),
+            progress: None,
+            natives: Vec::new(),
+            load_code_at_start: false,
+            seen: 0,
+        }
+    }
+}
+
+/// What a [`Runtime::reload`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The tools that were not there before, by name.
+    pub added: Vec<String>,
+    /// The tools now served from other bytes (a new digest), by name.
+    pub replaced: Vec<String>,
+    /// The tools no longer served, by name.
+    pub removed: Vec<String>,
+    /// The components that could not be loaded this time, and why. A changed component that
+    /// is refused (a broken pin, a missing signature, a description past its limits) leaves
+    /// the version loaded before in service, and its error says so.
+    pub errors: Vec<LoadError>,
+}
+
+impl Reloaded {
+    /// Whether the tools a client sees changed (their names, or what they run).
+    pub fn changed(&self) -> bool {
+        !(self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty())
+    }
+}
+
+impl Runtime {
+    /// Look at the tools directories (and the lock and store a pulled tool comes from) again
+    /// and serve what is there now: a component added is loaded, a changed one is loaded again,
+    /// a removed one stops being served. A new or changed component goes through every check
+    /// it would at start (its description's limits, the policy's pin, its signatures); if it
+    /// is refused, the version loaded before keeps serving. Calls in flight finish with the
+    /// tools they started with. The built-in and native tools, and the policy, stay as built.
+    ///
+    /// Fails only when a tools directory cannot be listed (then nothing changes).
+    pub async fn reload(&self) -> Result<Reloaded, BuildError> {
+        let mut loader = self.loader.lock().await;
+        self.reload_with(&mut loader).await
+    }
+
+    /// [`Runtime::reload`], only if the sources look different from the last load (a file's
+    /// name or identity in a tools directory, or a lock file): `None` when they do not. Cheap
+    /// enough to call every second: it reads only directories and metadata.
+    pub async fn reload_if_changed(&self) -> Result<Option<Reloaded>, BuildError> {
+        let mut loader = self.loader.lock().await;
+        if loader.fingerprint() == loader.seen {
+            return Ok(None);
+        }
+        self.reload_with(&mut loader).await.map(Some)
+    }
+
+    /// [`Runtime::reload`] from synchronous code.
+    pub fn reload_blocking(&self) -> Result<Reloaded, BuildError> {
+        self.block_on(self.reload())
+    }
+
+    async fn reload_with(&self, loader: &mut Loader) -> Result<Reloaded, BuildError> {
+        let old = self.catalog();
+        let Loaded { tools, mut errors } = loader.load(&self.wasm, Some(&old)).await?;
+        let new = catalog(tools, &loader.natives, &mut errors);
+        let mut reloaded = Reloaded {
+            errors,
+            ..Reloaded::default()
+        };
+        for entry in new.registry.entries() {
+            let name = &entry.schema.name;
+            match (old.tools.get(name), new.tools.get(name)) {
+                (None, _) => reloaded.added.push(name.clone()),
+                (Some(before), Some(now)) if !Arc::ptr_eq(before, now) => {
+                    reloaded.replaced.push(name.clone());
+                }
+                _ => {}
+            }
+        }
+        for entry in old.registry.entries() {
+            if !new.tools.contains_key(&entry.schema.name) {
+                reloaded.removed.push(entry.schema.name.clone());
+            }
+        }
+        if reloaded.changed() {
+            *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+            // The code of what is no longer served is let go (a call in flight keeps its own).
+            for (name, tool) in &old.tools {
+                let gone = self
+                    .catalog()
+                    .tools
+                    .get(name)
+                    .is_none_or(|now| !Arc::ptr_eq(now, tool));
+                if gone && let Executable::Wasm(code) = &tool.executable {
+                    self.wasm.code().release(code);
+                }
+            }
+            tracing::info!(
+                added = ?reloaded.added,
+                replaced = ?reloaded.replaced,
+                removed = ?reloaded.removed,
+                "the tools changed"
+            );
+        }
+        for error in &reloaded.errors {
+            tracing::warn!("{error}");
+        }
+        Ok(reloaded)
+    }
+}
