@@ -169,7 +169,7 @@ pub mod registry {
 
 /// Where components named by reference come from (a registry, through `toolcell-oci`).
 pub mod source {
-    pub use crate::pipeline::builder::Compiling;
+    pub use crate::pipeline::catalog::Compiling;
     pub use crate::pipeline::source::{ComponentSource, SourceError, SourcedComponent};
 }
 
@@ -201,7 +201,7 @@ pub mod limits {
         MAX_ARGUMENT_BYTES, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES,
     };
     pub use crate::gate::grants::FIXED_WALL_CLOCK;
-    pub use crate::pipeline::builder::MAX_COMPONENT_BYTES;
+    pub use crate::wasm::files::MAX_COMPONENT_BYTES;
     pub use crate::pipeline::context::DEFAULT_AGENT;
     pub use crate::tool::info::{
         MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES, MAX_RESOURCE_BYTES, MAX_SCHEMA_TEXT_BYTES,

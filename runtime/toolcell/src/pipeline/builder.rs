@@ -4,10 +4,11 @@
 use crate::call::limits::DEFAULT_RESULT_CAP;
 use crate::gate::{Approver, Gate};
 use crate::pipeline::context::{CallContext, DEFAULT_AGENT};
-use crate::pipeline::loader::{Loaded, Loader, catalog};
+use crate::pipeline::loader::{Loaded, catalog};
 use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
-use crate::pipeline::{Executable, Runtime, Schemas, Tool};
+use crate::pipeline::Runtime;
+use crate::pipeline::catalog::{CompileReporter, Compiling, Executable, Loader, Schemas, Tool};
 use crate::policy::Policy;
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::{CompileCache, default_cache_dir, default_cache_key_file};
@@ -18,9 +19,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-/// The largest component file read from a tools directory. A Python tool is about 20 MB, a
-/// JavaScript one 12 MB; a file far larger is not a tool, and is not read into memory.
-pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// Builds a [`Runtime`].
 ///
@@ -393,16 +391,3 @@ pub enum BuildError {
     Host(String),
 }
 
-/// What [`RuntimeBuilder::on_compile`] calls.
-pub(crate) type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;
-
-/// A component about to be compiled, as [`RuntimeBuilder::on_compile`] reports it.
-#[derive(Debug, Clone, Copy)]
-pub struct Compiling<'a> {
-    /// Its place among the components being loaded (from 0).
-    pub index: usize,
-    /// How many components are being loaded.
-    pub total: usize,
-    /// Where it came from (a file path, `builtin:echo`, a registry reference).
-    pub source: &'a str,
-}

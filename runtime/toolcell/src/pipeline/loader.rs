@@ -8,19 +8,20 @@
 //! checks decide whether it loads: its description's limits, the policy's `sha256` pin, where
 //! it came from, and who signed it.
 
-use crate::pipeline::builder::{BuildError, CompileReporter, Compiling, MAX_COMPONENT_BYTES};
+use crate::pipeline::builder::BuildError;
+use crate::pipeline::catalog::{Catalog, Compiling, Executable, Loader, Schemas, Tool};
 use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
 use crate::pipeline::source::ComponentSource;
-use crate::pipeline::{Catalog, Executable, Runtime, Schemas, Tool};
+use crate::pipeline::Runtime;
 use crate::policy::{Policy, ToolPolicy};
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::CompileCache;
+use crate::wasm::files::{read_component_file, scan_tools_dir};
 use crate::wasm::index::{Index, IndexEntry, file_identity};
 use crate::wasm::lazy::{LazyCode, Origin};
 use crate::wasm::load::LoadError;
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The index place of the built-in tools.
@@ -30,24 +31,6 @@ const BUILTIN_PLACE: &str = "builtin";
 /// are read anyway (given by an embedder, pulled from a store, or a file whose identity
 /// changed but whose bytes did not).
 const DIGEST_PLACE: &str = "digests";
-
-/// What finds and loads a runtime's components.
-pub(crate) struct Loader {
-    pub(crate) builtin: bool,
-    pub(crate) dirs: Vec<PathBuf>,
-    pub(crate) components: Vec<(String, Arc<[u8]>)>,
-    pub(crate) pulled: Vec<String>,
-    pub(crate) source: Option<Arc<dyn ComponentSource>>,
-    pub(crate) policy: Policy,
-    pub(crate) cache: CompileCache,
-    pub(crate) progress: Option<CompileReporter>,
-    /// The native tools, checked once at build.
-    pub(crate) natives: Vec<Arc<Tool>>,
-    /// Whether every tool's code is loaded at start, not on its first call.
-    pub(crate) load_code_at_start: bool,
-    /// What the sources looked like at the last load (see [`Loader::fingerprint`]).
-    pub(crate) seen: u64,
-}
 
 /// Where a component loaded from the store came from.
 pub(crate) struct Provenance {
@@ -576,91 +559,6 @@ pub(crate) fn catalog(
         registry: Arc::new(registry),
         tools,
     }
-}
-
-/// A component file in a tools directory, and its identity.
-pub(crate) type ComponentFile = (PathBuf, String);
-
-/// The `*.wasm` files in `dir`, sorted by name, each with its identity (see
-/// [`file_identity`]), read from its metadata alone; and the ones refused, each with why (the
-/// others load regardless).
-///
-/// Only regular files count: a directory, a FIFO (opened without waiting on it), a device or a
-/// dangling link named `*.wasm` is refused, and so is a link that leads out of the directory. A
-/// file larger than [`MAX_COMPONENT_BYTES`] is refused before it is read.
-pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>, Vec<LoadError>)> {
-    let entries = std::fs::read_dir(dir)?;
-    let root = dir.canonicalize()?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "wasm") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    let (mut files, mut refused) = (Vec::new(), Vec::new());
-    for path in paths {
-        match open_component_file(&root, &path) {
-            Ok((_, meta)) => {
-                let identity = file_identity(&meta);
-                files.push((path, identity));
-            }
-            Err(message) => refused.push(LoadError {
-                source: path.display().to_string(),
-                message,
-            }),
-        }
-    }
-    Ok((files, refused))
-}
-
-/// The component file at `path` in the tools directory `root` (canonical), opened, with its
-/// metadata; or why it is not read.
-fn open_component_file(
-    root: &Path,
-    path: &Path,
-) -> Result<(std::fs::File, std::fs::Metadata), String> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let real = path
-        .canonicalize()
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    if !real.starts_with(root) {
-        return Err(format!(
-            "it is a link out of the tools directory (to {}); it is not followed",
-            real.display()
-        ));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(&real)
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".to_owned());
-    }
-    if meta.len() > MAX_COMPONENT_BYTES {
-        return Err(format!(
-            "it is {} bytes; a component may be at most {MAX_COMPONENT_BYTES}",
-            meta.len()
-        ));
-    }
-    Ok((file, meta))
-}
-
-/// The bytes of the component file at `path` in the tools directory `root` (canonical), or why
-/// it is not read.
-pub(crate) fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    let (file, meta) = open_component_file(root, path)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_COMPONENT_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot be read: {error}"))?;
-    Ok(bytes)
 }
 
 impl Loader {

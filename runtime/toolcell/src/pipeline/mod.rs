@@ -20,6 +20,7 @@
 pub(crate) mod audit;
 pub(crate) mod builder;
 pub(crate) mod builtin;
+pub(crate) mod catalog;
 pub(crate) mod context;
 pub(crate) mod loader;
 pub(crate) mod native;
@@ -37,14 +38,14 @@ use crate::gate::grants::Grants;
 use crate::gate::workspace::Workspace;
 use crate::gate::{Answers, Gate, Refusal, Scope};
 use crate::pipeline::audit::{Artifact, Audit, AuditRecord};
+use crate::pipeline::catalog::{Catalog, Executable, Loader};
 use crate::pipeline::context::{Call, CallContext};
-use crate::pipeline::native::{NativeTool, ToolContext};
+use crate::pipeline::native::ToolContext;
 use crate::policy::{Access, PolicyError, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::CacheStats;
-use crate::wasm::lazy::LazyCode;
 use crate::wasm::load::LoadError;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -68,75 +69,6 @@ pub const CALL_SPAN_TARGET: &str = "toolcell::call";
 /// A path a call writes: its workspace's root, and the path in it.
 pub(crate) type WriteKey = (PathBuf, String);
 
-/// What runs a tool's calls.
-pub(crate) enum Executable {
-    /// A component, instantiated afresh for every call; its code loaded on its first call.
-    Wasm(Arc<LazyCode>),
-    /// The host's own Rust tool.
-    Native(Arc<dyn NativeTool>),
-}
-
-/// One tool as the pipeline knows it: what it says about itself, its compiled schema, its
-/// policy, where it came from, and what runs it.
-pub(crate) struct Tool {
-    pub(crate) info: ToolInfo,
-    /// Its schemas, compiled: at load for a tool described then, on its first call for one
-    /// known from the cache's index (whose schemas compiled when it was described).
-    pub(crate) schemas: tokio::sync::OnceCell<Schemas>,
-    pub(crate) policy: ToolPolicy,
-    pub(crate) source: String,
-    /// A component's sha256 (lowercase hex); none for a native tool.
-    pub(crate) digest: Option<String>,
-    /// For a tool pulled from a registry, the artifact's digest (what its signatures sign).
-    pub(crate) artifact: Option<String>,
-    /// Who signed it, as verified at load (empty when the policy required no signature).
-    pub(crate) signers: Vec<String>,
-    pub(crate) executable: Executable,
-}
-
-/// A tool's compiled schemas.
-pub(crate) struct Schemas {
-    /// Its arguments' schema.
-    pub(crate) input: ArgumentSchema,
-    /// Its output schema, if it declared one: every result is checked against it.
-    pub(crate) output: Option<ArgumentSchema>,
-}
-
-impl Schemas {
-    /// The schemas `info` declares, compiled within the limits every tool's are.
-    pub(crate) async fn compile(info: &ToolInfo) -> Result<Schemas, String> {
-        let input = ArgumentSchema::compile_bounded(&info.input_schema)
-            .await
-            .map_err(|why| format!("tool {:?}: {why}", info.name))?;
-        let output = match &info.output_schema {
-            Some(output) => Some(
-                ArgumentSchema::compile_bounded_for(output, crate::validate::Subject::Result)
-                    .await
-                    .map_err(|why| format!("tool {:?}: {why}", info.name))?,
-            ),
-            None => None,
-        };
-        Ok(Schemas { input, output })
-    }
-}
-
-impl Tool {
-    /// Its compiled schemas (compiled now if they were not yet).
-    async fn schemas(&self) -> Result<&Schemas, String> {
-        self.schemas
-            .get_or_try_init(|| Schemas::compile(&self.info))
-            .await
-    }
-}
-
-/// The tools a runtime serves at one moment: a call takes the catalog as it stands when it
-/// starts and finishes with it, whatever a reload swaps in meanwhile.
-#[derive(Default)]
-pub(crate) struct Catalog {
-    pub(crate) registry: Arc<Registry>,
-    pub(crate) tools: HashMap<String, Arc<Tool>>,
-}
-
 /// The pipeline: a registry of wasm and native tools, the gate, the executors, the result cap
 /// and the audit record. Build one with [`Runtime::builder`]; share it between threads (it is
 /// `Send + Sync`) and call it with any number of [`CallContext`]s at once.
@@ -158,7 +90,7 @@ pub struct Runtime {
     /// The tools now: swapped whole by [`Runtime::reload`].
     pub(crate) catalog: std::sync::RwLock<Arc<Catalog>>,
     /// What finds and loads the components, kept for [`Runtime::reload`].
-    pub(crate) loader: tokio::sync::Mutex<crate::pipeline::loader::Loader>,
+    pub(crate) loader: tokio::sync::Mutex<Loader>,
     pub(crate) gate: Gate,
     pub(crate) wasm: WasmExecutor,
     /// Drives calls made from synchronous code.

@@ -51,7 +51,7 @@ impl Origin {
                 let root = root
                     .canonicalize()
                     .map_err(|error| format!("{}: {error}", root.display()))?;
-                let bytes = crate::pipeline::loader::read_component_file(&root, path)?;
+                let bytes = crate::wasm::files::read_component_file(&root, path)?;
                 if hex_digest(&bytes) != digest {
                     return Err(format!(
                         "{} has changed since it was loaded (its sha256 is no longer {digest}); \

@@ -12,6 +12,7 @@ pub(crate) mod bindings;
 pub(crate) mod cache;
 pub(crate) mod engine;
 pub(crate) mod epoch;
+pub(crate) mod files;
 mod guest_fs;
 pub(crate) mod index;
 pub(crate) mod instance;

@@ -1,0 +1,117 @@
+//! What a runtime's tools are at one moment ([`Catalog`]), each [`Tool`] as the pipeline
+//! knows it, and what finds them ([`Loader`], whose work is in `loader.rs`).
+
+use crate::call::registry::Registry;
+use crate::pipeline::native::NativeTool;
+use crate::pipeline::source::ComponentSource;
+use crate::policy::{Policy, ToolPolicy};
+use crate::tool::info::ToolInfo;
+use crate::validate::ArgumentSchema;
+use crate::wasm::cache::CompileCache;
+use crate::wasm::lazy::LazyCode;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What runs a tool's calls.
+pub(crate) enum Executable {
+    /// A component, instantiated afresh for every call; its code loaded on its first call.
+    Wasm(Arc<LazyCode>),
+    /// The host's own Rust tool.
+    Native(Arc<dyn NativeTool>),
+}
+
+/// One tool as the pipeline knows it: what it says about itself, its compiled schema, its
+/// policy, where it came from, and what runs it.
+pub(crate) struct Tool {
+    pub(crate) info: ToolInfo,
+    /// Its schemas, compiled: at load for a tool described then, on its first call for one
+    /// known from the cache's index (whose schemas compiled when it was described).
+    pub(crate) schemas: tokio::sync::OnceCell<Schemas>,
+    pub(crate) policy: ToolPolicy,
+    pub(crate) source: String,
+    /// A component's sha256 (lowercase hex); none for a native tool.
+    pub(crate) digest: Option<String>,
+    /// For a tool pulled from a registry, the artifact's digest (what its signatures sign).
+    pub(crate) artifact: Option<String>,
+    /// Who signed it, as verified at load (empty when the policy required no signature).
+    pub(crate) signers: Vec<String>,
+    pub(crate) executable: Executable,
+}
+
+/// A tool's compiled schemas.
+pub(crate) struct Schemas {
+    /// Its arguments' schema.
+    pub(crate) input: ArgumentSchema,
+    /// Its output schema, if it declared one: every result is checked against it.
+    pub(crate) output: Option<ArgumentSchema>,
+}
+
+impl Schemas {
+    /// The schemas `info` declares, compiled within the limits every tool's are.
+    pub(crate) async fn compile(info: &ToolInfo) -> Result<Schemas, String> {
+        let input = ArgumentSchema::compile_bounded(&info.input_schema)
+            .await
+            .map_err(|why| format!("tool {:?}: {why}", info.name))?;
+        let output = match &info.output_schema {
+            Some(output) => Some(
+                ArgumentSchema::compile_bounded_for(output, crate::validate::Subject::Result)
+                    .await
+                    .map_err(|why| format!("tool {:?}: {why}", info.name))?,
+            ),
+            None => None,
+        };
+        Ok(Schemas { input, output })
+    }
+}
+
+impl Tool {
+    /// Its compiled schemas (compiled now if they were not yet).
+    pub(crate) async fn schemas(&self) -> Result<&Schemas, String> {
+        self.schemas
+            .get_or_try_init(|| Schemas::compile(&self.info))
+            .await
+    }
+}
+
+/// The tools a runtime serves at one moment: a call takes the catalog as it stands when it
+/// starts and finishes with it, whatever a reload swaps in meanwhile.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) tools: HashMap<String, Arc<Tool>>,
+}
+
+
+/// What finds and loads a runtime's components.
+pub(crate) struct Loader {
+    pub(crate) builtin: bool,
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) components: Vec<(String, Arc<[u8]>)>,
+    pub(crate) pulled: Vec<String>,
+    pub(crate) source: Option<Arc<dyn ComponentSource>>,
+    pub(crate) policy: Policy,
+    pub(crate) cache: CompileCache,
+    pub(crate) progress: Option<CompileReporter>,
+    /// The native tools, checked once at build.
+    pub(crate) natives: Vec<Arc<Tool>>,
+    /// Whether every tool's code is loaded at start, not on its first call.
+    pub(crate) load_code_at_start: bool,
+    /// What the sources looked like at the last load (see [`Loader::fingerprint`]).
+    pub(crate) seen: u64,
+}
+
+
+/// What [`RuntimeBuilder::on_compile`] calls.
+pub(crate) type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;
+
+/// A component about to be compiled, as [`RuntimeBuilder::on_compile`] reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Compiling<'a> {
+    /// Its place among the components being loaded (from 0).
+    pub index: usize,
+    /// How many components are being loaded.
+    pub total: usize,
+    /// Where it came from (a file path, `builtin:echo`, a registry reference).
+    pub source: &'a str,
+}
