@@ -220,15 +220,19 @@ filesystem.write = { access = "allow", roots = ["out"] }
     assert_eq!(snapshot(&ws), before);
 }
 
-/// `.git`, `.toolcell` and the files a host protects are never granted for writing, whatever
-/// the policy says; nor is a directory that holds them.
+/// `.git`, `.toolcell`, the files a host protects and its tools directories are never granted
+/// for writing, whatever the policy says; nor is a directory that holds them.
 #[test]
 fn protected_paths_are_never_granted_for_writing() {
     let (temp, ws) = workspace();
     let policy_file = ws.join("toolcell.toml");
     std::fs::write(&policy_file, ALLOW_ALL).expect("write");
     let audit_file = ws.join("audit.jsonl");
+    // A tools directory inside the workspace: a file written there would be a tool.
+    let tools = ws.join("tools");
+    std::fs::create_dir(&tools).expect("tools dir");
     let runtime = crate::support::builder()
+        .tools_dir(&tools)
         .policy(
             Policy::from_toml(&format!("{ALLOW_ALL}\n[files]\nprotected = [\"deploy\"]\n"))
                 .expect("policy"),
@@ -254,6 +258,8 @@ fn protected_paths_are_never_granted_for_writing() {
         "audit.jsonl.head.sig.partial",
         "toolcell.toml.bak",
         "deploy",
+        "tools/new_tool.wasm",
+        "tools/../tools/sneaky.wasm",
     ] {
         let response = call(
             &runtime,
@@ -266,7 +272,12 @@ fn protected_paths_are_never_granted_for_writing() {
         );
     }
     assert_eq!(snapshot(&ws), before, "nothing was written");
-    for unrelated in ["audit.jsonl2", "audit.json", "my-audit.jsonl.1"] {
+    for unrelated in [
+        "audit.jsonl2",
+        "audit.json",
+        "my-audit.jsonl.1",
+        "tools2.wasm",
+    ] {
         let response = call(
             &runtime,
             "write_file",

@@ -201,7 +201,6 @@ pub mod limits {
         MAX_ARGUMENT_BYTES, MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES,
     };
     pub use crate::gate::grants::FIXED_WALL_CLOCK;
-    pub use crate::wasm::files::MAX_COMPONENT_BYTES;
     pub use crate::pipeline::context::DEFAULT_AGENT;
     pub use crate::tool::info::{
         MAX_CAPABILITIES, MAX_DESCRIPTION_BYTES, MAX_RESOURCE_BYTES, MAX_SCHEMA_TEXT_BYTES,
@@ -215,6 +214,7 @@ pub mod limits {
     pub use crate::validate::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, SCHEMA_COMPILE_TIMEOUT};
     pub use crate::wasm::cache::MAX_CACHE_ENTRY_BYTES;
     pub use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+    pub use crate::wasm::files::MAX_COMPONENT_BYTES;
     pub use crate::wasm::index::MAX_INDEX_BYTES;
     pub use crate::wasm::instance::STDERR_TAIL_BYTES;
     pub use crate::wasm::lazy::DEFAULT_CODE_MEMORY_BUDGET;

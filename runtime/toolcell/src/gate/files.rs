@@ -66,7 +66,9 @@ impl FileRules {
     }
 
     /// Whether `kind` on `path` leaves the files this runtime protects by name (its policy,
-    /// audit and tokens files) alone: what holds whatever policy a call runs under.
+    /// audit and tokens files) alone, and everything under the directories it protects (its
+    /// tools directories, whose files a running server loads as they change): what holds
+    /// whatever policy a call runs under.
     pub(crate) fn check_protected_files(
         &self,
         workspace: &Workspace,
@@ -78,11 +80,12 @@ impl FileRules {
             && self
                 .protected_files
                 .iter()
-                .any(|file| target == *file || is_companion(&target, file))
+                .any(|file| target.starts_with(file) || is_companion(&target, file))
         {
             return Err(
                 "it is a policy, audit or tokens file of this server (or one of its companions: \
-                 a rotated copy, a head, a signature): no tool may write it"
+                 a rotated copy, a head, a signature), or in a directory it loads tools from: \
+                 no tool may write it"
                     .to_owned(),
             );
         }

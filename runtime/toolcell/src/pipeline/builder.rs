@@ -3,12 +3,12 @@
 
 use crate::call::limits::DEFAULT_RESULT_CAP;
 use crate::gate::{Approver, Gate};
+use crate::pipeline::Runtime;
+use crate::pipeline::catalog::{CompileReporter, Compiling, Executable, Loader, Schemas, Tool};
 use crate::pipeline::context::{CallContext, DEFAULT_AGENT};
 use crate::pipeline::loader::{Loaded, catalog};
 use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
-use crate::pipeline::Runtime;
-use crate::pipeline::catalog::{CompileReporter, Compiling, Executable, Loader, Schemas, Tool};
 use crate::policy::Policy;
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::{CompileCache, default_cache_dir, default_cache_key_file};
@@ -18,7 +18,6 @@ use crate::wasm::load::LoadError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-
 
 /// Builds a [`Runtime`].
 ///
@@ -212,8 +211,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Protect the file at `path` from every tool's writes, in whatever workspace it lies (the
-    /// command line protects its policy and audit files this way). `.git` and `.toolcell` are
+    /// Protect the file at `path` (or everything under it, for a directory) from every tool's
+    /// writes, in whatever workspace it lies (the command line protects its policy and audit
+    /// files this way; every tools directory is protected so). `.git` and `.toolcell` are
     /// always protected, and so is what the policy's `[files] protected` lists.
     pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected.push(path.into());
@@ -276,6 +276,9 @@ impl RuntimeBuilder {
             })?;
 
         let mut protected = self.protected;
+        // A file written into a tools directory is a tool: at the next start, and under
+        // `serve` within a second. No tool may write one.
+        protected.extend(self.dirs.iter().cloned());
         // The keys and trust root that decide which signatures count are no tool's to write.
         protected.extend(self.policy.trust_files());
         if let Some(source) = &self.source {
@@ -390,4 +393,3 @@ pub enum BuildError {
     #[error("{0}")]
     Host(String),
 }
-

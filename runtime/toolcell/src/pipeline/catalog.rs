@@ -82,7 +82,6 @@ pub(crate) struct Catalog {
     pub(crate) tools: HashMap<String, Arc<Tool>>,
 }
 
-
 /// What finds and loads a runtime's components.
 pub(crate) struct Loader {
     pub(crate) builtin: bool,
@@ -100,7 +99,6 @@ pub(crate) struct Loader {
     /// What the sources looked like at the last load (see [`Loader::fingerprint`]).
     pub(crate) seen: u64,
 }
-
 
 /// What [`RuntimeBuilder::on_compile`] calls.
 pub(crate) type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;

@@ -8,11 +8,11 @@
 //! checks decide whether it loads: its description's limits, the policy's `sha256` pin, where
 //! it came from, and who signed it.
 
-use crate::pipeline::builder::BuildError;
-use crate::pipeline::catalog::{Catalog, Compiling, Executable, Loader, Schemas, Tool};
-use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
-use crate::pipeline::source::ComponentSource;
 use crate::pipeline::Runtime;
+use crate::pipeline::builder::BuildError;
+use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
+use crate::pipeline::catalog::{Catalog, Compiling, Executable, Loader, Schemas, Tool};
+use crate::pipeline::source::ComponentSource;
 use crate::policy::{Policy, ToolPolicy};
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::CompileCache;

@@ -93,4 +93,3 @@ pub(crate) fn read_component_file(root: &Path, path: &Path) -> Result<Vec<u8>, S
         .map_err(|error| format!("cannot be read: {error}"))?;
     Ok(bytes)
 }
-
