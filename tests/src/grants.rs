@@ -259,7 +259,7 @@ fn protected_paths_are_never_granted_for_writing() {
         "toolcell.toml.bak",
         "deploy",
         "tools/new_tool.wasm",
-        "tools/../tools/sneaky.wasm",
+        "./tools/sneaky.wasm",
     ] {
         let response = call(
             &runtime,

@@ -14,6 +14,7 @@
 
 use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome, CacheStats};
+use crate::wasm::load::{code_size, link};
 use crate::wasm::sandbox::CallState;
 use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 
 /// The memory the compiled code of all tools may hold at once, by default. A small Rust tool's
 /// code is well under 1 MiB, a Python tool's about 40 MiB and a JavaScript one's about
@@ -229,23 +230,4 @@ impl CodeMemory {
         let freed = code.evict();
         self.bytes.fetch_sub(freed, Ordering::Relaxed);
     }
-}
-
-/// How much memory a component's compiled code takes: its image, as mapped.
-pub(crate) fn code_size(component: &Component) -> usize {
-    let range = component.image_range();
-    (range.end as usize).saturating_sub(range.start as usize)
-}
-
-/// Link `component` against the host and check it exports the tool interface.
-pub(crate) fn link(
-    linker: &Linker<CallState>,
-    component: &Component,
-) -> Result<GuestPre<CallState>, String> {
-    let instance_pre = linker
-        .instantiate_pre(component)
-        .map_err(|error| format!("it imports something toolcell does not provide: {error:#}"))?;
-    GuestPre::new(instance_pre).map_err(|error| {
-        format!("it does not export the toolcell:tool/tool interface (0.2.0, or 0.1.0): {error:#}")
-    })
 }

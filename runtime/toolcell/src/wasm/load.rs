@@ -12,7 +12,7 @@ use crate::wasm::instance;
 use crate::wasm::sandbox::CallState;
 use std::fmt;
 use wasmtime::Engine;
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
 
 /// A component that could not be loaded, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,8 +56,8 @@ pub(crate) async fn load(
         message,
     };
     let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
-    let pre = crate::wasm::lazy::link(linker, &component).map_err(&refuse)?;
-    let code_bytes = crate::wasm::lazy::code_size(&component);
+    let pre = link(linker, &component).map_err(&refuse)?;
+    let code_bytes = code_size(&component);
     let limits = Limits {
         timeout: DESCRIBE_TIMEOUT,
         ..Limits::default()
@@ -87,4 +87,23 @@ pub(crate) async fn load(
         },
         outcome,
     ))
+}
+
+/// How much memory a component's compiled code takes: its image, as mapped.
+pub(crate) fn code_size(component: &Component) -> usize {
+    let range = component.image_range();
+    (range.end as usize).saturating_sub(range.start as usize)
+}
+
+/// Link `component` against the host and check it exports the tool interface.
+pub(crate) fn link(
+    linker: &Linker<CallState>,
+    component: &Component,
+) -> Result<GuestPre<CallState>, String> {
+    let instance_pre = linker
+        .instantiate_pre(component)
+        .map_err(|error| format!("it imports something toolcell does not provide: {error:#}"))?;
+    GuestPre::new(instance_pre).map_err(|error| {
+        format!("it does not export the toolcell:tool/tool interface (0.2.0, or 0.1.0): {error:#}")
+    })
 }
