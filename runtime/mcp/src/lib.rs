@@ -52,7 +52,8 @@ use rmcp::model::{
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{ClientCapabilities, Extensions, RequestId, RequestMetaObject};
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 use std::sync::Arc;
@@ -153,25 +154,27 @@ impl McpServer {
 
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
-    /// call, also the approver that notes the question to send back.
+    /// call, also the approver that notes the question to send back; in a session, the client
+    /// is asked through `peer` (rmcp's handler has one; the HTTP fast path has none).
     fn approver_for(
         &self,
         base: &CallContext,
         capabilities: Option<&rmcp::model::ClientCapabilities>,
-        context: &RequestContext<RoleServer>,
+        stateless: bool,
+        peer: Option<&Peer<RoleServer>>,
         owner: &str,
-        state: Option<&str>,
-        responses: Option<&rmcp::model::InputResponses>,
+        request: &CallToolRequestParams,
     ) -> (CallContext, Option<Arc<approval::RoundApprover>>) {
         let base = base.clone();
         if !approval::can_elicit(capabilities) {
             return (base, None);
         }
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|version| !version.has_initialize());
         if stateless {
-            let round = approval::RoundApprover::new(self.pending.answers(owner, state, responses));
+            let round = approval::RoundApprover::new(self.pending.answers(
+                owner,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            ));
             let with =
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
             return (with, Some(round));
@@ -181,9 +184,238 @@ impl McpServer {
         if self.http.is_some() {
             return (base, None);
         }
-        let asker = approval::SessionApprover::new(context.peer.clone());
+        // Only rmcp's handler has a peer (the fast path takes no initialize-era request).
+        let Some(peer) = peer else {
+            return (base, None);
+        };
+        let asker = approval::SessionApprover::new(peer.clone());
         (base.with_approver(Arc::new(asker)), None)
     }
+
+    /// Answer a `tools/call`: the one way both rmcp's handler ([`ServerHandler::call_tool`])
+    /// and the HTTP fast path (`http::fast`) run a call, count it in the metrics, charge its
+    /// quotas, trace it, stop it when its request is cancelled, make it a task or ask its
+    /// client's person, and shape its answer.
+    pub(crate) async fn answer_call(
+        &self,
+        call: IncomingCall<'_>,
+    ) -> Result<CallToolResponse, McpError> {
+        let IncomingCall {
+            params: mut request,
+            id,
+            meta,
+            extensions,
+            ct,
+            capabilities,
+            stateless,
+            peer,
+        } = call;
+        let name = request.name.as_ref();
+        if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
+            return Err(McpError::invalid_params(
+                format!("no tool named {name:?}; use {FIND_TOOL} to search for one"),
+                None,
+            ));
+        }
+        // The fast path kept the arguments as the text they came in (parsed once, by the
+        // pipeline); a call rmcp parsed has them as a map.
+        let arguments: std::borrow::Cow<'_, str> = match extensions.get::<RawArguments>() {
+            Some(raw) => raw.0.as_ref().into(),
+            None => Value::Object(request.arguments.take().unwrap_or_default())
+                .to_string()
+                .into(),
+        };
+        let id = id.to_string();
+        let stop = StopToken::new();
+        let options = CallOptions {
+            stop: Some(stop.clone()),
+            ..CallOptions::default()
+        };
+        // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
+        // the runtime's default context.
+        #[cfg(feature = "http")]
+        let tenant = extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
+            .cloned();
+        #[cfg(feature = "http")]
+        let call_context = match &tenant {
+            Some(tenant) => &tenant.context,
+            None => self.runtime.default_context(),
+        };
+        #[cfg(not(feature = "http"))]
+        let call_context = self.runtime.default_context();
+        // Who asked: an answer to an approval, and a task, are this client's only.
+        let owner = owner_of(extensions);
+        let (call_context, round) = self.approver_for(
+            call_context,
+            capabilities.as_ref(),
+            stateless,
+            peer,
+            owner,
+            &request,
+        );
+        #[cfg(feature = "http")]
+        let started = std::time::Instant::now();
+        // The call's places under its quotas (the front admitted it): held until it ends, as a
+        // task too, and charged with what it used.
+        #[cfg(feature = "http")]
+        let admission = extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<quota::Admission>())
+            .cloned();
+        #[cfg(feature = "http")]
+        let _running = self.http.as_ref().map(|(_, running)| {
+            let client = extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+                .cloned();
+            let key = http::CallKey {
+                client,
+                request: id.clone(),
+            };
+            running.enter(key, stop.clone())
+        });
+        // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
+        // own per request; a pointer is cheaper to move than kilobytes of state. Owned, so a
+        // long call can go on as a task after its request is answered.
+        let call = Call::new(id, name, arguments.into_owned())
+            .in_context(call_context)
+            .with_options(options);
+        let runtime = Arc::clone(&self.runtime);
+        let span = trace::call_span(name, owner, extensions, meta);
+        let mut call = Box::pin(tracing::Instrument::instrument(
+            async move { runtime.run(&call).await },
+            span,
+        ));
+        let progress = peer.and_then(|peer| {
+            meta.get_progress_token()
+                .map(|token| tasks::Progress::new(peer.clone(), token))
+        });
+        let may_become_task = capabilities
+            .as_ref()
+            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
+            && self.tasks.has_room(owner);
+        // Lives for one match, on the stack: boxing the report would cost every call an
+        // allocation.
+        #[allow(clippy::large_enum_variant)]
+        enum Next {
+            Answered(CallReport),
+            Cancelled,
+            Task,
+        }
+        let next = {
+            let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
+            let to_task = async {
+                if may_become_task {
+                    tokio::time::sleep(tasks::TASK_AFTER).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                report = &mut call => Next::Answered(report),
+                () = ct.cancelled() => Next::Cancelled,
+                () = to_task => Next::Task,
+                // Progress reports go on until the call ends: this branch never completes.
+                () = ticking => Next::Cancelled,
+            }
+        };
+        let report = match next {
+            Next::Answered(report) => report,
+            Next::Cancelled => {
+                // The client gave up on the call: stop its instance and let it answer (rmcp
+                // sends nothing for a cancelled request).
+                stop.stop();
+                call.await
+            }
+            Next::Task => {
+                let server = self.clone();
+                // The call moves into the task only if the client has room for one (`make` is
+                // called then, at once); else it is answered here, as for a client without
+                // tasks.
+                #[cfg(feature = "http")]
+                let mut parked = Some((call, stop, (_running, admission.clone())));
+                #[cfg(not(feature = "http"))]
+                let mut parked = Some((call, stop, ()));
+                let task = self.tasks.try_spawn(owner, |cancelled| {
+                    let Some((mut call, stop, running)) = parked.take() else {
+                        return Box::pin(async { Err(rmcp::task_manager::TaskExit::Cancelled) });
+                    };
+                    Box::pin(async move {
+                        let _running = running;
+                        let report = tokio::select! {
+                            report = &mut call => report,
+                            () = cancelled => {
+                                stop.stop();
+                                call.await
+                            }
+                        };
+                        #[cfg(feature = "http")]
+                        server.count(&report, started, _running.1.as_ref());
+                        if matches!(report.response, ToolResponse::Cancelled) {
+                            return Err(rmcp::task_manager::TaskExit::Cancelled);
+                        }
+                        Ok(server.result(report))
+                    })
+                });
+                if let Some(task) = task {
+                    return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                        task,
+                    )));
+                }
+                let Some((mut call, stop, _running)) = parked else {
+                    return Err(McpError::internal_error("the call was lost", None));
+                };
+                let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
+                tokio::select! {
+                    report = &mut call => report,
+                    () = ct.cancelled() => {
+                        stop.stop();
+                        call.await
+                    }
+                    () = ticking => call.await,
+                }
+            }
+        };
+        if let Some(progress) = &progress {
+            progress.done().await;
+        }
+        #[cfg(feature = "http")]
+        self.count(&report, started, admission.as_ref());
+        // A stateless-era call that needs a person's answer asks for it, and is sent again.
+        if let Some(round) = round
+            && let ToolResponse::Denied {
+                reason: DenyReason::Unanswered { .. },
+            } = &report.response
+            && let Some((answered, asked)) = round.take_question()
+            && let Some(input) = self.pending.ask(owner, answered, asked)
+        {
+            return Ok(input.into());
+        }
+        Ok(self.result(report).into())
+    }
+}
+
+/// A `tools/call` as [`McpServer::answer_call`] reads it, whichever way it came in: from
+/// rmcp's handler (its request and context), or from the HTTP fast path, which has no peer.
+pub(crate) struct IncomingCall<'a> {
+    pub(crate) params: CallToolRequestParams,
+    /// The JSON-RPC id: how the call is named in the audit, to a cancellation, and in tasks.
+    pub(crate) id: &'a RequestId,
+    pub(crate) meta: &'a RequestMetaObject,
+    /// [`RawArguments`], and over HTTP the request's head (its client, tenant, quota
+    /// admission and trace headers in its extensions).
+    pub(crate) extensions: &'a Extensions,
+    /// Fires when the request is cancelled (or its client goes away): the call is stopped.
+    pub(crate) ct: &'a tokio_util::sync::CancellationToken,
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    /// Whether the request is of the stateless era (no `initialize`).
+    pub(crate) stateless: bool,
+    /// The client at the other end, to send progress to and ask through in a session; `None`
+    /// on the HTTP fast path, which takes no request that asks for progress and none of the
+    /// `initialize` era.
+    pub(crate) peer: Option<&'a Peer<RoleServer>>,
 }
 
 /// The client of a stdio session (there is one).
@@ -192,15 +424,19 @@ const STDIO_CLIENT: &str = "stdio";
 /// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
 /// peer address without tokens); else the one client of the session.
 fn owner(context: &RequestContext<RoleServer>) -> &str {
+    owner_of(&context.extensions)
+}
+
+/// [`owner`], from a request's extensions.
+fn owner_of(extensions: &Extensions) -> &str {
     #[cfg(feature = "http")]
-    if let Some(key) = context
-        .extensions
+    if let Some(key) = extensions
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<http::ClientKey>())
     {
         return &key.0;
     }
-    let _ = context;
+    let _ = extensions;
     STDIO_CLIENT
 }
 
@@ -273,194 +509,20 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.as_ref();
-        if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
-            return Err(McpError::invalid_params(
-                format!("no tool named {name:?}; use {FIND_TOOL} to search for one"),
-                None,
-            ));
-        }
-        // The fast path kept the arguments as the text they came in (parsed once, by the
-        // pipeline); a call rmcp parsed has them as a map.
-        let arguments: std::borrow::Cow<'_, str> = match context.extensions.get::<RawArguments>() {
-            Some(raw) => raw.0.as_ref().into(),
-            None => Value::Object(request.arguments.unwrap_or_default())
-                .to_string()
-                .into(),
-        };
-        let id = context.id.to_string();
-        let stop = StopToken::new();
-        let options = CallOptions {
-            stop: Some(stop.clone()),
-            ..CallOptions::default()
-        };
-        // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
-        // the runtime's default context.
-        #[cfg(feature = "http")]
-        let tenant = context
-            .extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
-            .cloned();
-        #[cfg(feature = "http")]
-        let call_context = match &tenant {
-            Some(tenant) => &tenant.context,
-            None => self.runtime.default_context(),
-        };
-        #[cfg(not(feature = "http"))]
-        let call_context = self.runtime.default_context();
-        // Who asked: an answer to an approval, and a task, are this client's only.
-        let owner = owner(&context);
-        let capabilities = context.client_capabilities();
-        let (call_context, round) = self.approver_for(
-            call_context,
-            capabilities.as_ref(),
-            &context,
-            owner,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
-        );
-        #[cfg(feature = "http")]
-        let started = std::time::Instant::now();
-        // The call's places under its quotas (the front admitted it): held until it ends, as a
-        // task too, and charged with what it used.
-        #[cfg(feature = "http")]
-        let admission = context
-            .extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<quota::Admission>())
-            .cloned();
-        #[cfg(feature = "http")]
-        let _running = self.http.as_ref().map(|(_, running)| {
-            let client = context
-                .extensions
-                .get::<::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<http::ClientKey>())
-                .cloned();
-            let key = http::CallKey {
-                client,
-                request: id.clone(),
-            };
-            running.enter(key, stop.clone())
-        });
-        // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
-        // own per request; a pointer is cheaper to move than kilobytes of state. Owned, so a
-        // long call can go on as a task after its request is answered.
-        let call = Call::new(id, name, arguments.into_owned())
-            .in_context(call_context)
-            .with_options(options);
-        let runtime = Arc::clone(&self.runtime);
-        let span = trace::call_span(name, owner, &context);
-        let mut call = Box::pin(tracing::Instrument::instrument(
-            async move { runtime.run(&call).await },
-            span,
-        ));
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| tasks::Progress::new(context.peer.clone(), token));
-        let may_become_task = capabilities
-            .as_ref()
-            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
-            && self.tasks.has_room(owner);
-        // Lives for one match, on the stack: boxing the report would cost every call an
-        // allocation.
-        #[allow(clippy::large_enum_variant)]
-        enum Next {
-            Answered(CallReport),
-            Cancelled,
-            Task,
-        }
-        let next = {
-            let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
-            let to_task = async {
-                if may_become_task {
-                    tokio::time::sleep(tasks::TASK_AFTER).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                report = &mut call => Next::Answered(report),
-                () = context.ct.cancelled() => Next::Cancelled,
-                () = to_task => Next::Task,
-                // Progress reports go on until the call ends: this branch never completes.
-                () = ticking => Next::Cancelled,
-            }
-        };
-        let report = match next {
-            Next::Answered(report) => report,
-            Next::Cancelled => {
-                // The client gave up on the call: stop its instance and let it answer (rmcp
-                // sends nothing for a cancelled request).
-                stop.stop();
-                call.await
-            }
-            Next::Task => {
-                let server = self.clone();
-                // The call moves into the task only if the client has room for one (`make` is
-                // called then, at once); else it is answered here, as for a client without
-                // tasks.
-                #[cfg(feature = "http")]
-                let mut parked = Some((call, stop, (_running, admission.clone())));
-                #[cfg(not(feature = "http"))]
-                let mut parked = Some((call, stop, ()));
-                let task = self.tasks.try_spawn(owner, |cancelled| {
-                    let Some((mut call, stop, running)) = parked.take() else {
-                        return Box::pin(async { Err(rmcp::task_manager::TaskExit::Cancelled) });
-                    };
-                    Box::pin(async move {
-                        let _running = running;
-                        let report = tokio::select! {
-                            report = &mut call => report,
-                            () = cancelled => {
-                                stop.stop();
-                                call.await
-                            }
-                        };
-                        #[cfg(feature = "http")]
-                        server.count(&report, started, _running.1.as_ref());
-                        if matches!(report.response, ToolResponse::Cancelled) {
-                            return Err(rmcp::task_manager::TaskExit::Cancelled);
-                        }
-                        Ok(server.result(report))
-                    })
-                });
-                if let Some(task) = task {
-                    return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-                        task,
-                    )));
-                }
-                let Some((mut call, stop, _running)) = parked else {
-                    return Err(McpError::internal_error("the call was lost", None));
-                };
-                let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
-                tokio::select! {
-                    report = &mut call => report,
-                    () = context.ct.cancelled() => {
-                        stop.stop();
-                        call.await
-                    }
-                    () = ticking => call.await,
-                }
-            }
-        };
-        if let Some(progress) = &progress {
-            progress.done().await;
-        }
-        #[cfg(feature = "http")]
-        self.count(&report, started, admission.as_ref());
-        // A stateless-era call that needs a person's answer asks for it, and is sent again.
-        if let Some(round) = round
-            && let ToolResponse::Denied {
-                reason: DenyReason::Unanswered { .. },
-            } = &report.response
-            && let Some((answered, asked)) = round.take_question()
-            && let Some(input) = self.pending.ask(owner, answered, asked)
-        {
-            return Ok(input.into());
-        }
-        Ok(self.result(report).into())
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        self.answer_call(IncomingCall {
+            params: request,
+            id: &context.id,
+            meta: &context.meta,
+            extensions: &context.extensions,
+            ct: &context.ct,
+            capabilities: context.client_capabilities(),
+            stateless,
+            peer: Some(&context.peer),
+        })
+        .await
     }
 
     async fn get_task(
