@@ -27,7 +27,7 @@
 //! token fires and the call's [`toolcell::StopToken`] with it; the call still ends, is counted
 //! and charged.
 
-use super::{BoxResponse, respond};
+use super::BoxResponse;
 use crate::transport::{FastCallParts, fast_call_parts};
 use crate::{IncomingCall, McpServer};
 use bytes::Bytes;
@@ -161,10 +161,9 @@ pub(super) async fn answer(
     disconnected.disarm();
     let Ok((id, response)) = joined else {
         // The handler panicked: rmcp gets no message from it either, and says so.
-        return respond(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &[],
-            "Encounter an error when empty response: no response message received from handler",
+        return internal_error(
+            "Encounter an error when empty response: no response message received from handler"
+                .to_owned(),
         );
     };
     // What rmcp's `ServerHandler` dispatch adds to the handler's answer (SEP-2663): no task
@@ -184,22 +183,31 @@ pub(super) async fn answer(
     let status = status_of(&message);
     match serde_json::to_vec(&message) {
         Ok(body) => {
-            let mut response = http::Response::new(http_body_util::BodyExt::boxed(
-                http_body_util::Full::new(Bytes::from(body)),
-            ));
-            *response.status_mut() = status;
+            let mut response = body_response(status, body);
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static(JSON_MIME_TYPE),
             );
             response
         }
-        Err(error) => respond(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &[],
-            &format!("Encounter an error when serialize json response: {error}"),
-        ),
+        Err(error) => internal_error(format!(
+            "Encounter an error when serialize json response: {error}"
+        )),
     }
+}
+
+fn body_response(status: StatusCode, body: impl Into<Bytes>) -> BoxResponse {
+    let mut response = http::Response::new(http_body_util::BodyExt::boxed(
+        http_body_util::Full::new(body.into()),
+    ));
+    *response.status_mut() = status;
+    response
+}
+
+/// rmcp's `500` when its handler gives no answer: its words, and no `Content-Type`.
+#[cold]
+fn internal_error(message: String) -> BoxResponse {
+    body_response(StatusCode::INTERNAL_SERVER_ERROR, message)
 }
 
 /// The HTTP status rmcp gives a stateless request's one answer (`jsonrpc_http_status` in
