@@ -191,7 +191,154 @@ impl McpServer {
         let asker = approval::SessionApprover::new(peer.clone());
         (base.with_approver(Arc::new(asker)), None)
     }
+}
 
+/// A `tools/call` as [`McpServer::answer_call`] reads it, whichever way it came in: from
+/// rmcp's handler (its request and context), or from the HTTP fast path, which has no peer.
+pub(crate) struct IncomingCall<'a> {
+    pub(crate) params: CallToolRequestParams,
+    /// The JSON-RPC id: how the call is named in the audit, to a cancellation, and in tasks.
+    pub(crate) id: &'a RequestId,
+    pub(crate) meta: &'a RequestMetaObject,
+    /// [`RawArguments`], and over HTTP the request's head (its client, tenant, quota
+    /// admission and trace headers in its extensions).
+    pub(crate) extensions: &'a Extensions,
+    /// Fires when the request is cancelled (or its client goes away): the call is stopped.
+    pub(crate) ct: &'a tokio_util::sync::CancellationToken,
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    /// Whether the request is of the stateless era (no `initialize`).
+    pub(crate) stateless: bool,
+    /// The client at the other end, to send progress to and ask through in a session; `None`
+    /// on the HTTP fast path, which takes no request that asks for progress and none of the
+    /// `initialize` era.
+    pub(crate) peer: Option<&'a Peer<RoleServer>>,
+}
+
+/// The client of a stdio session (there is one).
+const STDIO_CLIENT: &str = "stdio";
+
+/// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
+/// peer address without tokens); else the one client of the session.
+fn owner(context: &RequestContext<RoleServer>) -> &str {
+    owner_of(&context.extensions)
+}
+
+/// [`owner`], from a request's extensions.
+fn owner_of(extensions: &Extensions) -> &str {
+    #[cfg(feature = "http")]
+    if let Some(key) = extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<http::ClientKey>())
+    {
+        return &key.0;
+    }
+    let _ = extensions;
+    STDIO_CLIENT
+}
+
+/// A schema as an MCP tool, with hints from what the tool says about itself.
+fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
+    let annotations = match runtime.info(&schema.name) {
+        Some(info) => {
+            let network = info.uses_network();
+            Some(
+                ToolAnnotations::new()
+                    .read_only(info.read_only)
+                    .destructive(!info.read_only)
+                    .idempotent(info.read_only)
+                    .open_world(network),
+            )
+        }
+        // The loop's own search only reads the registry.
+        None if schema.name == FIND_TOOL => Some(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        // call_tool is whatever the tool it calls is.
+        None => None,
+    };
+    let parameters = match schema.parameters {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    let mut tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
+    // A tool that declares its result's schema: clients may rely on `structuredContent`.
+    if let Some(Value::Object(output)) = runtime
+        .info(&tool.name)
+        .and_then(|info| info.output_schema.clone())
+    {
+        tool.output_schema = Some(Arc::new(output));
+    }
+    match annotations {
+        Some(annotations) => tool.with_annotations(annotations),
+        None => tool,
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult {
+            tools: self.tools.as_ref().clone(),
+            ..ListToolsResult::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        self.answer_call(IncomingCall {
+            params: request,
+            id: &context.id,
+            meta: &context.meta,
+            extensions: &context.extensions,
+            ct: &context.ct,
+            capabilities: context.client_capabilities(),
+            stateless,
+            peer: Some(&context.peer),
+        })
+        .await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.tasks.get(owner(&context), &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(owner(&context), &request.task_id)
+    }
+}
+
+impl McpServer {
     /// Answer a `tools/call`: the one way both rmcp's handler ([`ServerHandler::call_tool`])
     /// and the HTTP fast path (`http::fast`) run a call, count it in the metrics, charge its
     /// quotas, trace it, stop it when its request is cancelled, make it a task or ask its
@@ -394,151 +541,6 @@ impl McpServer {
             return Ok(input.into());
         }
         Ok(self.result(report).into())
-    }
-}
-
-/// A `tools/call` as [`McpServer::answer_call`] reads it, whichever way it came in: from
-/// rmcp's handler (its request and context), or from the HTTP fast path, which has no peer.
-pub(crate) struct IncomingCall<'a> {
-    pub(crate) params: CallToolRequestParams,
-    /// The JSON-RPC id: how the call is named in the audit, to a cancellation, and in tasks.
-    pub(crate) id: &'a RequestId,
-    pub(crate) meta: &'a RequestMetaObject,
-    /// [`RawArguments`], and over HTTP the request's head (its client, tenant, quota
-    /// admission and trace headers in its extensions).
-    pub(crate) extensions: &'a Extensions,
-    /// Fires when the request is cancelled (or its client goes away): the call is stopped.
-    pub(crate) ct: &'a tokio_util::sync::CancellationToken,
-    pub(crate) capabilities: Option<ClientCapabilities>,
-    /// Whether the request is of the stateless era (no `initialize`).
-    pub(crate) stateless: bool,
-    /// The client at the other end, to send progress to and ask through in a session; `None`
-    /// on the HTTP fast path, which takes no request that asks for progress and none of the
-    /// `initialize` era.
-    pub(crate) peer: Option<&'a Peer<RoleServer>>,
-}
-
-/// The client of a stdio session (there is one).
-const STDIO_CLIENT: &str = "stdio";
-
-/// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
-/// peer address without tokens); else the one client of the session.
-fn owner(context: &RequestContext<RoleServer>) -> &str {
-    owner_of(&context.extensions)
-}
-
-/// [`owner`], from a request's extensions.
-fn owner_of(extensions: &Extensions) -> &str {
-    #[cfg(feature = "http")]
-    if let Some(key) = extensions
-        .get::<::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<http::ClientKey>())
-    {
-        return &key.0;
-    }
-    let _ = extensions;
-    STDIO_CLIENT
-}
-
-/// A schema as an MCP tool, with hints from what the tool says about itself.
-fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
-    let annotations = match runtime.info(&schema.name) {
-        Some(info) => {
-            let network = info.uses_network();
-            Some(
-                ToolAnnotations::new()
-                    .read_only(info.read_only)
-                    .destructive(!info.read_only)
-                    .idempotent(info.read_only)
-                    .open_world(network),
-            )
-        }
-        // The loop's own search only reads the registry.
-        None if schema.name == FIND_TOOL => Some(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        // call_tool is whatever the tool it calls is.
-        None => None,
-    };
-    let parameters = match schema.parameters {
-        Value::Object(object) => object,
-        _ => JsonObject::new(),
-    };
-    let mut tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
-    // A tool that declares its result's schema: clients may rely on `structuredContent`.
-    if let Some(Value::Object(output)) = runtime
-        .info(&tool.name)
-        .and_then(|info| info.output_schema.clone())
-    {
-        tool.output_schema = Some(Arc::new(output));
-    }
-    match annotations {
-        Some(annotations) => tool.with_annotations(annotations),
-        None => tool,
-    }
-}
-
-impl ServerHandler for McpServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult {
-            tools: self.tools.as_ref().clone(),
-            ..ListToolsResult::default()
-        })
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|version| !version.has_initialize());
-        self.answer_call(IncomingCall {
-            params: request,
-            id: &context.id,
-            meta: &context.meta,
-            extensions: &context.extensions,
-            ct: &context.ct,
-            capabilities: context.client_capabilities(),
-            stateless,
-            peer: Some(&context.peer),
-        })
-        .await
-    }
-
-    async fn get_task(
-        &self,
-        request: rmcp::model::GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.tasks.get(owner(&context), &request.task_id)
-    }
-
-    async fn cancel_task(
-        &self,
-        request: rmcp::model::CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.tasks.cancel(owner(&context), &request.task_id)
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! rmcp answers a stateless request by building a whole service for it (a task, channels, a
 //! cancellation token, `serve_directly_with_ct`) after parsing the body as an untagged enum;
-//! for a call as small as echo that is most of the server's CPU. A request this module
+//! for a call as small as echo that is about half of the server's CPU. A request this module
 //! accepts skips all of that and still runs exactly what rmcp's handler runs:
 //! [`McpServer::answer_call`] (the pipeline, metrics, quota charging, the trace span, tasks,
 //! approval rounds), with the arguments kept as text ([`crate::RawArguments`]), and answers
