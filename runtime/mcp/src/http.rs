@@ -32,8 +32,8 @@
 //! - **A fast path for the usual call.** Once every check above has passed, a stateless
 //!   (2026-07-28) `tools/call` of the usual shape, with the headers rmcp requires, is answered
 //!   by the front itself through the handler rmcp would call, with the answer rmcp would
-//!   write, without the service rmcp builds per request ([`fast`]; counted in
-//!   `toolcell_http_fast_path_total`; off with `TOOLCELL_HTTP_FAST_PATH=0`). Anything else is
+//!   write, without the service rmcp builds per request (`http/fast.rs`; counted in
+//!   `toolcell_http_fast_path_total`; off with [`FAST_PATH_ENV`]`=0`). Anything else is
 //!   rmcp's.
 //! - **Operations.** `GET /healthz` (the process serves), `GET /readyz` (it accepts calls; 503
 //!   once it drains), `GET /metrics` (Prometheus, [`crate::metrics`]; the operator's: with
