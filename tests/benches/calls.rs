@@ -445,21 +445,31 @@ fn main() {
             served.push((label, run));
         }
     }
-    // The same echo over Streamable HTTP (stateless 2026-07-28 requests), driven by wrk.
-    let name =
-        format!("echo served over MCP HTTP (wrk, {HTTP_CONNECTIONS} connections): round trip");
-    if bench.selects(&name) {
-        match serve_echo_http(&binary, &warm, &cache.path().join("cache.key")) {
+    // The same echo over Streamable HTTP (stateless 2026-07-28 requests), driven by wrk:
+    // answered by the front's fast path, then by rmcp (the fast path switched off).
+    for fast_path in [true, false] {
+        let path = if fast_path { "fast path" } else { "rmcp" };
+        let name = format!(
+            "echo served over MCP HTTP, {path} (wrk, {HTTP_CONNECTIONS} connections): round trip"
+        );
+        if !bench.selects(&name) {
+            continue;
+        }
+        match serve_echo_http(&binary, &warm, &cache.path().join("cache.key"), fast_path) {
             Some(run) => {
                 bench.cases.push(Case {
                     name,
                     p50: run.p50,
                     p99: run.p99,
                 });
-                served.push((format!("HTTP, {HTTP_CONNECTIONS} connections (wrk)"), run));
+                served.push((
+                    format!("HTTP, {path}, {HTTP_CONNECTIONS} connections (wrk)"),
+                    run,
+                ));
             }
             None => {
-                println!("(wrk is not installed: the HTTP case is skipped; apt-get install wrk)")
+                println!("(wrk is not installed: the HTTP case is skipped; apt-get install wrk)");
+                break;
             }
         }
     }
@@ -554,11 +564,13 @@ const HTTP_RUN: &str = "5s";
 
 /// Serve echo over HTTP from `binary` and load it with wrk (one thread, [`HTTP_CONNECTIONS`]
 /// connections, each answer's status checked, one answer's body checked first); the server's
-/// CPU is measured over the measured run. `None` without wrk.
+/// CPU is measured over the measured run. Without `fast_path`, the server's fast path is
+/// switched off and rmcp answers every request. `None` without wrk.
 fn serve_echo_http(
     binary: &std::path::Path,
     cache: &std::path::Path,
     key: &std::path::Path,
+    fast_path: bool,
 ) -> Option<Served> {
     use std::io::{BufRead as _, Read as _, Write as _};
     Command::new("wrk").arg("--version").output().ok()?;
@@ -567,6 +579,10 @@ fn serve_echo_http(
         .args(["serve", "--http", "127.0.0.1:0"])
         .env(toolcell::cache::CACHE_DIR_ENV, cache)
         .env(toolcell::cache::CACHE_KEY_ENV, key)
+        .env(
+            toolcell_mcp::http::FAST_PATH_ENV,
+            if fast_path { "1" } else { "0" },
+        )
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

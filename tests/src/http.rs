@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod fast_path;
 mod quotas;
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.

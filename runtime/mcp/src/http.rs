@@ -29,6 +29,12 @@
 //!   slots wait for one, as everywhere.
 //! - **Cancellation.** A client that closes a call's stream, or sends
 //!   `notifications/cancelled`, stops its instance.
+//! - **A fast path for the usual call.** Once every check above has passed, a stateless
+//!   (2026-07-28) `tools/call` of the usual shape, with the headers rmcp requires, is answered
+//!   by the front itself through the handler rmcp would call, with the answer rmcp would
+//!   write, without the service rmcp builds per request (`http/fast.rs`; counted in
+//!   `toolcell_http_fast_path_total`; off with [`FAST_PATH_ENV`]`=0`). Anything else is
+//!   rmcp's.
 //! - **Operations.** `GET /healthz` (the process serves), `GET /readyz` (it accepts calls; 503
 //!   once it drains), `GET /metrics` (Prometheus, [`crate::metrics`]; the operator's: with
 //!   tokens or OAuth, only the bearer of the `--metrics-token` reads it, never a tenant, since
@@ -60,6 +66,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use toolcell::limits::MAX_ARGUMENT_BYTES;
 use toolcell::{Runtime, StopToken};
+
+mod fast;
+
+pub use fast::FAST_PATH_ENV;
 
 /// Where MCP is served.
 pub const MCP_PATH: &str = "/mcp";
@@ -342,6 +352,10 @@ impl<K: std::hash::Hash + Eq + Clone> Drop for Place<K> {
 struct Front {
     runtime: Arc<Runtime>,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// The server rmcp's service makes for each request, for the fast path to call directly.
+    server: McpServer,
+    /// Whether a stateless `tools/call` may be answered without rmcp ([`fast`]).
+    fast_path: bool,
     auth: Auth,
     metrics: Arc<Metrics>,
     /// Requests in flight per client (a tenant's name, or a peer address).
@@ -746,6 +760,14 @@ async fn route(
             if let Some(tenant) = caller.tenant() {
                 parts.extensions.insert(Arc::clone(tenant));
             }
+            // Every check above done, the usual stateless call is answered here, as rmcp
+            // would answer it; anything else goes on to rmcp.
+            if front.fast_path
+                && let Some(accepted) = fast::accept(&parts, &body, &front.server)
+            {
+                front.metrics.fast_path();
+                return Ok(fast::answer(&front.server, accepted, parts).await);
+            }
             let request = Request::from_parts(parts, Full::new(body));
             let mut mcp = front.mcp.clone();
             let response = match tower_service::Service::call(&mut mcp, request).await {
@@ -870,14 +892,17 @@ async fn serve_http_on(
                 .await;
         }
     });
+    let for_rmcp = server.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(for_rmcp.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
     let front = Arc::new(Front {
         runtime,
         mcp,
+        server,
+        fast_path: fast::enabled(),
         auth,
         metrics,
         per_client: Counts::default(),

@@ -52,7 +52,8 @@ use rmcp::model::{
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{ClientCapabilities, Extensions, RequestId, RequestMetaObject};
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 use std::sync::Arc;
@@ -204,25 +205,27 @@ impl McpServer {
 
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
-    /// call, also the approver that notes the question to send back.
+    /// call, also the approver that notes the question to send back; in a session, the client
+    /// is asked through `peer` (rmcp's handler has one; the HTTP fast path has none).
     fn approver_for(
         &self,
         base: &CallContext,
         capabilities: Option<&rmcp::model::ClientCapabilities>,
-        context: &RequestContext<RoleServer>,
+        stateless: bool,
+        peer: Option<&Peer<RoleServer>>,
         owner: &str,
-        state: Option<&str>,
-        responses: Option<&rmcp::model::InputResponses>,
+        request: &CallToolRequestParams,
     ) -> (CallContext, Option<Arc<approval::RoundApprover>>) {
         let base = base.clone();
         if !approval::can_elicit(capabilities) {
             return (base, None);
         }
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|version| !version.has_initialize());
         if stateless {
-            let round = approval::RoundApprover::new(self.pending.answers(owner, state, responses));
+            let round = approval::RoundApprover::new(self.pending.answers(
+                owner,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            ));
             let with =
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
             return (with, Some(round));
@@ -232,9 +235,34 @@ impl McpServer {
         if self.http.is_some() {
             return (base, None);
         }
-        let asker = approval::SessionApprover::new(context.peer.clone());
+        // Only rmcp's handler has a peer (the fast path takes no initialize-era request).
+        let Some(peer) = peer else {
+            return (base, None);
+        };
+        let asker = approval::SessionApprover::new(peer.clone());
         (base.with_approver(Arc::new(asker)), None)
     }
+}
+
+/// A `tools/call` as [`McpServer::answer_call`] reads it, whichever way it came in: from
+/// rmcp's handler (its request and context), or from the HTTP fast path, which has no peer.
+pub(crate) struct IncomingCall<'a> {
+    pub(crate) params: CallToolRequestParams,
+    /// The JSON-RPC id: how the call is named in the audit, to a cancellation, and in tasks.
+    pub(crate) id: &'a RequestId,
+    pub(crate) meta: &'a RequestMetaObject,
+    /// [`RawArguments`], and over HTTP the request's head (its client, tenant, quota
+    /// admission and trace headers in its extensions).
+    pub(crate) extensions: &'a Extensions,
+    /// Fires when the request is cancelled (or its client goes away): the call is stopped.
+    pub(crate) ct: &'a tokio_util::sync::CancellationToken,
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    /// Whether the request is of the stateless era (no `initialize`).
+    pub(crate) stateless: bool,
+    /// The client at the other end, to send progress to and ask through in a session; `None`
+    /// on the HTTP fast path, which takes no request that asks for progress and none of the
+    /// `initialize` era.
+    pub(crate) peer: Option<&'a Peer<RoleServer>>,
 }
 
 /// The client of a stdio session (there is one).
@@ -243,15 +271,19 @@ const STDIO_CLIENT: &str = "stdio";
 /// Who sent a request: over HTTP the client key the front gave it (the token's tenant, or the
 /// peer address without tokens); else the one client of the session.
 fn owner(context: &RequestContext<RoleServer>) -> &str {
+    owner_of(&context.extensions)
+}
+
+/// [`owner`], from a request's extensions.
+fn owner_of(extensions: &Extensions) -> &str {
     #[cfg(feature = "http")]
-    if let Some(key) = context
-        .extensions
+    if let Some(key) = extensions
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<http::ClientKey>())
     {
         return &key.0;
     }
-    let _ = context;
+    let _ = extensions;
     STDIO_CLIENT
 }
 
@@ -330,6 +362,58 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        self.answer_call(IncomingCall {
+            params: request,
+            id: &context.id,
+            meta: &context.meta,
+            extensions: &context.extensions,
+            ct: &context.ct,
+            capabilities: context.client_capabilities(),
+            stateless,
+            peer: Some(&context.peer),
+        })
+        .await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.tasks.get(owner(&context), &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(owner(&context), &request.task_id)
+    }
+}
+
+impl McpServer {
+    /// Answer a `tools/call`: the one way both rmcp's handler ([`ServerHandler::call_tool`])
+    /// and the HTTP fast path (`http::fast`) run a call, count it in the metrics, charge its
+    /// quotas, trace it, stop it when its request is cancelled, make it a task or ask its
+    /// client's person, and shape its answer.
+    pub(crate) async fn answer_call(
+        &self,
+        call: IncomingCall<'_>,
+    ) -> Result<CallToolResponse, McpError> {
+        let IncomingCall {
+            params: mut request,
+            id,
+            meta,
+            extensions,
+            ct,
+            capabilities,
+            stateless,
+            peer,
+        } = call;
         let name = request.name.as_ref();
         if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
             return Err(McpError::invalid_params(
@@ -339,13 +423,13 @@ impl ServerHandler for McpServer {
         }
         // The fast path kept the arguments as the text they came in (parsed once, by the
         // pipeline); a call rmcp parsed has them as a map.
-        let arguments: std::borrow::Cow<'_, str> = match context.extensions.get::<RawArguments>() {
+        let arguments: std::borrow::Cow<'_, str> = match extensions.get::<RawArguments>() {
             Some(raw) => raw.0.as_ref().into(),
-            None => Value::Object(request.arguments.unwrap_or_default())
+            None => Value::Object(request.arguments.take().unwrap_or_default())
                 .to_string()
                 .into(),
         };
-        let id = context.id.to_string();
+        let id = id.to_string();
         let stop = StopToken::new();
         let options = CallOptions {
             stop: Some(stop.clone()),
@@ -354,8 +438,7 @@ impl ServerHandler for McpServer {
         // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
         // the runtime's default context.
         #[cfg(feature = "http")]
-        let tenant = context
-            .extensions
+        let tenant = extensions
             .get::<::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
             .cloned();
@@ -367,30 +450,27 @@ impl ServerHandler for McpServer {
         #[cfg(not(feature = "http"))]
         let call_context = self.runtime.default_context();
         // Who asked: an answer to an approval, and a task, are this client's only.
-        let owner = owner(&context);
-        let capabilities = context.client_capabilities();
+        let owner = owner_of(extensions);
         let (call_context, round) = self.approver_for(
             call_context,
             capabilities.as_ref(),
-            &context,
+            stateless,
+            peer,
             owner,
-            request.request_state.as_deref(),
-            request.input_responses.as_ref(),
+            &request,
         );
         #[cfg(feature = "http")]
         let started = std::time::Instant::now();
         // The call's places under its quotas (the front admitted it): held until it ends, as a
         // task too, and charged with what it used.
         #[cfg(feature = "http")]
-        let admission = context
-            .extensions
+        let admission = extensions
             .get::<::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<quota::Admission>())
             .cloned();
         #[cfg(feature = "http")]
         let _running = self.http.as_ref().map(|(_, running)| {
-            let client = context
-                .extensions
+            let client = extensions
                 .get::<::http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<http::ClientKey>())
                 .cloned();
@@ -407,15 +487,15 @@ impl ServerHandler for McpServer {
             .in_context(call_context)
             .with_options(options);
         let runtime = Arc::clone(&self.runtime);
-        let span = trace::call_span(name, owner, &context);
+        let span = trace::call_span(name, owner, extensions, meta);
         let mut call = Box::pin(tracing::Instrument::instrument(
             async move { runtime.run(&call).await },
             span,
         ));
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| tasks::Progress::new(context.peer.clone(), token));
+        let progress = peer.and_then(|peer| {
+            meta.get_progress_token()
+                .map(|token| tasks::Progress::new(peer.clone(), token))
+        });
         let may_become_task = capabilities
             .as_ref()
             .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
@@ -439,7 +519,7 @@ impl ServerHandler for McpServer {
             };
             tokio::select! {
                 report = &mut call => Next::Answered(report),
-                () = context.ct.cancelled() => Next::Cancelled,
+                () = ct.cancelled() => Next::Cancelled,
                 () = to_task => Next::Task,
                 // Progress reports go on until the call ends: this branch never completes.
                 () = ticking => Next::Cancelled,
@@ -494,7 +574,7 @@ impl ServerHandler for McpServer {
                 let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
                 tokio::select! {
                     report = &mut call => report,
-                    () = context.ct.cancelled() => {
+                    () = ct.cancelled() => {
                         stop.stop();
                         call.await
                     }
@@ -518,22 +598,6 @@ impl ServerHandler for McpServer {
             return Ok(input.into());
         }
         Ok(self.result(report).into())
-    }
-
-    async fn get_task(
-        &self,
-        request: rmcp::model::GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.tasks.get(owner(&context), &request.task_id)
-    }
-
-    async fn cancel_task(
-        &self,
-        request: rmcp::model::CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.tasks.cancel(owner(&context), &request.task_id)
     }
 }
 

@@ -7,6 +7,7 @@
 //! | `toolcell_denials_total` | counter | `tool` |
 //! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`) |
 //! | `toolcell_slots_in_use` | gauge | |
+//! | `toolcell_http_fast_path_total` | counter | (none: `tools/call` requests the HTTP fast path answered, not rmcp) |
 //! | `toolcell_quota_refusals_total` | counter | `tenant`, `quota` (`rate`, `in_flight`, `daily_ms`, `daily_fuel`), `scope` (`tenant`, `token`) |
 //! | `toolcell_quota_in_flight` | gauge | `tenant` (tenants with a quota) |
 //! | `toolcell_quota_used_ms_today` | gauge | `tenant`: running time charged this UTC day |
@@ -77,6 +78,7 @@ pub struct Metrics {
     denials: Family<ToolLabel, Counter>,
     refusals: Family<ReasonLabel, Counter>,
     slots: Gauge,
+    fast_path: Counter,
     quota_refusals: Family<QuotaLabels, Counter>,
     quota_in_flight: Family<TenantLabel, Gauge>,
     quota_used_ms: Family<TenantLabel, Gauge>,
@@ -97,6 +99,7 @@ impl Default for Metrics {
         let denials = Family::<ToolLabel, Counter>::default();
         let refusals = Family::<ReasonLabel, Counter>::default();
         let slots = Gauge::default();
+        let fast_path = Counter::default();
         let quota_refusals = Family::<QuotaLabels, Counter>::default();
         let quota_in_flight = Family::<TenantLabel, Gauge>::default();
         let quota_used_ms = Family::<TenantLabel, Gauge>::default();
@@ -143,6 +146,11 @@ impl Default for Metrics {
             refusals.clone(),
         );
         registry.register(
+            "toolcell_http_fast_path",
+            "tools/call requests the HTTP front answered itself, without rmcp's per-request service",
+            fast_path.clone(),
+        );
+        registry.register(
             "toolcell_slots_in_use",
             "Calls holding an instance slot or running now",
             slots.clone(),
@@ -154,6 +162,7 @@ impl Default for Metrics {
             denials,
             refusals,
             slots,
+            fast_path,
             quota_refusals,
             quota_in_flight,
             quota_used_ms,
@@ -189,6 +198,11 @@ impl Metrics {
         self.calls
             .get_or_create(&CallLabels { tool, outcome })
             .inc();
+    }
+
+    /// Count one `tools/call` answered by the HTTP fast path.
+    pub fn fast_path(&self) {
+        self.fast_path.inc();
     }
 
     /// Count one request refused before MCP.

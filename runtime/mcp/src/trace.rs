@@ -9,18 +9,18 @@
 //! fields of those names (MCP's SEP-414), so a call joins the agent's own trace. A subscriber
 //! that does not enable the span pays for none of this.
 
-use rmcp::RoleServer;
-use rmcp::service::RequestContext;
+use rmcp::model::{Extensions, RequestMetaObject};
 
 /// The `tracing` target of the MCP server's spans.
 pub const TRACE_TARGET: &str = "toolcell_mcp::trace";
 
 /// The span of one `tools/call` of the tool `name` by `owner` (the client, as tasks and
-/// approvals name it).
+/// approvals name it), from a request with `extensions` (over HTTP, its head) and `meta`.
 pub(crate) fn call_span(
     name: &str,
     owner: &str,
-    context: &RequestContext<RoleServer>,
+    extensions: &Extensions,
+    meta: &RequestMetaObject,
 ) -> tracing::Span {
     let span = tracing::info_span!(
         target: TRACE_TARGET,
@@ -32,24 +32,23 @@ pub(crate) fn call_span(
     );
     #[cfg(feature = "otel")]
     if !span.is_disabled() {
-        join_callers_trace(&span, context);
+        join_callers_trace(&span, extensions, meta);
     }
     #[cfg(not(feature = "otel"))]
-    let _ = context;
+    let _ = (extensions, meta);
     span
 }
 
 /// Make the caller's trace (from the HTTP headers, else `_meta`) the span's parent.
 #[cfg(feature = "otel")]
-fn join_callers_trace(span: &tracing::Span, context: &RequestContext<RoleServer>) {
+fn join_callers_trace(span: &tracing::Span, extensions: &Extensions, meta: &RequestMetaObject) {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let carrier = Carrier {
         #[cfg(feature = "http")]
-        headers: context
-            .extensions
+        headers: extensions
             .get::<::http::request::Parts>()
             .map(|parts| &parts.headers),
-        meta: &context.meta,
+        meta,
     };
     let parent =
         opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&carrier));

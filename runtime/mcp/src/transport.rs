@@ -555,10 +555,21 @@ struct FastParams<'a> {
     meta: Option<JsonObject>,
 }
 
-/// The fast path: the request rmcp's parse would make of `line`, or `None` to let it parse.
-/// The arguments stay raw text in [`RawArguments`] (`params.arguments` is left empty).
-pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
-    let call: FastCall<'_> = serde_json::from_slice(line).ok()?;
+/// A `tools/call` of the usual shape, in the pieces the fast path read: the request rmcp's
+/// parse would make of the same text, with the arguments left as text.
+pub(crate) struct FastCallParts {
+    pub(crate) id: RequestId,
+    pub(crate) name: String,
+    /// The arguments as they came (an object), or `None` when absent or `null`.
+    pub(crate) arguments: Option<RawArguments>,
+    pub(crate) meta: Option<JsonObject>,
+}
+
+/// The fast path's parse of `text` (one JSON-RPC message), or `None` to let rmcp parse it:
+/// anything but a `tools/call` of the usual shape, arguments that are not an object, or
+/// arguments longer than [`FAST_PATH_MAX_ARGUMENT_BYTES`].
+pub(crate) fn fast_call_parts(text: &[u8]) -> Option<FastCallParts> {
+    let call: FastCall<'_> = serde_json::from_slice(text).ok()?;
     let arguments = match call.params.arguments {
         // rmcp takes the arguments as an object (or null); anything else is its error to give.
         Some(raw) if !raw.get().starts_with('{') => return None,
@@ -566,17 +577,27 @@ pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
         Some(raw) if raw.get().len() > FAST_PATH_MAX_ARGUMENT_BYTES => return None,
         raw => raw,
     };
-    let mut request = CallToolRequest::new(CallToolRequestParams::new(call.params.name));
-    if let Some(meta) = call.params.meta {
+    Some(FastCallParts {
+        id: call.id,
+        name: call.params.name,
+        arguments: arguments.map(|raw| RawArguments(Arc::from(raw.get()))),
+        meta: call.params.meta,
+    })
+}
+
+/// The fast path: the request rmcp's parse would make of `line`, or `None` to let it parse.
+/// The arguments stay raw text in [`RawArguments`] (`params.arguments` is left empty).
+pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
+    let parts = fast_call_parts(line)?;
+    let mut request = CallToolRequest::new(CallToolRequestParams::new(parts.name));
+    if let Some(meta) = parts.meta {
         request.extensions.insert(RequestMetaObject::from(meta));
     }
-    if let Some(raw) = arguments {
-        request
-            .extensions
-            .insert(RawArguments(Arc::from(raw.get())));
+    if let Some(raw) = parts.arguments {
+        request.extensions.insert(raw);
     }
     Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(
-        call.id,
+        parts.id,
         ClientRequest::CallToolRequest(request),
     )))
 }

@@ -1,0 +1,380 @@
+//! The HTTP fast path: a stateless `tools/call` answered by the front itself.
+//!
+//! rmcp answers a stateless request by building a whole service for it (a task, channels, a
+//! cancellation token, `serve_directly_with_ct`) after parsing the body as an untagged enum;
+//! for a call as small as echo that is about half of the server's CPU. A request this module
+//! accepts skips all of that and still runs exactly what rmcp's handler runs:
+//! [`McpServer::answer_call`] (the pipeline, metrics, quota charging, the trace span, tasks,
+//! approval rounds), with the arguments kept as text ([`crate::RawArguments`]), and answers
+//! with the bytes rmcp would write: the same `JsonRpcMessage` serialised by the same serde
+//! code, with the same status and `Content-Type`.
+//!
+//! It takes only what rmcp would accept and answer at once with one JSON-RPC message, decided
+//! from the request before anything runs: a `POST` whose `Accept` allows both
+//! `application/json` and `text/event-stream`, whose `Content-Type` is `application/json`,
+//! whose body is one `tools/call` of the usual shape (see `fast_call_parts` in the transport:
+//! no `task`, no `inputResponses` or `requestState`, arguments an object of at most
+//! [`crate::FAST_PATH_MAX_ARGUMENT_BYTES`]), whose `_meta` names protocol `2026-07-28` and
+//! carries the client's capabilities but no progress token, with exactly one
+//! `MCP-Protocol-Version: 2026-07-28`, one `Mcp-Method: tools/call` and one plain `Mcp-Name`
+//! equal to the tool's name. Everything else (batches, other methods, the `initialize` era,
+//! a header rmcp would refuse, a progress token that would turn the answer into an event
+//! stream, a retry carrying a person's answer) goes to rmcp unchanged, and so does every
+//! request when `TOOLCELL_HTTP_FAST_PATH=0` ([`FAST_PATH_ENV`]; for tests and diagnosis).
+//!
+//! Cancellation is rmcp's: the call runs in a task of its own, and if the front's future is
+//! dropped (the client closed the connection) before the answer is ready, the request's
+//! token fires and the call's [`toolcell::StopToken`] with it; the call still ends, is counted
+//! and charged.
+
+use super::BoxResponse;
+use crate::transport::{FastCallParts, fast_call_parts};
+use crate::{IncomingCall, McpServer};
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode, header};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, Extensions,
+    JsonRpcMessage, ProtocolVersion, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::transport::common::http_header::{
+    BASE64_HEADER_PREFIX, EVENT_STREAM_MIME_TYPE, HEADER_MCP_METHOD, HEADER_MCP_NAME,
+    HEADER_MCP_PROTOCOL_VERSION, JSON_MIME_TYPE,
+};
+use rmcp::{ErrorData as McpError, ServerHandler as _};
+use tokio_util::sync::CancellationToken;
+
+/// The environment variable that turns the fast path off when set to `0`: every request then
+/// takes rmcp's path, for a differential test or to rule the fast path out when diagnosing.
+pub const FAST_PATH_ENV: &str = "TOOLCELL_HTTP_FAST_PATH";
+
+/// Whether the fast path is on for this process: unless [`FAST_PATH_ENV`] is `0`.
+pub(super) fn enabled() -> bool {
+    std::env::var_os(FAST_PATH_ENV).is_none_or(|value| value != "0")
+}
+
+/// The only protocol the fast path answers: the stateless one, where every request stands
+/// alone and rmcp answers it directly, with no session.
+const STATELESS: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+/// A request the fast path will answer: its call, read from the body, and the client's
+/// capabilities, read from `_meta`.
+pub(super) struct Accepted {
+    call: FastCallParts,
+    meta: RequestMetaObject,
+    capabilities: ClientCapabilities,
+}
+
+/// The call in `body`, if the fast path may answer the request (`head` is its method and
+/// headers): only when rmcp would accept it and answer with one JSON-RPC message (see the
+/// module's docs). `None`: leave it to rmcp.
+pub(super) fn accept(
+    head: &http::request::Parts,
+    body: &[u8],
+    server: &McpServer,
+) -> Option<Accepted> {
+    if head.method != Method::POST
+        || !accepts_json_and_event_stream(&head.headers)
+        || !is_json(&head.headers)
+        || sole(&head.headers, HEADER_MCP_PROTOCOL_VERSION) != Some(STATELESS.as_str())
+        || sole(&head.headers, HEADER_MCP_METHOD) != Some("tools/call")
+    {
+        return None;
+    }
+    let mut call = fast_call_parts(body)?;
+    // rmcp decodes a Base64-wrapped `Mcp-Name`; the fast path takes the plain form only.
+    let name = sole(&head.headers, HEADER_MCP_NAME)?;
+    if name != call.name || name.starts_with(BASE64_HEADER_PREFIX) {
+        return None;
+    }
+    let meta = RequestMetaObject::from(call.meta.take()?);
+    // A progress token asks for notifications before the answer: rmcp streams those (SSE).
+    if meta.contains_key("progressToken")
+        || meta
+            .protocol_version()
+            .is_none_or(|version| version != STATELESS)
+    {
+        return None;
+    }
+    let capabilities = meta.client_capabilities()?;
+    // rmcp refuses a version its server does not support; and it checks `Mcp-Param-*` headers
+    // against a tool schema's `x-mcp-header` annotations, which the fast path does not.
+    if !server.supported_protocol_versions().contains(&STATELESS)
+        || server.get_tool(&call.name).is_some_and(|tool| {
+            serde_json::to_string(&tool.input_schema)
+                .map_or(true, |schema| schema.contains("x-mcp-header"))
+        })
+    {
+        return None;
+    }
+    Some(Accepted {
+        call,
+        meta,
+        capabilities,
+    })
+}
+
+/// Answer `accepted` (a request whose head is `head`, checked and admitted by the front) as
+/// rmcp would: the call runs through [`McpServer::answer_call`] in a task of its own, which a
+/// client that goes away stops.
+pub(super) async fn answer(
+    server: &McpServer,
+    accepted: Accepted,
+    head: http::request::Parts,
+) -> BoxResponse {
+    let Accepted {
+        call,
+        meta,
+        capabilities,
+    } = accepted;
+    let FastCallParts {
+        id,
+        name,
+        arguments,
+        meta: _,
+    } = call;
+    let ct = CancellationToken::new();
+    // Dropped with this future (the connection closed) before the answer: the call stops.
+    let disconnected = ct.clone().drop_guard();
+    let server = server.clone();
+    let declared_tasks = capabilities.supports_tasks();
+    let running = tokio::spawn(async move {
+        let mut extensions = Extensions::new();
+        extensions.insert(head);
+        if let Some(arguments) = arguments {
+            extensions.insert(arguments);
+        }
+        let response = server
+            .answer_call(IncomingCall {
+                params: CallToolRequestParams::new(name),
+                id: &id,
+                meta: &meta,
+                extensions: &extensions,
+                ct: &ct,
+                capabilities: Some(capabilities),
+                stateless: true,
+                peer: None,
+            })
+            .await;
+        (id, response)
+    });
+    let joined = running.await;
+    disconnected.disarm();
+    let Ok((id, response)) = joined else {
+        // The handler panicked: rmcp gets no message from it either, and says so.
+        return internal_error(
+            "Encounter an error when empty response: no response message received from handler"
+                .to_owned(),
+        );
+    };
+    // What rmcp's `ServerHandler` dispatch adds to the handler's answer (SEP-2663): no task
+    // for a client that did not declare the tasks extension.
+    let response = match response {
+        Ok(CallToolResponse::Task(_)) if !declared_tasks => {
+            Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ))
+        }
+        other => other,
+    };
+    let message: ServerJsonRpcMessage = match response {
+        Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
+        Err(error) => JsonRpcMessage::error(error, Some(id)),
+    };
+    let status = status_of(&message);
+    match serde_json::to_vec(&message) {
+        Ok(body) => {
+            let mut response = body_response(status, body);
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(JSON_MIME_TYPE),
+            );
+            response
+        }
+        Err(error) => internal_error(format!(
+            "Encounter an error when serialize json response: {error}"
+        )),
+    }
+}
+
+fn body_response(status: StatusCode, body: impl Into<Bytes>) -> BoxResponse {
+    let mut response = http::Response::new(http_body_util::BodyExt::boxed(
+        http_body_util::Full::new(body.into()),
+    ));
+    *response.status_mut() = status;
+    response
+}
+
+/// rmcp's `500` when its handler gives no answer: its words, and no `Content-Type`.
+#[cold]
+fn internal_error(message: String) -> BoxResponse {
+    body_response(StatusCode::INTERNAL_SERVER_ERROR, message)
+}
+
+/// The HTTP status rmcp gives a stateless request's one answer (`jsonrpc_http_status` in
+/// rmcp's Streamable HTTP server; the request's `_meta` is well formed here, so an invalid
+/// params error is an answer in band).
+fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
+    let ServerJsonRpcMessage::Error(error) = message else {
+        return StatusCode::OK;
+    };
+    match error.error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The one value of header `name`, if there is exactly one and it is visible ASCII.
+fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+/// Whether `Content-Type` is `application/json` (parameters aside), as rmcp checks it.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case(JSON_MIME_TYPE)
+        })
+}
+
+/// Whether `Accept` allows both `application/json` and `text/event-stream`, read as rmcp
+/// reads it: every `Accept` header, entries split at commas outside quotes, a media range
+/// left out only by an explicit zero weight (`q=0`, `q=0.000`). A wildcard is not enough,
+/// for rmcp as here.
+fn accepts_json_and_event_stream(headers: &HeaderMap) -> bool {
+    let (mut json, mut event_stream) = (false, false);
+    for essence in accepted_media_types(headers) {
+        json |= essence.eq_ignore_ascii_case(JSON_MIME_TYPE);
+        event_stream |= essence.eq_ignore_ascii_case(EVENT_STREAM_MIME_TYPE);
+    }
+    json && event_stream
+}
+
+fn accepted_media_types(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| split_unquoted(value, ','))
+        .filter_map(|entry| {
+            let mut parts = split_unquoted(entry, ';');
+            let essence = parts.next()?.trim();
+            parts
+                .all(|parameter| {
+                    let Some((name, value)) = parameter.split_once('=') else {
+                        return true;
+                    };
+                    !name.trim().eq_ignore_ascii_case("q") || weight_is_not_zero(value.trim())
+                })
+                .then_some(essence)
+        })
+}
+
+/// `value` split at `delimiter` where it is not inside a quoted string.
+fn split_unquoted(value: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    let mut escaped = false;
+    value.split(move |character| {
+        if escaped {
+            escaped = false;
+        } else if quoted && character == '\\' {
+            escaped = true;
+        } else if character == '"' {
+            quoted = !quoted;
+        } else if !quoted && character == delimiter {
+            return true;
+        }
+        false
+    })
+}
+
+/// Whether a `q` weight keeps its media range: anything but an explicit zero (a malformed
+/// weight is ignored, RFC 9110 section 12.4.2, as rmcp does).
+fn weight_is_not_zero(weight: &str) -> bool {
+    let (whole, fraction) = weight.split_once('.').unwrap_or((weight, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|digit| digit.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|digit| digit != b'0')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(accept: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in accept {
+            headers.append(
+                header::ACCEPT,
+                header::HeaderValue::from_str(value).expect("a header value"),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn accept_is_read_as_rmcp_reads_it() {
+        for (accept, both) in [
+            (&["application/json, text/event-stream"][..], true),
+            (&["application/json", "text/event-stream"], true),
+            (&["Application/JSON;q=0.5, text/event-stream;q=1"], true),
+            (&["application/json;q=0.9x, text/event-stream"], true),
+            (&["application/json;q=0, text/event-stream"], false),
+            (&["application/json;q=0.000, text/event-stream"], false),
+            (&["application/json"], false),
+            (&["*/*"], false),
+            (&["application/*, text/event-stream"], false),
+            (&[r#"application/json;x="a,text/event-stream""#], false),
+            (&[], false),
+        ] {
+            assert_eq!(
+                accepts_json_and_event_stream(&headers(accept)),
+                both,
+                "{accept:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_header_given_twice_is_not_taken() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            HEADER_MCP_METHOD,
+            header::HeaderValue::from_static("tools/call"),
+        );
+        assert_eq!(sole(&headers, HEADER_MCP_METHOD), Some("tools/call"));
+        headers.append(
+            HEADER_MCP_METHOD,
+            header::HeaderValue::from_static("tools/call"),
+        );
+        assert_eq!(sole(&headers, HEADER_MCP_METHOD), None);
+    }
+
+    #[test]
+    fn statuses_are_rmcps() {
+        let error = |code: ErrorCode| -> ServerJsonRpcMessage {
+            JsonRpcMessage::error(McpError::new(code, "x", None), None)
+        };
+        assert_eq!(status_of(&error(ErrorCode::INVALID_PARAMS)), StatusCode::OK);
+        assert_eq!(status_of(&error(ErrorCode::INTERNAL_ERROR)), StatusCode::OK);
+        assert_eq!(
+            status_of(&error(ErrorCode::METHOD_NOT_FOUND)),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status_of(&error(ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY)),
+            StatusCode::BAD_REQUEST
+        );
+    }
+}
