@@ -279,6 +279,9 @@ impl RuntimeBuilder {
         // A file written into a tools directory is a tool: at the next start, and under
         // `serve` within a second. No tool may write one.
         protected.extend(self.dirs.iter().cloned());
+        // Nor may one write the compile cache or its key (whatever the policy's deny_read).
+        protected.extend(self.cache_dir.iter().cloned());
+        protected.extend(self.cache_key_file.iter().cloned());
         // The keys and trust root that decide which signatures count are no tool's to write.
         protected.extend(self.policy.trust_files());
         if let Some(source) = &self.source {
@@ -358,7 +361,7 @@ impl RuntimeBuilder {
                 Err(message) => errors.push(LoadError { source, message }),
             }
         }
-        let catalog = catalog(tools, &loader.natives, &mut errors);
+        let catalog = catalog(tools, &loader.natives, &mut errors, None);
         runtime.catalog = std::sync::RwLock::new(Arc::new(catalog));
         runtime.load_errors = errors;
         runtime.loader = tokio::sync::Mutex::new(loader);

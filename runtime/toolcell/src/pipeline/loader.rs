@@ -524,14 +524,43 @@ fn check_provenance(
 
 /// The catalog of `wasm` tools then `natives`, in that order; a tool whose name is taken
 /// already is left out, with an error.
+///
+/// At a reload (`serving` is the catalog before it), a name a tool still in service holds stays
+/// that tool's: a component added meanwhile that calls itself the same is the one refused.
 pub(crate) fn catalog(
     wasm: Vec<Arc<Tool>>,
     natives: &[Arc<Tool>],
     errors: &mut Vec<LoadError>,
+    serving: Option<&Catalog>,
 ) -> Catalog {
+    let candidates: Vec<Arc<Tool>> = wasm.into_iter().chain(natives.iter().cloned()).collect();
+    let kept = |tool: &Arc<Tool>| {
+        serving
+            .and_then(|serving| serving.tools.get(&tool.info.name))
+            .is_some_and(|now| Arc::ptr_eq(now, tool))
+    };
+    let held: std::collections::HashSet<&str> = candidates
+        .iter()
+        .filter(|tool| kept(tool))
+        .map(|tool| tool.info.name.as_str())
+        .collect();
     let mut tools: HashMap<String, Arc<Tool>> = HashMap::new();
     let mut order = Vec::new();
-    for tool in wasm.into_iter().chain(natives.iter().cloned()) {
+    for tool in &candidates {
+        if held.contains(tool.info.name.as_str()) && !kept(tool) {
+            let serving = serving
+                .and_then(|serving| serving.tools.get(&tool.info.name))
+                .map_or("", |now| now.source.as_str());
+            errors.push(LoadError {
+                message: format!(
+                    "a tool named {:?} is already served from {serving}",
+                    tool.info.name
+                ),
+                source: tool.source.clone(),
+            });
+            continue;
+        }
+        let tool = Arc::clone(tool);
         if let Some(first) = tools.get(&tool.info.name) {
             errors.push(LoadError {
                 message: format!(
@@ -635,7 +664,7 @@ impl Runtime {
     async fn reload_with(&self, loader: &mut Loader) -> Result<Reloaded, BuildError> {
         let old = self.catalog();
         let Loaded { tools, mut errors } = loader.load(&self.wasm, Some(&old)).await?;
-        let new = catalog(tools, &loader.natives, &mut errors);
+        let new = catalog(tools, &loader.natives, &mut errors, Some(&old));
         let mut reloaded = Reloaded {
             errors,
             ..Reloaded::default()

@@ -92,9 +92,10 @@ pub struct CacheStats {
     pub replaced: usize,
     /// Components compiled with no cache in use.
     pub uncached: usize,
-    /// Tools known from the cache's index at start (their description, digest and file
-    /// identity), with no component read: their code is loaded on their first call, and
-    /// counted then among the others.
+    /// Tools whose description came from the cache's index at start, so that none of them
+    /// was compiled, linked or instantiated then (a file unchanged since it was indexed is not
+    /// even read): their code is loaded on their first call, and counted then among the
+    /// others.
     pub indexed: usize,
 }
 
@@ -237,7 +238,7 @@ impl CacheEntry {
         let Some(store) = &self.store else {
             return compile(engine, &bytes()?).map(|component| (component, CacheOutcome::Uncached));
         };
-        let outcome = match read_bounded(&store.path) {
+        let outcome = match read_bounded(&store.path, MAX_CACHE_ENTRY_BYTES) {
             Ok(entry) => match store
                 .verified(&entry)
                 .map(|payload| deserialize(engine, payload))
@@ -336,21 +337,22 @@ fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, String> {
         .map_err(|error| format!("wasmtime refused the compiled component: {error:#}"))
 }
 
-/// A file's bytes, if it is a regular file (not followed through a link) of at most
-/// [`MAX_CACHE_ENTRY_BYTES`].
-pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+/// A file's bytes, if it is a regular file (not followed through a link, and opened without
+/// waiting on it: a FIFO planted in the cache directory holds up nothing) of at most `max`
+/// bytes, checked before anything is read.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
         .open(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > MAX_CACHE_ENTRY_BYTES {
+    if !meta.is_file() || meta.len() > max {
         return Err(std::io::Error::other("not a cache entry"));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     std::io::Read::by_ref(&mut file)
-        .take(MAX_CACHE_ENTRY_BYTES)
+        .take(max)
         .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
@@ -406,7 +408,7 @@ fn load_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], String> {
             if !meta.is_file() || meta.len() != KEY_BYTES as u64 {
                 return Err(format!("it is not a {KEY_BYTES}-byte file"));
             }
-            let bytes = read_bounded(path).map_err(|error| error.to_string())?;
+            let bytes = read_bounded(path, KEY_BYTES as u64).map_err(|error| error.to_string())?;
             bytes
                 .try_into()
                 .map_err(|_| format!("it is not a {KEY_BYTES}-byte file"))

@@ -32,6 +32,15 @@ pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>,
     paths.sort();
     let (mut files, mut refused) = (Vec::new(), Vec::new());
     for path in paths {
+        // The index and a reload know a file by its name as text: two names that are not
+        // UTF-8 could read alike.
+        if path.file_name().and_then(|name| name.to_str()).is_none() {
+            refused.push(LoadError {
+                source: path.display().to_string(),
+                message: "its name is not UTF-8".to_owned(),
+            });
+            continue;
+        }
         match open_component_file(&root, &path) {
             Ok((_, meta)) => {
                 let identity = file_identity(&meta);

@@ -143,10 +143,7 @@ impl Index {
     /// The entries of the index file, if it is one whose MAC is this place's under this key,
     /// and every description in it still passes the checks a component's does at load.
     fn read(&self) -> Option<HashMap<String, IndexEntry>> {
-        let bytes = read_bounded(&self.path).ok()?;
-        if bytes.len() as u64 > MAX_INDEX_BYTES {
-            return None;
-        }
+        let bytes = read_bounded(&self.path, MAX_INDEX_BYTES).ok()?;
         let rest = bytes.strip_prefix(INDEX_MAGIC.as_slice())?;
         let (tag, payload) = rest.split_at_checked(MAC_BYTES)?;
         self.mac(payload)?.verify_slice(tag).ok()?;

@@ -83,6 +83,28 @@ pub(crate) struct LazyCode {
     last_used: AtomicU64,
     /// Whether it may be dropped (not without a cache to read it back from).
     evictable: bool,
+    /// The count of resident code it is counted in, while it is (see [`Drop`]).
+    counted_in: Mutex<Option<Arc<AtomicUsize>>>,
+}
+
+impl Drop for LazyCode {
+    /// Code dropped with its tool (refused at load, a duplicate name, replaced at a reload and
+    /// its last call ended) leaves the count, so the budget counts only what is held.
+    fn drop(&mut self) {
+        let held = self
+            .resident
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let counter = self
+            .counted_in
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let (Some((_, bytes)), Some(counter)) = (held, counter) {
+            counter.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
 }
 
 impl LazyCode {
@@ -95,6 +117,7 @@ impl LazyCode {
             loading: tokio::sync::Mutex::new(()),
             last_used: AtomicU64::new(0),
             evictable,
+            counted_in: Mutex::new(None),
         }
     }
 
@@ -125,7 +148,7 @@ pub(crate) struct CodeMemory {
     budget: usize,
     /// Every tool whose code is resident (dead ones are swept as it goes).
     resident: Mutex<Vec<Weak<LazyCode>>>,
-    bytes: AtomicUsize,
+    bytes: Arc<AtomicUsize>,
     clock: AtomicU64,
     stats: Mutex<CacheStats>,
 }
@@ -135,7 +158,7 @@ impl CodeMemory {
         CodeMemory {
             budget,
             resident: Mutex::new(Vec::new()),
-            bytes: AtomicUsize::new(0),
+            bytes: Arc::new(AtomicUsize::new(0)),
             clock: AtomicU64::new(0),
             stats: Mutex::new(CacheStats::default()),
         }
@@ -200,6 +223,7 @@ impl CodeMemory {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .replace((pre, size));
+        *code.counted_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&self.bytes));
         let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, before)) = previous {
             self.bytes.fetch_sub(before, Ordering::Relaxed);
