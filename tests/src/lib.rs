@@ -60,6 +60,8 @@ mod oci;
 #[cfg(test)]
 mod python_tools;
 #[cfg(test)]
+mod review_lazy;
+#[cfg(test)]
 mod structured;
 #[cfg(test)]
 mod traces;
