@@ -16,7 +16,7 @@ use crate::pipeline::source::ComponentSource;
 use crate::policy::{Policy, ToolPolicy};
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::CompileCache;
-use crate::wasm::files::{read_component_file, scan_tools_dir};
+use crate::wasm::files::{ComponentFile, read_component_file, scan_tools_dir};
 use crate::wasm::index::{Index, IndexEntry, file_identity};
 use crate::wasm::lazy::{LazyCode, Origin};
 use crate::wasm::load::LoadError;
@@ -69,7 +69,10 @@ impl Loader {
         wasm: &WasmExecutor,
         old: Option<&Catalog>,
     ) -> Result<Loaded, BuildError> {
-        self.seen = self.fingerprint();
+        let scans: Vec<_> = self.dirs.iter().map(|dir| scan_tools_dir(dir)).collect();
+        // What the sources look like as this load starts: a change from here on is seen by the
+        // next look.
+        self.seen = self.fingerprint_of(&scans);
         let engine = wasm.engine().clone();
         let mut errors = Vec::new();
         let mut indexes: Vec<Index> = Vec::new();
@@ -89,29 +92,31 @@ impl Loader {
                 });
             }
         }
-        for dir in &self.dirs {
-            let (files, refused) = scan_tools_dir(dir).map_err(|source| BuildError::ToolsDir {
+        for (dir, scan) in self.dirs.iter().zip(scans) {
+            let (files, refused) = scan.map_err(|source| BuildError::ToolsDir {
                 dir: dir.clone(),
                 source,
             })?;
             errors.extend(refused);
+            let sources: Vec<String> = files
+                .iter()
+                .map(|(path, _)| path.display().to_string())
+                .collect();
             let place = dir
                 .canonicalize()
                 .unwrap_or_else(|_| dir.clone())
                 .display()
                 .to_string();
             let slot = self.cache.index(&engine, &place).map(|mut index| {
-                index.retain(|source| {
-                    files
-                        .iter()
-                        .any(|(path, _)| path.display().to_string() == source)
-                });
+                let present: std::collections::HashSet<&str> =
+                    sources.iter().map(String::as_str).collect();
+                index.retain(|source| present.contains(source));
                 indexes.push(index);
                 indexes.len() - 1
             });
-            for (path, identity) in files {
+            for ((path, identity), source) in files.into_iter().zip(sources) {
                 found.push(Found {
-                    source: path.display().to_string(),
+                    source,
                     origin: Origin::File(path),
                     digest: None,
                     indexed: slot.map(|slot| (slot, identity)),
@@ -420,13 +425,23 @@ impl Loader {
     /// directory's `*.wasm` files and their identities, and the files that decide what a
     /// reference loads (a lock file). A reload is worth making only when it changes.
     pub(crate) fn fingerprint(&self) -> u64 {
+        let scans: Vec<_> = self.dirs.iter().map(|dir| scan_tools_dir(dir)).collect();
+        self.fingerprint_of(&scans)
+    }
+
+    /// [`Loader::fingerprint`] from the scans of the tools directories just made.
+    fn fingerprint_of(
+        &self,
+        scans: &[std::io::Result<(Vec<ComponentFile>, Vec<LoadError>)>],
+    ) -> u64 {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for dir in &self.dirs {
-            match scan_tools_dir(dir) {
+        for scan in scans {
+            match scan {
                 Ok((files, refused)) => {
                     files.hash(&mut hasher);
                     for error in refused {
                         error.source.hash(&mut hasher);
+                        error.message.hash(&mut hasher);
                     }
                 }
                 Err(error) => error.kind().hash(&mut hasher),

@@ -115,6 +115,9 @@ impl CacheStats {
 pub(crate) struct CompileCache {
     /// The directory and the key, when the cache may be used.
     store: Option<(PathBuf, [u8; KEY_BYTES])>,
+    /// The engine's hash, computed once (a runtime has one engine; hashing its settings for
+    /// every tool would be most of a start's work per tool).
+    engine_hash: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl CompileCache {
@@ -138,7 +141,10 @@ impl CompileCache {
     /// trusted.
     pub(crate) fn new(dir: Option<PathBuf>, key_file: Option<PathBuf>) -> Self {
         let (Some(dir), Some(key_file)) = (dir, key_file) else {
-            return CompileCache { store: None };
+            return CompileCache {
+                store: None,
+                engine_hash: std::sync::OnceLock::new(),
+            };
         };
         let opened = open_private_dir(&dir)
             .map_err(|why| format!("the cache directory {}: {why}", dir.display()))
@@ -149,12 +155,22 @@ impl CompileCache {
         match opened {
             Ok(key) => CompileCache {
                 store: Some((dir, key)),
+                engine_hash: std::sync::OnceLock::new(),
             },
             Err(why) => {
                 tracing::warn!("not caching compiled components: {why}");
-                CompileCache { store: None }
+                CompileCache {
+                    store: None,
+                    engine_hash: std::sync::OnceLock::new(),
+                }
             }
         }
+    }
+
+    /// The sha256 of `engine`'s compatibility hash (computed for the first engine asked
+    /// about: a cache serves one runtime, which has one engine).
+    pub(crate) fn engine_hash(&self, engine: &Engine) -> [u8; 32] {
+        *self.engine_hash.get_or_init(|| engine_hash(engine))
     }
 
     /// Whether a cache is in use (a directory and a key that could be trusted).
@@ -177,7 +193,7 @@ impl CompileCache {
 
     fn entry_for(&self, engine: &Engine, component: [u8; 32]) -> CacheEntry {
         let store = self.store.as_ref().map(|(dir, key)| {
-            let engine_hash = engine_hash(engine);
+            let engine_hash = self.engine_hash(engine);
             let path = dir.join(format!(
                 "{}-{}.cwasm",
                 hex(&component),
@@ -456,7 +472,7 @@ pub(crate) fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> 
 
 /// The sha256 of the engine's compatibility hash: what decides whether compiled code (and a
 /// component's successful link) carries over.
-pub(crate) fn engine_hash(engine: &Engine) -> [u8; 32] {
+fn engine_hash(engine: &Engine) -> [u8; 32] {
     let mut hasher = Sha256Hasher::default();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     hasher.0.finalize().into()

@@ -41,8 +41,15 @@ pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>,
             });
             continue;
         }
-        match open_component_file(&root, &path) {
-            Ok((_, meta)) => {
+        // A regular file (not a link) is identified by its own metadata, one call; a link is
+        // followed only as far as the directory (and opened without waiting on it) to learn
+        // what it leads to.
+        let checked = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.len() <= MAX_COMPONENT_BYTES => Ok(meta),
+            _ => open_component_file(&root, &path).map(|(_, meta)| meta),
+        };
+        match checked {
+            Ok(meta) => {
                 let identity = file_identity(&meta);
                 files.push((path, identity));
             }

@@ -19,7 +19,7 @@
 
 use crate::digest::{hex, random};
 use crate::tool::info::ToolInfo;
-use crate::wasm::cache::{CompileCache, KEY_BYTES, create_new_private, engine_hash, read_bounded};
+use crate::wasm::cache::{CompileCache, KEY_BYTES, create_new_private, read_bounded};
 use hmac::{Hmac, Mac as _};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -67,7 +67,7 @@ impl CompileCache {
     /// cache holds it if its MAC checks out, else empty. `None` when no cache is in use.
     pub(crate) fn index(&self, engine: &Engine, place: &str) -> Option<Index> {
         let (dir, key) = self.store()?;
-        let engine = engine_hash(engine);
+        let engine = self.engine_hash(engine);
         let place_hash = Sha256::digest(place.as_bytes());
         let path = dir.join(format!(
             "index-{}-{}.json",
