@@ -123,10 +123,10 @@ pub use call::proto::{Class, DenyReason, FailureKind, ToolRequest, ToolResponse}
 pub use call::report::CallReport;
 pub use call::stop::StopToken;
 pub use gate::workspace::Workspace;
-pub use pipeline::builder::{BuildError, RuntimeBuilder};
+pub use pipeline::builder::RuntimeBuilder;
 pub use pipeline::builtin::builtin_components;
 pub use pipeline::context::{Call, CallContext, CwdError};
-pub use pipeline::loader::Reloaded;
+pub use pipeline::loader::{BuildError, Reloaded};
 pub use pipeline::native::{FnTool, NativeTool, ToolContext};
 pub use pipeline::{CALL_SPAN_TARGET, Runtime};
 pub use policy::{Policy, PolicyError};

@@ -6,7 +6,7 @@ use crate::gate::{Approver, Gate};
 use crate::pipeline::Runtime;
 use crate::pipeline::catalog::{CompileReporter, Compiling, Executable, Loader, Schemas, Tool};
 use crate::pipeline::context::{CallContext, DEFAULT_AGENT};
-use crate::pipeline::loader::{Loaded, catalog};
+use crate::pipeline::loader::{BuildError, Loaded, catalog};
 use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
 use crate::policy::Policy;
@@ -367,32 +367,4 @@ impl RuntimeBuilder {
         runtime.loader = tokio::sync::Mutex::new(loader);
         Ok(runtime)
     }
-}
-
-/// Why a runtime could not be built at all. (A tool that cannot be loaded does not stop the
-/// build: it is a [`LoadError`] in [`Runtime::load_errors`].)
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// A tools directory could not be listed.
-    #[error("reading the tools directory {}: {source}", dir.display())]
-    ToolsDir {
-        /// The directory.
-        dir: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The default workspace could not be opened.
-    #[error("opening the workspace {}: {source}", dir.display())]
-    Workspace {
-        /// The directory.
-        dir: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The host cannot run at all here: the engine, its instance pool or the async runtime
-    /// could not be made.
-    #[error("{0}")]
-    Host(String),
 }

@@ -9,7 +9,6 @@
 //! it came from, and who signed it.
 
 use crate::pipeline::Runtime;
-use crate::pipeline::builder::BuildError;
 use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
 use crate::pipeline::catalog::{Catalog, Compiling, Executable, Loader, Schemas, Tool};
 use crate::pipeline::source::ComponentSource;
@@ -22,6 +21,7 @@ use crate::wasm::lazy::{LazyCode, Origin};
 use crate::wasm::load::LoadError;
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The index place of the built-in tools.
@@ -724,4 +724,32 @@ impl Runtime {
         }
         Ok(reloaded)
     }
+}
+
+/// Why a runtime could not be built at all. (A tool that cannot be loaded does not stop the
+/// build: it is a [`LoadError`] in [`Runtime::load_errors`].)
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A tools directory could not be listed.
+    #[error("reading the tools directory {}: {source}", dir.display())]
+    ToolsDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The default workspace could not be opened.
+    #[error("opening the workspace {}: {source}", dir.display())]
+    Workspace {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host cannot run at all here: the engine, its instance pool or the async runtime
+    /// could not be made.
+    #[error("{0}")]
+    Host(String),
 }
