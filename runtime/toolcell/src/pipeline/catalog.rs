@@ -100,10 +100,10 @@ pub(crate) struct Loader {
     pub(crate) seen: u64,
 }
 
-/// What [`RuntimeBuilder::on_compile`] calls.
+/// What [`RuntimeBuilder::on_compile`](crate::RuntimeBuilder::on_compile) calls.
 pub(crate) type CompileReporter = Box<dyn FnMut(Compiling<'_>) + Send>;
 
-/// A component about to be compiled, as [`RuntimeBuilder::on_compile`] reports it.
+/// A component about to be compiled, as [`RuntimeBuilder::on_compile`](crate::RuntimeBuilder::on_compile) reports it.
 #[derive(Debug, Clone, Copy)]
 pub struct Compiling<'a> {
     /// Its place among the components being loaded (from 0).
