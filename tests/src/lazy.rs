@@ -43,22 +43,23 @@ fn replace_once(bytes: &mut [u8], marker: &[u8], with: &[u8]) {
     bytes[at[0]..at[0] + marker.len()].copy_from_slice(with);
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes)
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
 }
 
-struct Rig {
-    _temp: tempfile::TempDir,
-    tools: PathBuf,
-    cache: PathBuf,
-    key: PathBuf,
+/// A tools directory and a compile cache of its own, in a temporary directory.
+pub(crate) struct Rig {
+    pub(crate) temp: tempfile::TempDir,
+    pub(crate) tools: PathBuf,
+    pub(crate) cache: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 impl Rig {
-    fn new() -> Rig {
+    pub(crate) fn new() -> Rig {
         let temp = tempfile::tempdir().expect("temp dir");
         let tools = temp.path().join("tools");
         std::fs::create_dir(&tools).expect("tools dir");
@@ -66,21 +67,26 @@ impl Rig {
             cache: temp.path().join("cache"),
             key: temp.path().join("cache.key"),
             tools,
-            _temp: temp,
+            temp,
         }
     }
 
-    fn put(&self, number: u16, version: &str) -> Vec<u8> {
+    /// `numbered_NNN` at `file` in the tools directory: written beside it and renamed in, as an
+    /// installer does (never a half-written file).
+    pub(crate) fn put_as(&self, file: &str, number: u16, version: &str) -> Vec<u8> {
         let bytes = numbered_guest(number, version);
-        // Written beside it and renamed in, as an installer does: never a half-written file.
-        let temp = self.tools.join(format!(".numbered_{number:03}.tmp"));
+        let temp = self.tools.join(format!(".{file}.tmp"));
         std::fs::write(&temp, &bytes).expect("write");
-        std::fs::rename(&temp, self.tools.join(format!("numbered_{number:03}.wasm")))
-            .expect("rename");
+        std::fs::rename(&temp, self.tools.join(file)).expect("rename");
         bytes
     }
 
-    fn builder(&self) -> toolcell::RuntimeBuilder {
+    /// `numbered_NNN` at `numbered_NNN.wasm`.
+    pub(crate) fn put(&self, number: u16, version: &str) -> Vec<u8> {
+        self.put_as(&format!("numbered_{number:03}.wasm"), number, version)
+    }
+
+    pub(crate) fn builder(&self) -> toolcell::RuntimeBuilder {
         Runtime::builder()
             .builtin_tools(false)
             .tools_dir(&self.tools)
@@ -94,7 +100,7 @@ impl Rig {
         runtime
     }
 
-    fn index_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn index_files(&self) -> Vec<PathBuf> {
         files_named(&self.cache, "index-")
     }
 }
@@ -113,7 +119,7 @@ fn files_named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     found
 }
 
-fn answer(runtime: &Runtime, tool: &str, arguments: &str) -> ToolResponse {
+pub(crate) fn answer(runtime: &Runtime, tool: &str, arguments: &str) -> ToolResponse {
     runtime.call(&ToolRequest::new("t", tool, arguments))
 }
 

@@ -4,80 +4,12 @@
 //! duplicate tools, a FIFO or a huge file at the index path, non-UTF-8 names taken for each
 //! other) and the name takeover at reload were mended and their tests now pass.
 
-use crate::lazy::numbered_guest;
+use crate::lazy::{Rig, answer, numbered_guest, sha256};
 use crate::support::result_text;
-use sha2::Digest as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolcell::{Policy, Runtime, ToolPort as _, ToolRequest, ToolResponse};
-
-fn sha256(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
-struct Rig {
-    temp: tempfile::TempDir,
-    tools: PathBuf,
-    cache: PathBuf,
-    key: PathBuf,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        let temp = tempfile::tempdir().expect("temp dir");
-        let tools = temp.path().join("tools");
-        std::fs::create_dir(&tools).expect("tools dir");
-        Rig {
-            cache: temp.path().join("cache"),
-            key: temp.path().join("cache.key"),
-            tools,
-            temp,
-        }
-    }
-
-    /// `numbered_NNN` at `file` in the tools directory, renamed in.
-    fn put_as(&self, file: &str, number: u16, version: &str) -> Vec<u8> {
-        let bytes = numbered_guest(number, version);
-        let temp = self.tools.join(format!(".{file}.tmp"));
-        std::fs::write(&temp, &bytes).expect("write");
-        std::fs::rename(&temp, self.tools.join(file)).expect("rename");
-        bytes
-    }
-
-    fn put(&self, number: u16, version: &str) -> Vec<u8> {
-        self.put_as(&format!("numbered_{number:03}.wasm"), number, version)
-    }
-
-    fn builder(&self) -> toolcell::RuntimeBuilder {
-        Runtime::builder()
-            .builtin_tools(false)
-            .tools_dir(&self.tools)
-            .cache_dir(Some(self.cache.clone()))
-            .cache_key_file(Some(self.key.clone()))
-    }
-
-    fn index_files(&self) -> Vec<PathBuf> {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.cache)
-            .expect("cache dir")
-            .map(|entry| entry.expect("entry").path())
-            .filter(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with("index-"))
-            })
-            .collect();
-        found.sort();
-        found
-    }
-}
-
-fn answer(runtime: &Runtime, tool: &str, arguments: &str) -> ToolResponse {
-    runtime.call(&ToolRequest::new("t", tool, arguments))
-}
 
 /// [`Runtime::reload_if_changed`], from synchronous code.
 fn reload_if_changed(runtime: &Runtime) -> Option<toolcell::Reloaded> {

@@ -733,8 +733,8 @@ pub fn load_component(data: &[u8]) -> Result<ComponentOutcome, String> {
         .build()
         .map_err(|error| format!("the runtime did not build: {error:#}"))?;
     let errors = runtime.load_errors();
-    let entries = runtime.registry().entries();
-    match (errors, entries) {
+    let registry = runtime.registry();
+    match (errors, registry.entries()) {
         ([error], []) => {
             if error.source != "fuzz" || error.message.is_empty() {
                 return Err(format!("load error {error:?}"));
