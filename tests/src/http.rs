@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod fast_path;
+mod one_reading;
 mod quotas;
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.

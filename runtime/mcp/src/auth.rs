@@ -142,7 +142,7 @@ fn limiter_after(
 ) -> Result<Arc<Limiter>, String> {
     let quota = Quota::new(
         quota,
-        crate::http::MAX_REQUESTS_PER_CLIENT,
+        crate::share::calls_per_client(runtime.pool_slots()),
         runtime.meters_fuel(),
     )?;
     let (now, wall) = (Instant::now(), SystemTime::now());

@@ -23,10 +23,17 @@
 //!   reach a local server through a name that resolves to 127.0.0.1, and a refused request has
 //!   no effect at all. A `notifications/cancelled` stops a call only once rmcp has accepted
 //!   the request that carries it (media type, one message, protocol headers).
-//! - **Fair shares.** At most [`MAX_REQUESTS_PER_CLIENT`] requests of one client (a tenant, or
-//!   a peer address when there are no tokens) are in flight; more get `429`. Request bodies
-//!   are read to at most [`MAX_REQUEST_BODY_BYTES`] (`413` past it). Calls beyond the pool's
-//!   slots wait for one, as everywhere.
+//! - **One reading of a request.** The body is parsed once (`http/reading.rs`): one JSON
+//!   object whose `params`, if any, is an object, or `400` with a JSON-RPC error before
+//!   anything else. The scope check, the fair share, quotas and cancellation decide on that
+//!   value, and it is what runs: the fast path builds its call from it, and rmcp is handed it
+//!   written out again, never the bytes the client sent.
+//! - **Fair shares** ([`crate::share`]). One client (a tenant, or a peer address when there
+//!   are no tokens) may have at most a quarter of the runtime's instance slots in calls, the
+//!   tasks its calls became included, and at most [`MAX_REQUESTS_PER_CLIENT`] requests of any
+//!   kind in flight; more get `429`. So three clients busy to their limits leave a quarter of
+//!   the pool to the others. Request bodies are read to at most [`MAX_REQUEST_BODY_BYTES`]
+//!   (`413` past it). Calls beyond the pool's slots wait for one, as everywhere.
 //! - **Cancellation.** A client that closes a call's stream, or sends
 //!   `notifications/cancelled`, stops its instance.
 //! - **A fast path for the usual call.** Once every check above has passed, a stateless
@@ -47,7 +54,8 @@ use crate::auth::{MetricsToken, Tenant, Tokens};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Refusal};
 use crate::oauth::{OAuth, Principal};
-use crate::quota::Limiter;
+use crate::quota::{Admission, Limiter};
+use crate::share::{Counts, Place};
 use anyhow::Context as _;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -68,8 +76,12 @@ use toolcell::limits::MAX_ARGUMENT_BYTES;
 use toolcell::{Runtime, StopToken};
 
 mod fast;
+mod reading;
 
+pub use crate::share::MAX_REQUESTS_PER_CLIENT;
 pub use fast::FAST_PATH_ENV;
+use reading::Reading;
+pub use reading::{INVALID_REQUEST, PARSE_ERROR};
 
 /// Where MCP is served.
 pub const MCP_PATH: &str = "/mcp";
@@ -77,10 +89,6 @@ pub const MCP_PATH: &str = "/mcp";
 /// The longest request body read: a call's arguments are at most [`MAX_ARGUMENT_BYTES`], and
 /// the JSON-RPC envelope around them is small; anything longer would be refused anyway.
 pub const MAX_REQUEST_BODY_BYTES: usize = 2 * MAX_ARGUMENT_BYTES;
-
-/// How many requests one client may have in flight: a quarter of the pool's slots, so that
-/// four busy clients cannot starve a fifth.
-pub const MAX_REQUESTS_PER_CLIENT: usize = toolcell::limits::POOL_SLOTS as usize / 4;
 
 /// How many connections are served at once; one more is closed as it is accepted. Each holds
 /// a descriptor and a task: this keeps a flood of idle connections from exhausting them.
@@ -298,56 +306,6 @@ impl Drop for RunningGuard {
     }
 }
 
-/// How many places each key (a client, a peer address) holds, each place given back when its
-/// [`Place`] drops.
-struct Counts<K: std::hash::Hash + Eq + Clone>(Arc<Mutex<HashMap<K, usize>>>);
-
-impl<K: std::hash::Hash + Eq + Clone> Default for Counts<K> {
-    fn default() -> Self {
-        Counts(Arc::default())
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
-    /// A place for `key`, unless it holds `max` already.
-    fn enter(&self, key: K, max: usize) -> Option<Place<K>> {
-        let mut counts = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = counts.entry(key.clone()).or_insert(0);
-        if *count >= max {
-            return None;
-        }
-        *count += 1;
-        Some(Place {
-            counts: Arc::clone(&self.0),
-            key,
-        })
-    }
-}
-
-/// One place among a key's [`Counts`].
-struct Place<K: std::hash::Hash + Eq + Clone> {
-    counts: Arc<Mutex<HashMap<K, usize>>>,
-    key: K,
-}
-
-impl<K: std::hash::Hash + Eq + Clone> Drop for Place<K> {
-    fn drop(&mut self) {
-        let mut counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = counts.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.key);
-            }
-        }
-    }
-}
-
 /// Everything a request is handled with.
 struct Front {
     runtime: Arc<Runtime>,
@@ -360,6 +318,10 @@ struct Front {
     metrics: Arc<Metrics>,
     /// Requests in flight per client (a tenant's name, or a peer address).
     per_client: Counts<String>,
+    /// Calls in flight per client, tasks included ([`crate::share`]).
+    per_client_calls: Counts<String>,
+    /// How many calls one client may have in flight: its share of the runtime's slots.
+    call_share: usize,
     draining: AtomicBool,
     /// The allowed `Host` and `Origin` values, checked before anything else.
     guard: Guard,
@@ -509,70 +471,6 @@ fn bearer<B>(request: &Request<B>) -> Result<Option<&str>, Box<BoxResponse>> {
         }))
 }
 
-/// What the front reads of a request body's messages (a batch is looked through too).
-#[derive(Debug, Default, PartialEq)]
-struct Peeked {
-    /// Each `tools/call`'s tool, and for `call_tool`, the tool it calls: for the scope check.
-    called: Vec<String>,
-    /// The request ids of `notifications/cancelled` messages, as the MCP handler writes
-    /// request ids: the calls to stop.
-    cancelled: Vec<String>,
-    /// How many `tools/call` messages there are: what quotas count.
-    calls: u32,
-    /// The first message's request id, for a refusal to answer.
-    id: Option<serde_json::Value>,
-}
-
-/// The marker of a body that may cancel a call: without it (and without OAuth's scope check
-/// or a quota) the front does not parse the body at all, and rmcp's parse is its only one.
-/// (A cancellation spelled with JSON escapes is missed here, and its call runs on to its
-/// deadline: the sender's own loss, never another client's.)
-const CANCEL_MARKER: &[u8] = b"notifications/cancelled";
-
-fn contains(body: &[u8], marker: &[u8]) -> bool {
-    body.windows(marker.len()).any(|window| window == marker)
-}
-
-/// Read `body` once for what the front needs. Parsed as a `serde_json::Value`, which keeps the
-/// last of duplicate keys, as rmcp's parse does, so the tool checked is the tool run.
-fn peek(body: &[u8]) -> Peeked {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return Peeked::default();
-    };
-    let messages = match value {
-        serde_json::Value::Array(messages) => messages,
-        message => vec![message],
-    };
-    let mut peeked = Peeked {
-        id: messages
-            .first()
-            .and_then(|message| message.get("id"))
-            .cloned(),
-        ..Peeked::default()
-    };
-    for message in &messages {
-        let params = &message["params"];
-        if message["method"] == "tools/call" {
-            peeked.calls = peeked.calls.saturating_add(1);
-            if let Some(name) = params["name"].as_str() {
-                peeked.called.push(name.to_owned());
-                if name == toolcell::registry::CALL_TOOL
-                    && let Some(inner) = params["arguments"]["name"].as_str()
-                {
-                    peeked.called.push(inner.to_owned());
-                }
-            }
-        } else if message["method"] == "notifications/cancelled" {
-            match &params["requestId"] {
-                serde_json::Value::Number(number) => peeked.cancelled.push(number.to_string()),
-                serde_json::Value::String(text) => peeked.cancelled.push(text.clone()),
-                _ => {}
-            }
-        }
-    }
-    peeked
-}
-
 fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: &str) -> BoxResponse {
     let mut response = Response::new(Full::new(Bytes::from(body.to_owned())).boxed());
     *response.status_mut() = status;
@@ -705,22 +603,31 @@ async fn route(
                     ));
                 }
             };
-            let scoped = match (&front.auth, &caller) {
-                (Auth::OAuth(oauth), Caller::OAuth(principal)) => Some((oauth, principal)),
-                _ => None,
-            };
-            let quotas = caller.quotas();
-            // A caller with a quota has every body parsed: a marker could be spelled with
-            // JSON escapes (`tools\/call`) that rmcp's parse reads as the method.
-            let peeked = if scoped.is_some() || !quotas.is_empty() || contains(&body, CANCEL_MARKER)
-            {
-                peek(&body)
+            // The one reading of the body: every check below decides on it, and it is what
+            // runs (`http/reading.rs`). Only a `POST` carries a message.
+            let reading = if parts.method == Method::POST {
+                match Reading::parse(&body) {
+                    Ok(reading) => Some(reading),
+                    Err(unreadable) => {
+                        front.metrics.refused(Refusal::Unreadable);
+                        return Ok(respond(
+                            StatusCode::BAD_REQUEST,
+                            &[(header::CONTENT_TYPE, "application/json")],
+                            &unreadable.body(),
+                        ));
+                    }
+                }
             } else {
-                Peeked::default()
+                None
             };
-            if let Some((oauth, principal)) = scoped {
+            let is_call = reading.as_ref().is_some_and(Reading::is_call);
+            if let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, &caller) {
+                let called = reading
+                    .as_ref()
+                    .map(Reading::tools_called)
+                    .unwrap_or_default();
                 let lacking = std::iter::once(None)
-                    .chain(peeked.called.iter().map(|tool| Some(tool.as_str())))
+                    .chain(called.into_iter().map(Some))
                     .find_map(|tool| oauth.missing_scope(principal, tool));
                 if let Some(scope) = lacking {
                     return Ok(respond(
@@ -736,13 +643,35 @@ async fn route(
                     ));
                 }
             }
-            // Quotas last: a request refused for another reason takes nothing from them.
-            if !quotas.is_empty() && peeked.calls > 0 {
-                match crate::quota::admit(&quotas, peeked.calls, Instant::now(), SystemTime::now())
+            // A call takes a place in its client's share of the pool, which goes with it if it
+            // becomes a task ([`crate::share`]).
+            let share = if is_call {
+                match front
+                    .per_client_calls
+                    .enter(client.clone(), front.call_share)
                 {
-                    Ok(admission) => {
-                        parts.extensions.insert(admission);
+                    Some(place) => Some(place),
+                    None => {
+                        front.metrics.refused(Refusal::TooManyRequests);
+                        return Ok(respond(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            &[(header::RETRY_AFTER, "1")],
+                            &format!(
+                                "too many calls in flight for this client (at most {}, tasks \
+                                 included)\n",
+                                front.call_share
+                            ),
+                        ));
                     }
+                }
+            } else {
+                None
+            };
+            // Quotas last: a request refused for another reason takes nothing from them.
+            let quotas = caller.quotas();
+            let admission = if !quotas.is_empty() && is_call {
+                match crate::quota::admit(&quotas, 1, Instant::now(), SystemTime::now()) {
+                    Ok(admission) => Some(admission),
                     Err(refused) => {
                         front.metrics.quota_refused(&refused);
                         return Ok(respond(
@@ -751,41 +680,49 @@ async fn route(
                                 (header::RETRY_AFTER, &refused.retry_after.to_string()),
                                 (header::CONTENT_TYPE, "application/json"),
                             ],
-                            &refused.body(peeked.id.as_ref()),
+                            &refused.body(reading.as_ref().and_then(Reading::id)),
                         ));
                     }
                 }
+            } else {
+                None
+            };
+            if let Some(share) = share {
+                parts.extensions.insert(Arc::new(CallHold {
+                    admission,
+                    _share: share,
+                }));
             }
             parts.extensions.insert(ClientKey(client.clone()));
             if let Some(tenant) = caller.tenant() {
                 parts.extensions.insert(Arc::clone(tenant));
             }
+            let Some(reading) = reading else {
+                // Not a `POST`: rmcp answers it (no session, so `405`), with nothing to read.
+                return Ok(pass_to_rmcp(&front, parts, Bytes::new()).await);
+            };
             // Every check above done, the usual stateless call is answered here, as rmcp
-            // would answer it; anything else goes on to rmcp.
+            // would answer it; anything else goes on to rmcp, as the front read it.
             if front.fast_path
-                && let Some(accepted) = fast::accept(&parts, &body, &front.server)
+                && let Some(accepted) = fast::accept(&parts, &reading, &front.server)
             {
                 front.metrics.fast_path();
                 return Ok(fast::answer(&front.server, accepted, parts).await);
             }
-            let request = Request::from_parts(parts, Full::new(body));
-            let mut mcp = front.mcp.clone();
-            let response = match tower_service::Service::call(&mut mcp, request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
+            let cancelled = reading.cancelled();
+            let response = pass_to_rmcp(&front, parts, reading.to_bytes()).await;
             // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
             // names: the front stops that call, if it is this client's, and only once rmcp
-            // has accepted the request (its media type, its headers, one message, not a
-            // batch): a request refused for any reason has no effect.
-            if response.status().is_success() {
-                for request in peeked.cancelled {
-                    let key = CallKey {
-                        client: Some(ClientKey(client.clone())),
-                        request,
-                    };
-                    front.running.stop(&key);
-                }
+            // has accepted the request (its media type, its headers, one message): a request
+            // refused for any reason has no effect.
+            if response.status().is_success()
+                && let Some(request) = cancelled
+            {
+                let key = CallKey {
+                    client: Some(ClientKey(client.clone())),
+                    request,
+                };
+                front.running.stop(&key);
             }
             response
         }
@@ -795,6 +732,24 @@ async fn route(
             "not found: MCP is served at /mcp; /healthz, /readyz and /metrics report on it\n",
         ),
     })
+}
+
+/// What a call holds from the front until it ends (the request is answered, or the task it
+/// became ends): its place in its client's share of the pool, and its quota admission (charged
+/// with what the call used).
+pub(crate) struct CallHold {
+    pub(crate) admission: Option<Admission>,
+    _share: Place<String>,
+}
+
+/// Hand a request, with `body` (what the front read, written out again), to rmcp.
+async fn pass_to_rmcp(front: &Front, parts: http::request::Parts, body: Bytes) -> BoxResponse {
+    let request = Request::from_parts(parts, Full::new(body));
+    let mut mcp = front.mcp.clone();
+    match tower_service::Service::call(&mut mcp, request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
 }
 
 /// Serve `runtime` over Streamable HTTP as `options` say, until SIGTERM or SIGINT.
@@ -898,6 +853,7 @@ async fn serve_http_on(
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let front_slots = runtime.pool_slots();
     let front = Arc::new(Front {
         runtime,
         mcp,
@@ -906,6 +862,8 @@ async fn serve_http_on(
         auth,
         metrics,
         per_client: Counts::default(),
+        per_client_calls: Counts::default(),
+        call_share: crate::share::calls_per_client(front_slots),
         draining: AtomicBool::new(false),
         guard,
         metrics_token,
@@ -1058,15 +1016,6 @@ mod tests {
         assert!(!a.is_stopped() && !b.is_stopped());
         assert_eq!(running.stop(&key("tenant:b", "7")), 1);
         assert!(!a.is_stopped() && b.is_stopped());
-        assert_eq!(
-            peek(br#"[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}},{"method":"notifications/cancelled","params":{"requestId":"x"}},{"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"echo"}}}]"#),
-            Peeked {
-                called: vec!["call_tool".to_owned(), "echo".to_owned()],
-                cancelled: vec!["7".to_owned(), "x".to_owned()],
-                calls: 1,
-                id: None,
-            }
-        );
     }
 
     #[test]

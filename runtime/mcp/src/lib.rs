@@ -35,6 +35,8 @@ pub mod metrics;
 pub mod oauth;
 #[cfg(feature = "http")]
 pub mod quota;
+#[cfg(feature = "http")]
+pub mod share;
 pub mod tasks;
 pub mod trace;
 mod transport;
@@ -184,9 +186,9 @@ impl McpServer {
         &self,
         report: &CallReport,
         started: std::time::Instant,
-        admission: Option<&quota::Admission>,
+        hold: Option<&http::CallHold>,
     ) {
-        if let Some(admission) = admission {
+        if let Some(admission) = hold.and_then(|hold| hold.admission.as_ref()) {
             admission.charge(
                 report.elapsed,
                 report.cost.fuel,
@@ -461,12 +463,12 @@ impl McpServer {
         );
         #[cfg(feature = "http")]
         let started = std::time::Instant::now();
-        // The call's places under its quotas (the front admitted it): held until it ends, as a
-        // task too, and charged with what it used.
+        // What the call holds from the front (its place in its client's share, its places under
+        // its quotas): held until it ends, as a task too, and charged with what it used.
         #[cfg(feature = "http")]
-        let admission = extensions
+        let hold = extensions
             .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<quota::Admission>())
+            .and_then(|parts| parts.extensions.get::<Arc<http::CallHold>>())
             .cloned();
         #[cfg(feature = "http")]
         let _running = self.http.as_ref().map(|(_, running)| {
@@ -539,7 +541,7 @@ impl McpServer {
                 // called then, at once); else it is answered here, as for a client without
                 // tasks.
                 #[cfg(feature = "http")]
-                let mut parked = Some((call, stop, (_running, admission.clone())));
+                let mut parked = Some((call, stop, (_running, hold.clone())));
                 #[cfg(not(feature = "http"))]
                 let mut parked = Some((call, stop, ()));
                 let task = self.tasks.try_spawn(owner, |cancelled| {
@@ -556,7 +558,7 @@ impl McpServer {
                             }
                         };
                         #[cfg(feature = "http")]
-                        server.count(&report, started, _running.1.as_ref());
+                        server.count(&report, started, _running.1.as_deref());
                         if matches!(report.response, ToolResponse::Cancelled) {
                             return Err(rmcp::task_manager::TaskExit::Cancelled);
                         }
@@ -586,7 +588,7 @@ impl McpServer {
             progress.done().await;
         }
         #[cfg(feature = "http")]
-        self.count(&report, started, admission.as_ref());
+        self.count(&report, started, hold.as_deref());
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {

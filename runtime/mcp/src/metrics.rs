@@ -5,7 +5,7 @@
 //! | `toolcell_calls_total` | counter | `tool`, `outcome` (`result`, `failed`, `denied`, `timed_out`, `cancelled`) |
 //! | `toolcell_call_duration_seconds` | histogram | `tool` |
 //! | `toolcell_denials_total` | counter | `tool` |
-//! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`) |
+//! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`, `foreign_request`, `unreadable`) |
 //! | `toolcell_slots_in_use` | gauge | |
 //! | `toolcell_http_fast_path_total` | counter | (none: `tools/call` requests the HTTP fast path answered, not rmcp) |
 //! | `toolcell_quota_refusals_total` | counter | `tenant`, `quota` (`rate`, `in_flight`, `daily_ms`, `daily_fuel`), `scope` (`tenant`, `token`) |
@@ -68,6 +68,8 @@ pub enum Refusal {
     BodyTooLarge,
     /// The target, `Host` or `Origin` was malformed or not allowed (a forged request).
     ForeignRequest,
+    /// The body was not one MCP message (not JSON, a batch, `params` not an object).
+    Unreadable,
 }
 
 /// The server's metrics.
@@ -212,6 +214,7 @@ impl Metrics {
             Refusal::TooManyRequests => "too_many_requests",
             Refusal::BodyTooLarge => "body_too_large",
             Refusal::ForeignRequest => "foreign_request",
+            Refusal::Unreadable => "unreadable",
         };
         self.refusals.get_or_create(&ReasonLabel { reason }).inc();
     }

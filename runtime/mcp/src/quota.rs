@@ -14,7 +14,7 @@
 //!
 //! What counts is a `tools/call` (each one, `find_tool` and `call_tool` included): the work.
 //! Other requests (`tools/list`, `initialize`, a task's status) are bounded only by the fair
-//! share every client has ([`crate::http::MAX_REQUESTS_PER_CLIENT`]). A call is admitted only if
+//! share every client has ([`crate::share`]). A call is admitted only if
 //! every quota that applies to it (its tenant's and its token's) has room: a refused call takes
 //! nothing from any of them.
 //!
@@ -144,7 +144,7 @@ impl Quota {
             && !(1..=max_in_flight).contains(&(in_flight as usize))
         {
             return Err(format!(
-                "in_flight must be 1 to {max_in_flight} (the most requests one client may \
+                "in_flight must be 1 to {max_in_flight} (the most calls one client may \
                  have in flight on this server), not {in_flight}"
             ));
         }

@@ -526,7 +526,9 @@ pub(crate) fn parse_line(line: &[u8]) -> Parsed {
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A `tools/call` request, exactly the fields the fast path takes: any other field (a task,
-/// input responses, request state, something new) makes the line take rmcp's parse.
+/// input responses, request state, something new) makes the line take rmcp's parse. Read only
+/// from a JSON object ([`Object`]): serde's derived structs also read an array, in field order,
+/// which no MCP message is.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FastCall<'a> {
@@ -542,7 +544,7 @@ struct FastCall<'a> {
     )]
     method: CallToolRequestMethod,
     #[serde(borrow)]
-    params: FastParams<'a>,
+    params: Object<FastParams<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -553,6 +555,47 @@ struct FastParams<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", default)]
     meta: Option<JsonObject>,
+}
+
+/// `T` read only from a JSON object: an array (which a derived struct would read in field
+/// order) is an error, so the line goes to rmcp's parse, which refuses it.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visitor<T> {
+            type Value = Object<T>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// Whether JSON text holds a `\u` escape of a UTF-16 surrogate (`\uD800` to `\uDFFF`): paired,
+/// it is a character serde_json reads; alone, it is text serde_json refuses, though a
+/// [`RawValue`] keeps it. The fast path leaves both to rmcp's parse, which decides.
+fn has_surrogate_escape(text: &str) -> bool {
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        let escape = &rest[at + 1..];
+        if let Some(hex) = escape.strip_prefix('u').and_then(|hex| hex.get(..4))
+            && u16::from_str_radix(hex, 16).is_ok_and(|unit| (0xD800..=0xDFFF).contains(&unit))
+        {
+            return true;
+        }
+        // Past the escaped character (`\\` included), which starts no escape of its own.
+        rest = escape.get(1..).unwrap_or_default();
+    }
+    false
 }
 
 /// A `tools/call` of the usual shape, in the pieces the fast path read: the request rmcp's
@@ -566,22 +609,26 @@ pub(crate) struct FastCallParts {
 }
 
 /// The fast path's parse of `text` (one JSON-RPC message), or `None` to let rmcp parse it:
-/// anything but a `tools/call` of the usual shape, arguments that are not an object, or
-/// arguments longer than [`FAST_PATH_MAX_ARGUMENT_BYTES`].
+/// anything but a `tools/call` of the usual shape (a JSON object, with object `params`),
+/// arguments that are not an object, arguments longer than [`FAST_PATH_MAX_ARGUMENT_BYTES`],
+/// or arguments holding a surrogate escape.
 pub(crate) fn fast_call_parts(text: &[u8]) -> Option<FastCallParts> {
-    let call: FastCall<'_> = serde_json::from_slice(text).ok()?;
-    let arguments = match call.params.arguments {
+    let Object(call): Object<FastCall<'_>> = serde_json::from_slice(text).ok()?;
+    let Object(params) = call.params;
+    let arguments = match params.arguments {
         // rmcp takes the arguments as an object (or null); anything else is its error to give.
         Some(raw) if !raw.get().starts_with('{') => return None,
         // Long arguments are measured as rmcp's path measures them (written out again).
         Some(raw) if raw.get().len() > FAST_PATH_MAX_ARGUMENT_BYTES => return None,
+        // Text serde_json may refuse (a lone surrogate): rmcp's parse decides.
+        Some(raw) if has_surrogate_escape(raw.get()) => return None,
         raw => raw,
     };
     Some(FastCallParts {
         id: call.id,
-        name: call.params.name,
+        name: params.name,
         arguments: arguments.map(|raw| RawArguments(Arc::from(raw.get()))),
-        meta: call.params.meta,
+        meta: params.meta,
     })
 }
 
@@ -606,6 +653,9 @@ pub(crate) fn fast_call(line: &[u8]) -> Option<ClientJsonRpcMessage> {
 /// the outcome).
 pub(crate) fn slow_parse(line: &[u8]) -> Parsed {
     let error = match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+        // A message is a JSON object whose `params`, if any, is one too, whatever a derived
+        // struct would also read: the same rule as the HTTP front's.
+        Ok(_) if !is_object_message(line) => return Parsed::InvalidRequest,
         Ok(message) => return Parsed::Message(Box::new(message)),
         Err(error) => error,
     };
@@ -628,6 +678,22 @@ pub(crate) fn slow_parse(line: &[u8]) -> Parsed {
             tracing::debug!("Protocol error on incoming message: {error}");
             Parsed::InvalidRequest
         }
+    }
+}
+
+/// Whether `line`, which rmcp's parse accepted, is a JSON object whose `params` (if any) is an
+/// object too.
+fn is_object_message(line: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        params: Option<&'a RawValue>,
+    }
+    match serde_json::from_slice::<Object<Shape<'_>>>(line) {
+        Ok(Object(shape)) => shape
+            .params
+            .is_none_or(|params| params.get().starts_with('{')),
+        Err(_) => false,
     }
 }
 
@@ -727,10 +793,37 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"echo"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","requestState":"s"}}"#,
+            // The shapes a serde-derived struct reads that are not MCP messages (issue 40):
+            // a message or its params as an array, in field order.
+            r#"["2.0",7,"tools/call",{"name":"echo","arguments":{"text":"x"}}]"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["echo",{"text":"x"}]}"#,
+            r#"["2.0",7,"tools/call",["echo",{"text":"x"}]]"#,
+            // Arguments serde_json may refuse (a lone surrogate) or read (a pair): rmcp's.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\ud800"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\uD83E\uDD80"}}}"#,
         ] {
             assert!(
                 fast_call(line.as_bytes()).is_none(),
                 "took the fast path: {line}"
+            );
+        }
+        // An escaped backslash before a `u` is not an escape of a surrogate.
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\\ud800"}}}"#;
+        assert!(fast_call(line.as_bytes()).is_some(), "{line}");
+    }
+
+    #[test]
+    fn a_message_or_its_params_as_an_array_is_an_invalid_request_on_either_path() {
+        for line in [
+            r#"["2.0",7,"tools/call",{"name":"echo","arguments":{"text":"x"}}]"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["echo",{"text":"x"}]}"#,
+            r#"["2.0",7,"tools/call",["echo",{"text":"x"}]]"#,
+            r#"["2.0",7,"tools/list"]"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[]}"#,
+        ] {
+            assert!(
+                matches!(parse_line(line.as_bytes()), Parsed::InvalidRequest),
+                "not refused as invalid: {line}"
             );
         }
     }

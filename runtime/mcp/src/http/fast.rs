@@ -12,9 +12,9 @@
 //! It takes only what rmcp would accept and answer at once with one JSON-RPC message, decided
 //! from the request before anything runs: a `POST` whose `Accept` allows both
 //! `application/json` and `text/event-stream`, whose `Content-Type` is `application/json`,
-//! whose body is one `tools/call` of the usual shape (see `fast_call_parts` in the transport:
-//! no `task`, no `inputResponses` or `requestState`, arguments an object of at most
-//! [`crate::FAST_PATH_MAX_ARGUMENT_BYTES`]), whose `_meta` names protocol `2026-07-28` and
+//! whose body, as the front read it (`http/reading.rs`: the one reading every check decided
+//! on), is one `tools/call` of the usual shape (no `task`, no `inputResponses` or
+//! `requestState`, arguments an object), whose `_meta` names protocol `2026-07-28` and
 //! carries the client's capabilities but no progress token, with exactly one
 //! `MCP-Protocol-Version: 2026-07-28`, one `Mcp-Method: tools/call` and one plain `Mcp-Name`
 //! equal to the tool's name. Everything else (batches, other methods, the `initialize` era,
@@ -28,7 +28,8 @@
 //! and charged.
 
 use super::BoxResponse;
-use crate::transport::{FastCallParts, fast_call_parts};
+use super::reading::Reading;
+use crate::transport::FastCallParts;
 use crate::{IncomingCall, McpServer};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};
@@ -64,12 +65,12 @@ pub(super) struct Accepted {
     capabilities: ClientCapabilities,
 }
 
-/// The call in `body`, if the fast path may answer the request (`head` is its method and
-/// headers): only when rmcp would accept it and answer with one JSON-RPC message (see the
-/// module's docs). `None`: leave it to rmcp.
+/// The call the front read (`reading`), if the fast path may answer the request (`head` is its
+/// method and headers): only when rmcp would accept it and answer with one JSON-RPC message
+/// (see the module's docs). `None`: leave it to rmcp.
 pub(super) fn accept(
     head: &http::request::Parts,
-    body: &[u8],
+    reading: &Reading,
     server: &McpServer,
 ) -> Option<Accepted> {
     if head.method != Method::POST
@@ -80,7 +81,7 @@ pub(super) fn accept(
     {
         return None;
     }
-    let mut call = fast_call_parts(body)?;
+    let mut call = reading.fast_call()?;
     // rmcp decodes a Base64-wrapped `Mcp-Name`; the fast path takes the plain form only.
     let name = sole(&head.headers, HEADER_MCP_NAME)?;
     if name != call.name || name.starts_with(BASE64_HEADER_PREFIX) {

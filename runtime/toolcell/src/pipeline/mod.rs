@@ -191,6 +191,12 @@ impl Runtime {
         self.wasm.calls_in_flight()
     }
 
+    /// How many calls may hold a wasm instance slot at once
+    /// ([`RuntimeBuilder::pool_slots`](crate::RuntimeBuilder::pool_slots)); more wait for one.
+    pub fn pool_slots(&self) -> usize {
+        self.wasm.pool_slots()
+    }
+
     /// The wasm engine every component of this runtime is compiled for and runs in: one per
     /// runtime, whatever the number of workspaces and agents it serves.
     pub fn engine(&self) -> &wasmtime::Engine {

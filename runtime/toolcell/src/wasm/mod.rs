@@ -107,6 +107,11 @@ impl WasmExecutor {
         self.fuel_metering
     }
 
+    /// How many instance slots there are.
+    pub(crate) fn pool_slots(&self) -> usize {
+        self.pool_slots
+    }
+
     /// How many calls hold an instance slot right now.
     pub(crate) fn calls_in_flight(&self) -> usize {
         self.pool_slots
