@@ -21,6 +21,8 @@ struct Span {
     trace_id: String,
     span_id: String,
     parent: String,
+    /// The span's W3C `tracestate`, as exported.
+    trace_state: String,
     attributes: Vec<(String, String)>,
 }
 
@@ -123,6 +125,7 @@ fn serve(stream: std::net::TcpStream, spans: &Mutex<Vec<Span>>, requests: &Mutex
                                 trace_id: hex(&span.trace_id),
                                 span_id: hex(&span.span_id),
                                 parent: hex(&span.parent_span_id),
+                                trace_state: span.trace_state,
                                 attributes: span
                                     .attributes
                                     .into_iter()
@@ -319,4 +322,84 @@ fn a_collector_that_is_not_there_holds_up_neither_the_calls_nor_the_exit() {
         clean,
         "the server exits cleanly though its traces could not be sent"
     );
+}
+
+/// Sampling is the operator's (issue 40): with the default sampler a caller's not-sampled flag
+/// (`-00`) does not keep its call out of the traces (it still joins the caller's trace); only
+/// an operator who chose a parent-based sampler lets callers decide. A caller's `tracestate` is
+/// kept only within `MAX_TRACESTATE_BYTES`, and in no attribute.
+#[test]
+fn a_caller_cannot_hide_its_calls_from_the_operators_traces() {
+    let _guard = exclusive();
+    let unsampled = format!("00-{TRACE_ID}-{CALLER_SPAN}-00");
+    let sampled = traceparent();
+    // Well formed (20 members, each within W3C's limits), but longer than the bound.
+    let long_state: String = (0..20)
+        .map(|n| format!("vendor{n:02}=value-{}", "x".repeat(20)))
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(long_state.len() > toolcell_mcp::trace::MAX_TRACESTATE_BYTES);
+    let run = |args: &[&str]| {
+        let receiver = Receiver::start();
+        let endpoint = receiver.endpoint();
+        let mut all = vec!["--otlp-endpoint", endpoint.as_str()];
+        all.extend_from_slice(args);
+        let server = crate::http::Server::start(&all);
+        for (id, text, parent, state) in [
+            (1, "hidden?", unsampled.as_str(), "caller=abc"),
+            (2, "long", sampled.as_str(), long_state.as_str()),
+        ] {
+            let answer = crate::http::call_with(
+                server.addr,
+                None,
+                id,
+                "echo",
+                json!({ "text": text }),
+                &[("traceparent", parent), ("tracestate", state)],
+            );
+            assert_eq!(crate::http::call_text(&answer).0, text);
+        }
+        let stopped = std::process::Command::new("kill")
+            .args(["-TERM", &server.child_id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(stopped.success());
+        server.wait();
+        receiver.spans()
+    };
+    // The `tools/call` spans in the caller's trace.
+    let calls = |spans: &[Span]| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|span| span.name == "tools/call" && span.trace_id == TRACE_ID)
+            .cloned()
+            .collect()
+    };
+    let spans = run(&[]);
+    let joined = calls(&spans);
+    assert_eq!(
+        joined.len(),
+        2,
+        "both calls exported in the caller's trace: {spans:#?}"
+    );
+    let hidden = joined
+        .iter()
+        .find(|span| span.parent == CALLER_SPAN && span.trace_state == "caller=abc")
+        .unwrap_or_else(|| panic!("the -00 call was not exported: {spans:#?}"));
+    assert!(
+        spans
+            .iter()
+            .flat_map(|span| &span.attributes)
+            .all(|(_, value)| !value.contains("caller=abc") && !value.contains("vendor00")),
+        "a tracestate in an attribute: {hidden:?}"
+    );
+    assert!(
+        joined.iter().any(|span| span.trace_state.is_empty()),
+        "the long tracestate was kept: {joined:#?}"
+    );
+    // The operator's choice: a parent-based sampler lets the caller's flag decide.
+    let spans = run(&["--otlp-sampler", "parentbased_always_on"]);
+    let joined = calls(&spans);
+    assert_eq!(joined.len(), 1, "only the sampled call: {spans:#?}");
+    assert!(joined[0].trace_state.is_empty(), "{joined:#?}");
 }

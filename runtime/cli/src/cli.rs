@@ -68,6 +68,13 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     otlp_endpoint: Option<String>,
 
+    /// Which calls' traces are sent: always_on (the default: every call, whatever its caller's
+    /// trace says), always_off, traceidratio, or parentbased_always_on, parentbased_always_off,
+    /// parentbased_traceidratio (the caller's sampled flag decides). Default:
+    /// $OTEL_TRACES_SAMPLER, else always_on; a ratio from $OTEL_TRACES_SAMPLER_ARG.
+    #[arg(long, global = true, value_name = "SAMPLER")]
+    otlp_sampler: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -278,7 +285,7 @@ pub fn main() -> ExitCode {
         .clone()
         .or_else(|| std::env::var(crate::telemetry::OTLP_ENDPOINT_ENV).ok())
         .filter(|endpoint| !endpoint.is_empty());
-    let telemetry = match crate::telemetry::init(endpoint.as_deref()) {
+    let telemetry = match crate::telemetry::init(endpoint.as_deref(), cli.otlp_sampler.as_deref()) {
         Ok(telemetry) => telemetry,
         Err(why) => {
             eprintln!("toolcell: {why}");

@@ -6,8 +6,16 @@
 //! [`toolcell::CALL_SPAN_TARGET`]) are enabled by no subscriber, which costs a call almost
 //! nothing (BENCHMARKS.md, "Traces"). With it, the spans of `toolcell::call` and
 //! `toolcell_mcp::trace` go to the collector in batches (the SDK's batch processor, its own
-//! thread; `$OTEL_BSP_*` tune it), callers' W3C trace context is honoured, and what is still
+//! thread; `$OTEL_BSP_*` tune it), a call joins its caller's W3C trace, and what is still
 //! queued is sent before the process exits.
+//!
+//! **Sampling is the operator's.** By default every call is sampled (`always_on`), whatever
+//! the caller's `traceparent` says: a caller that flags its trace not-sampled (`-00`) joins its
+//! spans to that trace but cannot hide its calls from the operator's traces. The operator
+//! chooses otherwise with `--otlp-sampler` or the standard `$OTEL_TRACES_SAMPLER` (and
+//! `$OTEL_TRACES_SAMPLER_ARG` for a ratio): `always_on`, `always_off`, `traceidratio`, or a
+//! `parentbased_` one of these, which lets callers decide (see [`sampler`]). A name this
+//! version does not know stops the start, rather than sampling otherwise than asked.
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
@@ -24,6 +32,16 @@ pub const OTLP_ENDPOINT_ENV: &str = "TOOLCELL_OTLP_ENDPOINT";
 /// How long one export may take before it is given up: a collector that does not answer must
 /// not hold the batch thread (nor the process's exit) for long.
 pub const OTLP_EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The variables the OpenTelemetry specification names for the sampler, read when
+/// `--otlp-sampler` is not given.
+pub const SAMPLER_ENV: &str = "OTEL_TRACES_SAMPLER";
+/// The sampler's argument (a ratio from 0 to 1), for the ratio samplers.
+pub const SAMPLER_ARG_ENV: &str = "OTEL_TRACES_SAMPLER_ARG";
+
+/// The sampler when neither `--otlp-sampler` nor [`SAMPLER_ENV`] names one: every call, so
+/// that no caller can keep its calls out of the operator's traces.
+pub const DEFAULT_SAMPLER: &str = "always_on";
 
 /// The service name the traces carry.
 pub const SERVICE_NAME: &str = "toolcell";
@@ -50,10 +68,58 @@ impl Telemetry {
     }
 }
 
+/// The sampler named `name` (the names of `$OTEL_TRACES_SAMPLER`), with `arg` the ratio of a
+/// ratio sampler (default 1). `parentbased_*` samplers follow the caller's sampled flag where
+/// a call joins a trace, and the named sampler for calls that start one.
+pub fn sampler(name: &str, arg: Option<&str>) -> Result<opentelemetry_sdk::trace::Sampler, String> {
+    use opentelemetry_sdk::trace::Sampler;
+    let ratio = || -> Result<f64, String> {
+        match arg {
+            None => Ok(1.0),
+            Some(arg) => arg
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|ratio| (0.0..=1.0).contains(ratio))
+                .ok_or_else(|| {
+                    format!("the sampler's argument {arg:?} is not a ratio from 0 to 1")
+                }),
+        }
+    };
+    Ok(match name.trim() {
+        "always_on" => Sampler::AlwaysOn,
+        "always_off" => Sampler::AlwaysOff,
+        "traceidratio" => Sampler::TraceIdRatioBased(ratio()?),
+        "parentbased_always_on" => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        "parentbased_always_off" => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        "parentbased_traceidratio" => {
+            Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio()?)))
+        }
+        other => {
+            return Err(format!(
+                "unknown trace sampler {other:?}: use always_on, always_off, traceidratio, \
+                 parentbased_always_on, parentbased_always_off or parentbased_traceidratio"
+            ));
+        }
+    })
+}
+
+/// The sampler the operator chose: `flag` (`--otlp-sampler`), else [`SAMPLER_ENV`], else
+/// [`DEFAULT_SAMPLER`]; its ratio from [`SAMPLER_ARG_ENV`].
+fn chosen_sampler(flag: Option<&str>) -> Result<opentelemetry_sdk::trace::Sampler, String> {
+    let from_env = std::env::var(SAMPLER_ENV)
+        .ok()
+        .filter(|name| !name.is_empty());
+    let name = flag.map(str::to_owned).or(from_env);
+    let arg = std::env::var(SAMPLER_ARG_ENV).ok();
+    sampler(name.as_deref().unwrap_or(DEFAULT_SAMPLER), arg.as_deref())
+}
+
 /// Install the process's subscriber: logs to stderr filtered by `$TOOLCELL_LOG` (default
 /// [`DEFAULT_LOG_FILTER`]), and, if `endpoint` (an OTLP/HTTP base URL such as
-/// `http://127.0.0.1:4318`; `/v1/traces` is added unless given) is set, the traces.
-pub fn init(endpoint: Option<&str>) -> Result<Telemetry, String> {
+/// `http://127.0.0.1:4318`; `/v1/traces` is added unless given) is set, the traces, sampled as
+/// `sampler` (`--otlp-sampler`) or the environment says ([`chosen_sampler`]).
+pub fn init(endpoint: Option<&str>, sampler: Option<&str>) -> Result<Telemetry, String> {
     let filter = EnvFilter::try_from_env("TOOLCELL_LOG")
         .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let logs = tracing_subscriber::fmt::layer()
@@ -65,6 +131,7 @@ pub fn init(endpoint: Option<&str>) -> Result<Telemetry, String> {
         return Ok(Telemetry { provider: None });
     };
     let url = traces_url(endpoint)?;
+    let sampler = chosen_sampler(sampler)?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_endpoint(url)
@@ -72,6 +139,7 @@ pub fn init(endpoint: Option<&str>) -> Result<Telemetry, String> {
         .build()
         .map_err(|error| format!("the OTLP exporter: {error}"))?;
     let provider = SdkTracerProvider::builder()
+        .with_sampler(sampler)
         .with_batch_exporter(exporter)
         .with_resource(
             opentelemetry_sdk::Resource::builder()
@@ -132,5 +200,25 @@ mod tests {
             Ok("http://c/v1/traces")
         );
         assert!(traces_url("127.0.0.1:4317").is_err());
+    }
+
+    #[test]
+    fn samplers_are_the_specifications_names_and_unknown_ones_are_refused() {
+        use opentelemetry_sdk::trace::Sampler;
+        assert!(matches!(sampler("always_on", None), Ok(Sampler::AlwaysOn)));
+        assert!(matches!(
+            sampler("parentbased_traceidratio", Some("0.25")),
+            Ok(Sampler::ParentBased(_))
+        ));
+        assert!(matches!(
+            sampler("traceidratio", Some("0.5")),
+            Ok(Sampler::TraceIdRatioBased(ratio)) if ratio == 0.5
+        ));
+        assert!(sampler("traceidratio", Some("2")).is_err());
+        assert!(sampler("jaeger_remote", None).is_err());
+        assert!(matches!(
+            sampler(DEFAULT_SAMPLER, None),
+            Ok(Sampler::AlwaysOn)
+        ));
     }
 }

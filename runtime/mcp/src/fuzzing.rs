@@ -116,17 +116,126 @@ fn fast_call_id(line: &str) -> Option<Value> {
 pub fn check_mcp(data: &[u8]) -> Result<(), String> {
     for line in data.split(|byte| *byte == b'\n') {
         check_mcp_fast_path(line)?;
+        #[cfg(feature = "http")]
+        check_http_reading(line)?;
     }
     mcp_session(data).map(drop)
+}
+
+/// The HTTP front's one reading of a body (`http/reading.rs`) is what runs: whatever rmcp's
+/// parse makes of the body the front hands it (the reading written out again), the front's
+/// checks saw the same thing. If rmcp reads a `tools/call`, the front counted a call and named
+/// the same tool (and, for `call_tool`, the same inner tool) for the scope check; if it reads
+/// a cancellation, the front names the same request; and the fast path's call, when there is
+/// one, is the call rmcp reads (id, tool, arguments, `_meta`). Reading the rewritten body
+/// again gives the same reading.
+#[cfg(feature = "http")]
+pub fn check_http_reading(body: &[u8]) -> Result<(), String> {
+    use crate::http::reading::Reading;
+    use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonObject};
+    let Ok(reading) = Reading::parse(body) else {
+        return Ok(());
+    };
+    let rewritten = reading.to_bytes();
+    match Reading::parse(&rewritten) {
+        Ok(again) if again == reading => {}
+        again => {
+            return Err(format!(
+                "the rewritten body reads differently: {reading:?} then {again:?}"
+            ));
+        }
+    }
+    let rmcp = serde_json::from_slice::<ClientJsonRpcMessage>(&rewritten).ok();
+    let called = reading.tools_called();
+    match &rmcp {
+        Some(ClientJsonRpcMessage::Request(request)) => {
+            if let ClientRequest::CallToolRequest(call) = &request.request {
+                let mut runs = vec![call.params.name.to_string()];
+                if call.params.name == toolcell::registry::CALL_TOOL
+                    && let Some(inner) = call
+                        .params
+                        .arguments
+                        .as_ref()
+                        .and_then(|arguments| arguments.get("name"))
+                        .and_then(Value::as_str)
+                {
+                    runs.push(inner.to_owned());
+                }
+                if !reading.is_call() || called != runs {
+                    return Err(format!(
+                        "rmcp runs {runs:?}; the front's checks saw a call: {}, of {called:?}",
+                        reading.is_call()
+                    ));
+                }
+            }
+        }
+        Some(ClientJsonRpcMessage::Notification(notification)) => {
+            if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            {
+                let named = cancelled
+                    .params
+                    .request_id
+                    .as_ref()
+                    .map(|id| id.to_string());
+                if named != reading.cancelled() {
+                    return Err(format!(
+                        "rmcp cancels {named:?}; the front would stop {:?}",
+                        reading.cancelled()
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(fast) = reading.fast_call() {
+        let Some(ClientJsonRpcMessage::Request(request)) = &rmcp else {
+            return Err(format!(
+                "the fast path runs a call rmcp does not read: {rmcp:?}"
+            ));
+        };
+        let ClientRequest::CallToolRequest(call) = &request.request else {
+            return Err(format!(
+                "the fast path runs a call rmcp reads as {request:?}"
+            ));
+        };
+        let arguments = match &fast.arguments {
+            Some(raw) => Some(
+                serde_json::from_str::<JsonObject>(&raw.0)
+                    .map_err(|error| format!("the fast path's arguments: {error}"))?,
+            ),
+            None => None,
+        };
+        let meta = call
+            .extensions
+            .get::<rmcp::model::RequestMetaObject>()
+            .map(|meta| meta.0.0.clone());
+        if fast.id != request.id
+            || fast.name != call.params.name
+            || arguments != call.params.arguments
+            || fast
+                .meta
+                .as_ref()
+                .is_some_and(|fast| meta.as_ref() != Some(fast))
+        {
+            return Err(format!(
+                "the fast path's call differs from rmcp's: {:?} {:?} {arguments:?} {:?}; rmcp: \
+                 {request:?}",
+                fast.id, fast.name, fast.meta
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The transport's fast path for `tools/call` agrees with rmcp's own parse of `line`: when it
 /// takes a line, rmcp's parse makes the same message of it (compared as JSON, the fast path's
 /// raw arguments parsed into the map rmcp keeps). The one difference allowed: arguments the
 /// pipeline refuses anyway, JSON by syntax but not what serde_json can hold (a number beyond
-/// `f64`, a lone surrogate) or nested deeper than `MAX_ARGUMENT_DEPTH` (so deep that the whole
-/// line passes serde_json's recursion limit), where rmcp ignores the whole line: the fast path
-/// answers them as invalid arguments instead of not at all.
+/// `f64`; a surrogate escape, paired or not, the fast path leaves to rmcp) or nested deeper
+/// than `MAX_ARGUMENT_DEPTH` (so deep that the whole line passes serde_json's recursion limit),
+/// where rmcp ignores the whole line: the fast path answers them as invalid arguments instead
+/// of not at all. Over stdio no check decides on the fast path's reading (there are no scopes
+/// or quotas there); over HTTP the front reads every body once (`check_http_reading`).
 pub fn check_mcp_fast_path(line: &[u8]) -> Result<(), String> {
     use crate::{Parsed, RawArguments, fast_call, slow_parse};
     use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonObject};

@@ -76,7 +76,7 @@ use toolcell::limits::MAX_ARGUMENT_BYTES;
 use toolcell::{Runtime, StopToken};
 
 mod fast;
-mod reading;
+pub(crate) mod reading;
 
 pub use crate::share::MAX_REQUESTS_PER_CLIENT;
 pub use fast::FAST_PATH_ENV;

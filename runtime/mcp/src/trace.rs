@@ -8,11 +8,20 @@
 //! the HTTP request's `traceparent` and `tracestate` headers, else the request's `_meta`
 //! fields of those names (MCP's SEP-414), so a call joins the agent's own trace. A subscriber
 //! that does not enable the span pays for none of this.
+//!
+//! What a caller sends is the caller's to choose, so it is bounded: a `traceparent` only sets
+//! the span's parent (whether the call is sampled is the operator's sampler's to say, see the
+//! CLI's `--otlp-sampler`); a `tracestate` longer than [`MAX_TRACESTATE_BYTES`] is dropped (the
+//! propagator drops one that is not well formed), and it is never copied into an attribute.
 
 use rmcp::model::{Extensions, RequestMetaObject};
 
 /// The `tracing` target of the MCP server's spans.
 pub const TRACE_TARGET: &str = "toolcell_mcp::trace";
+
+/// The longest caller's `tracestate` kept (as W3C trace context, level 2, bounds what a vendor
+/// must propagate: 512 characters); a longer one is dropped whole, not cut.
+pub const MAX_TRACESTATE_BYTES: usize = 512;
 
 /// The span of one `tools/call` of the tool `name` by `owner` (the client, as tasks and
 /// approvals name it), from a request with `extensions` (over HTTP, its head) and `meta`.
@@ -70,8 +79,9 @@ struct Carrier<'a> {
 }
 
 #[cfg(feature = "otel")]
-impl opentelemetry::propagation::Extractor for Carrier<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
+impl Carrier<'_> {
+    /// The caller's value of `key`, as sent: the HTTP header, else the `_meta` field.
+    fn get_any(&self, key: &str) -> Option<&str> {
         #[cfg(feature = "http")]
         if let Some(value) = self
             .headers
@@ -81,6 +91,14 @@ impl opentelemetry::propagation::Extractor for Carrier<'_> {
             return Some(value);
         }
         self.meta.get(key).and_then(serde_json::Value::as_str)
+    }
+}
+
+#[cfg(feature = "otel")]
+impl opentelemetry::propagation::Extractor for Carrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        let value = self.get_any(key)?;
+        (key != "tracestate" || value.len() <= MAX_TRACESTATE_BYTES).then_some(value)
     }
 
     fn keys(&self) -> Vec<&str> {
