@@ -760,3 +760,97 @@ fn a_killed_process_s_staging_directory_is_swept_and_a_live_one_is_kept() {
         "a call's own is removed with it"
     );
 }
+
+/// The review's race (issue 40): another process swaps a name between a plain file and a link
+/// to `.env`, over and over, while a guest with the directory granted reads the name as fast
+/// as it can. The check before the open saw the plain file often enough that the review read
+/// `.env` in under three seconds; the descriptor the open made is checked too now, so the
+/// secret is never read, while the plain file is (the race was live) and `no-entry` is what
+/// the swapped-in link gets.
+#[test]
+fn a_name_swapped_for_a_link_to_a_hidden_file_is_never_read_through() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let _guard = crate::support::exclusive();
+    let (_temp, ws) = seeker_workspace();
+    let runtime = seeker_runtime(&ws, SEEKER_POLICY);
+    let d = ws.join("d");
+    std::fs::write(d.join("racy"), "plain").expect("write");
+    let (stop, swaps) = (AtomicBool::new(false), AtomicUsize::new(0));
+    let mut seen: std::collections::BTreeMap<String, u64> = Default::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let (link, plain) = (d.join("racy.lnk"), d.join("racy.tmp"));
+                let _ = std::fs::remove_file(&link);
+                std::os::unix::fs::symlink(".env", &link).expect("symlink");
+                std::fs::rename(&link, d.join("racy")).expect("swap in the link");
+                std::fs::write(&plain, "plain").expect("write");
+                std::fs::rename(&plain, d.join("racy")).expect("swap in the file");
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        for _ in 0..4 {
+            let counts: std::collections::BTreeMap<String, u64> =
+                serde_json::from_str(&text(seek(&runtime, "race", "racy"))).expect("counts");
+            for (outcome, count) in counts {
+                *seen.entry(outcome).or_default() += count;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    println!("race: {} swaps, outcomes {seen:?}", swaps.load(Ordering::Relaxed));
+    assert!(
+        seen.keys().all(|outcome| !outcome.contains("SECRET")),
+        "read through the swapped link: {seen:?}"
+    );
+    assert!(
+        seen.get("plain").copied().unwrap_or(0) > 0 && swaps.load(Ordering::Relaxed) > 0,
+        "the race never ran: {seen:?}"
+    );
+}
+
+/// The server's own files out of reach (issue 40): the compile cache's key, an audit file and
+/// its head, a tokens file and the policy file, lying in the workspace, are refused to
+/// `read_file` and are not there inside a granted directory, under a policy whose
+/// `[files] deny_read = []` names none of them (so `*.key` is no longer denied by name).
+#[test]
+fn the_servers_own_files_are_unreadable_whatever_the_policy_says() {
+    let (_temp, ws) = seeker_workspace();
+    let policy = format!(
+        "{SEEKER_POLICY}\n[tools.read_file]\nfilesystem.read = {{ access = \"allow\", roots = [\".\"] }}\n\
+         [files]\ndeny_read = []\n"
+    );
+    let files = ["cache.key", "audit.jsonl", "audit.jsonl.head", "tokens.toml", "policy.toml"];
+    for file in files {
+        std::fs::write(ws.join(file), format!("needle SECRET-{file}")).expect("write");
+    }
+    let runtime = crate::support::builder()
+        .policy(Policy::from_toml(&policy).expect("policy"))
+        .workspace(&ws)
+        .component("test:seeker", crate::guests::SEEKER)
+        .cache_key_file(Some(ws.join("cache.key")))
+        .protect(ws.join("audit.jsonl"))
+        .protect(ws.join("tokens.toml"))
+        .protect(ws.join("policy.toml"))
+        .build()
+        .expect("runtime");
+    // The controls: an ordinary file reads both ways, and with the default list gone, a file
+    // it named reads too.
+    assert!(!call(&runtime, "read_file", json!({ "path": "d/notes.txt" })).is_error());
+    assert_eq!(
+        text(call(&runtime, "seeker", json!({ "path": ".", "do": "read", "name": "d/.env" }))),
+        "needle SECRET-ENV"
+    );
+    for file in files {
+        let response = call(&runtime, "read_file", json!({ "path": file }));
+        assert!(
+            matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("no tool may read it")),
+            "{file}: {response:?}"
+        );
+        let inside = call(&runtime, "seeker", json!({ "path": ".", "do": "read", "name": file }));
+        assert!(
+            matches!(&inside, ToolResponse::Failed { message, .. } if message.contains("No such file")),
+            "{file} inside the granted directory: {inside:?}"
+        );
+    }
+}

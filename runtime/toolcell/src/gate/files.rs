@@ -66,30 +66,36 @@ impl FileRules {
     }
 
     /// Whether `kind` on `path` leaves the files this runtime protects by name (its policy,
-    /// audit and tokens files) alone, and everything under the directories it protects (its
-    /// tools directories, whose files a running server loads as they change): what holds
-    /// whatever policy a call runs under.
+    /// audit, tokens and OAuth files, its compile cache and the cache's key) alone, and
+    /// everything under the directories it protects (its tools directories, whose files a
+    /// running server loads as they change, and the cache): neither written nor read, whatever
+    /// policy a call runs under and whatever its `[files]` lists say. (A grant of a directory
+    /// that holds them is the directory's; inside it they are not there, `wasm/guest_fs.rs`.)
     pub(crate) fn check_protected_files(
         &self,
         workspace: &Workspace,
         kind: CapabilityKind,
         path: &Path,
     ) -> Result<(), String> {
-        let target = workspace.root().join(path);
-        if kind == CapabilityKind::FilesystemWrite
-            && self
-                .protected_files
-                .iter()
-                .any(|file| target.starts_with(file) || is_companion(&target, file))
-        {
-            return Err(
-                "it is a policy, audit or tokens file of this server (or one of its companions: \
-                 a rotated copy, a head, a signature), or in a directory it loads tools from: \
-                 no tool may write it"
-                    .to_owned(),
-            );
+        let verb = match kind {
+            CapabilityKind::FilesystemWrite => "write",
+            CapabilityKind::FilesystemRead => "read",
+            _ => return Ok(()),
+        };
+        if self.is_protected(&workspace.root().join(path)) {
+            return Err(format!(
+                "it is a policy, audit, tokens or compile-cache file of this server (or one of \
+                 its companions: a rotated copy, a head, a signature), or in a directory it \
+                 loads tools from: no tool may {verb} it"
+            ));
         }
         Ok(())
+    }
+
+    /// Whether the absolute path `target` is one of the files this runtime protects, a
+    /// companion of one, or under a directory it protects.
+    pub(crate) fn is_protected(&self, target: &Path) -> bool {
+        crate::policy::files::is_protected(&self.protected_files, target)
     }
 
     fn check_read(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
@@ -113,18 +119,3 @@ impl FileRules {
     }
 }
 
-/// Whether `target` is a companion of the protected file `file`: in the same directory, named
-/// `FILE.` and more (an audit file's head `FILE.head`, its rotated copies `FILE.1` and their
-/// heads, its signed head `FILE.head.sig`; a policy's backup). They are protected with it.
-fn is_companion(target: &Path, file: &Path) -> bool {
-    let (Some(name), Some(protected)) = (
-        target.file_name().and_then(|name| name.to_str()),
-        file.file_name().and_then(|name| name.to_str()),
-    ) else {
-        return false;
-    };
-    target.parent() == file.parent()
-        && name
-            .strip_prefix(protected)
-            .is_some_and(|rest| rest.starts_with('.'))
-}

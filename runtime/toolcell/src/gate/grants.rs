@@ -32,6 +32,10 @@ pub struct Grants {
     ///
     /// [`DEFAULT_DENY_READ`]: crate::policy::files::DEFAULT_DENY_READ
     pub(crate) deny_read: crate::policy::files::DenyRead,
+    /// The files and directories of this runtime no tool may read or write (its policy, audit,
+    /// tokens and cache files, its tools directories), absolute: not there inside the
+    /// directories granted either (`wasm/guest_fs.rs`).
+    pub(crate) protected: Arc<[std::path::PathBuf]>,
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path

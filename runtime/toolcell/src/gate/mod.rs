@@ -408,6 +408,7 @@ impl Gate {
         grants.pending = staged;
         // What the rules deny reading is not there inside the directories granted either.
         grants.deny_read = scope.files.unwrap_or(&self.files).deny_read.clone();
+        grants.protected = Arc::clone(&self.files.protected_files);
         Ok((grants, granted))
     }
 

@@ -53,8 +53,10 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
 pub struct FileRules {
     /// Relative to the workspace, never written.
     pub(crate) protected: Vec<PathBuf>,
-    /// Absolute paths never written (the policy file, the audit file).
-    pub(crate) protected_files: Vec<PathBuf>,
+    /// Absolute paths never written nor read (the policy file, the audit file, the tokens
+    /// files, the compile cache and its key, the tools directories), whatever the rules above
+    /// say. Shared: every call's grants hold it (`wasm/guest_fs.rs`).
+    pub(crate) protected_files: Arc<[PathBuf]>,
     /// Name patterns never read.
     pub(crate) deny_read: DenyRead,
     /// The largest file a read grant may name.
@@ -65,7 +67,7 @@ impl Default for FileRules {
     fn default() -> Self {
         FileRules {
             protected: ALWAYS_PROTECTED.iter().map(PathBuf::from).collect(),
-            protected_files: Vec::new(),
+            protected_files: Arc::from(Vec::new()),
             deny_read: DenyRead::default(),
             max_read_bytes: None,
         }
@@ -74,7 +76,7 @@ impl Default for FileRules {
 
 impl FileRules {
     /// These rules, also protecting the file at `path` (absolute, or relative to the current
-    /// directory) from every tool's writes.
+    /// directory) from every tool's writes and reads.
     pub(crate) fn protecting(mut self, path: &Path) -> FileRules {
         // A file that does not exist yet (an audit file about to be made) is named through its
         // directory's canonical path.
@@ -86,7 +88,9 @@ impl FileRules {
             })
             .or_else(|| std::path::absolute(path).ok())
             .unwrap_or_else(|| path.to_owned());
-        self.protected_files.push(absolute);
+        let mut files = self.protected_files.to_vec();
+        files.push(absolute);
+        self.protected_files = files.into();
         self
     }
 }
@@ -158,6 +162,29 @@ fn glob(pattern: &str, name: &str) -> bool {
             remaining.len() >= last.len() && remaining.ends_with(last)
         }
     }
+}
+
+/// Whether the absolute path `target` is one of `protected`, a companion of one, or under one.
+pub(crate) fn is_protected(protected: &[std::path::PathBuf], target: &Path) -> bool {
+    protected
+        .iter()
+        .any(|file| target.starts_with(file) || is_companion(target, file))
+}
+
+/// Whether `target` is a companion of the protected file `file`: in the same directory, named
+/// `FILE.` and more (an audit file's head `FILE.head`, its rotated copies `FILE.1` and their
+/// heads, its signed head `FILE.head.sig`; a policy's backup). They are protected with it.
+pub(crate) fn is_companion(target: &Path, file: &Path) -> bool {
+    let (Some(name), Some(protected)) = (
+        target.file_name().and_then(|name| name.to_str()),
+        file.file_name().and_then(|name| name.to_str()),
+    ) else {
+        return false;
+    };
+    target.parent() == file.parent()
+        && name
+            .strip_prefix(protected)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 #[cfg(test)]

@@ -17,11 +17,19 @@
 //!   to wasmtime-wasi's rules; a path that cannot be resolved for the check is refused too.
 //!   `readlink-at` is refused when the link's own text names such a file.
 //!
-//! What names cannot show: a hard link to a secret under an innocent name is that file. What
-//! the check sees can change before the call it guards only by another process's hand: a
-//! directory preopened for reading cannot be changed by the guest, and a writable preopen is a
-//! staging directory holding only the files the gate granted by name (`gate/staging.rs`), which
-//! passed the same list.
+//! - the runtime's protected files (its policy, audit, tokens and compile-cache files, its
+//!   tools directories: `gate/files.rs`) are not there either, whatever the deny-read list says.
+//!
+//! A name can change between that check and the open it guards, by another process's hand
+//! (a directory preopened for reading cannot be changed by the guest, and a writable preopen is
+//! a staging directory holding only the files the gate granted by name, `gate/staging.rs`): a
+//! name swapped for a link to `.env` just after the check. So `open-at` is checked twice: the
+//! path before, and the descriptor it made after, by the path the kernel gives that
+//! descriptor (`/proc/self/fd`), which no swap can change; a descriptor that turns out hidden
+//! is closed and the guest told `no-entry`. What names cannot show: a hard link to a secret
+//! under an innocent name is that file. A directory's link count (`nlink`, in `stat`) says how
+//! many subdirectories it has, hidden ones included: that a hidden directory exists is told,
+//! never its name or content (accepted: hiding it would mean faking every directory's stat).
 
 use crate::policy::files::DenyRead;
 use crate::wasm::sandbox::CallState;
@@ -75,11 +83,22 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                 if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
                     return absent();
                 }
+                let opened_from = OpenedFrom::new(store.data_mut(), &fd);
                 let mut view = store.data_mut().filesystem();
-                answer(
+                let opened =
                     HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
-                        .await,
-                )
+                        .await;
+                // What was opened, checked again now that it cannot change: a name swapped
+                // for a link between the check above and the open is caught here.
+                if let (Ok(new), Some(from)) = (&opened, opened_from)
+                    && from.hides(view.table.get(new).ok())
+                {
+                    if let Ok(new) = opened {
+                        let _ = view.table.delete(new);
+                    }
+                    return absent();
+                }
+                answer(opened)
             })
         },
     )?;
@@ -250,6 +269,66 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// The directory an `open-at` starts from, and what its call hides: to check the descriptor the
+/// open made, by the path it has (`/proc/self/fd`), once it is made.
+struct OpenedFrom {
+    dir: Arc<std::fs::File>,
+    deny: DenyRead,
+    protected: Arc<[std::path::PathBuf]>,
+}
+
+impl OpenedFrom {
+    /// For an `open-at` from `fd` in `state`'s call; `None` when there is nothing to hide (or
+    /// `fd` is not a directory, which wasmtime-wasi refuses).
+    fn new(state: &mut CallState, fd: &Resource<Descriptor>) -> Option<OpenedFrom> {
+        if state.deny_read.is_empty() && state.protected.is_empty() {
+            return None;
+        }
+        let (deny, protected) = (state.deny_read.clone(), Arc::clone(&state.protected));
+        match state.filesystem().table.get(fd) {
+            Ok(Descriptor::Dir(dir)) => Some(OpenedFrom {
+                dir: Arc::clone(&dir.dir),
+                deny,
+                protected,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether `opened` (the descriptor the open made) is a file the call hides: the path the
+    /// kernel gives it is one of the runtime's protected files, or, relative to the directory
+    /// the open started from, has a part the deny-read list names. What cannot be told (no
+    /// path, a path outside that directory, which a rename racing the open could make) is
+    /// hidden too.
+    fn hides(&self, opened: Option<&Descriptor>) -> bool {
+        let file = match opened {
+            Some(Descriptor::File(file)) => &file.file,
+            Some(Descriptor::Dir(dir)) => &dir.dir,
+            None => return true,
+        };
+        let (Some(from), Some(real)) = (fd_path(&self.dir), fd_path(file)) else {
+            return true;
+        };
+        if crate::policy::files::is_protected(&self.protected, &real) {
+            return true;
+        }
+        if self.deny.is_empty() {
+            return false;
+        }
+        match real.strip_prefix(&from) {
+            Ok(relative) => self.deny.part_matching(relative).is_some(),
+            Err(_) => true,
+        }
+    }
+}
+
+/// The path the kernel gives an open file (its `/proc/self/fd` link): where it is now, links
+/// resolved. `None` if it cannot be read.
+fn fd_path(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    use std::os::fd::AsRawFd as _;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }
 
 /// Whether a call with these flags follows a link in the last part of its path.

@@ -45,6 +45,8 @@ pub(crate) struct CallState {
     pub(crate) unopened: Option<String>,
     /// The names hidden in every preopen (`wasm/guest_fs.rs`).
     pub(crate) deny_read: crate::policy::files::DenyRead,
+    /// The runtime's protected files, hidden in every preopen too (`wasm/guest_fs.rs`).
+    pub(crate) protected: std::sync::Arc<[std::path::PathBuf]>,
     http: wasmtime_wasi_http::WasiHttpCtx,
     hooks: crate::wasm::net::NetworkHooks,
 }
@@ -88,6 +90,7 @@ impl CallState {
             stderr,
             unopened,
             deny_read: grants.deny_read.clone(),
+            protected: std::sync::Arc::clone(&grants.protected),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),
         }

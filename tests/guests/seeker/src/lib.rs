@@ -5,8 +5,10 @@
 //! directory's entries, by std), `walk` (every path below it, by std), `read` (read `name`),
 //! `stat` (its metadata, following links), `raw` (each `wasi:filesystem` method that takes a
 //! path, called on `name` from the preopen itself, answering a JSON object of method to `ok`
-//! or the error code), and `hold` (with `path` naming a file: sleep until stopped, holding its
-//! staging directory).
+//! or the error code), `hold` (with `path` naming a file: sleep until stopped, holding its
+//! staging directory), and `race` (read `name` over and over, [`RACE_READS`] times, while
+//! another process swaps it between a plain file and a link to a hidden one: every content
+//! read, counted).
 
 use serde::Deserialize;
 use std::time::Duration;
@@ -14,6 +16,10 @@ use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
 use wasi::filesystem::types::{
     Descriptor, DescriptorFlags, ErrorCode, NewTimestamp, OpenFlags, PathFlags,
 };
+
+/// How many times `race` reads its file: enough that a window between a check and an open is
+/// met many times over while the name is swapped.
+const RACE_READS: usize = 20_000;
 
 /// How long `hold` sleeps between checks: it waits in a host call, where a stop reaches it.
 const HOLD_NAP: Duration = Duration::from_secs(1);
@@ -142,6 +148,15 @@ impl Tool for Seeker {
                     .find(|(_, guest)| *guest == args.path)
                     .ok_or_else(|| ToolError::Failed(format!("no preopen {}", args.path)))?;
                 Ok(raw(dir, &args.name).to_string())
+            }
+            "race" => {
+                let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+                for _ in 0..RACE_READS {
+                    let outcome = std::fs::read_to_string(&target)
+                        .unwrap_or_else(|error| format!("error: {:?}", error.kind()));
+                    *seen.entry(outcome).or_default() += 1;
+                }
+                serde_json::to_string(&seen).map_err(|error| ToolError::Failed(error.to_string()))
             }
             "hold" => loop {
                 std::thread::sleep(HOLD_NAP);
