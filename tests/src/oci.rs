@@ -228,6 +228,14 @@ impl Home {
         String::from_utf8(output.stderr).expect("UTF-8")
     }
 
+    /// Run toolcell, expecting it to exit with `code`; its stderr.
+    fn fails_with(&self, args: &[&str], code: i32) -> String {
+        let output = self.toolcell(args);
+        let stderr = String::from_utf8(output.stderr).expect("UTF-8");
+        assert_eq!(output.status.code(), Some(code), "toolcell {args:?}: {stderr}");
+        stderr
+    }
+
     /// The lock file, parsed (empty if there is none).
     fn lock(&self) -> Vec<Value> {
         let path = self.path("ws").join("toolcell.lock");
@@ -753,6 +761,32 @@ fn no_tool_may_write_the_keys_the_trust_root_or_the_lock() {
     }
 }
 
+/// A registry's failures are typed (issue 40), and the CLI says which by its exit status: a tag
+/// the registry does not have is 7, a registry nothing answers at is 8, a moved tag stays 1.
+#[test]
+fn a_missing_tag_and_an_unreachable_registry_have_their_own_exit_statuses() {
+    let registry = Registry::start(&[]);
+    let home = Home::new();
+    let stderr = home.fails_with(&["pull", &registry.reference("tools/none:1")], 7);
+    assert!(stderr.contains("not in the registry"), "{stderr}");
+    // A loopback port nothing listens on (bound, then closed).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let stderr = home.fails_with(&["pull", &format!("oci://{closed}/tools/echo:1")], 8);
+    assert!(stderr.contains("cannot be reached"), "{stderr}");
+    let stderr = home.fails_with(
+        &[
+            "push",
+            &home.builtin("echo").to_string_lossy(),
+            &format!("oci://{closed}/tools/echo:1"),
+        ],
+        8,
+    );
+    assert!(stderr.contains("cannot be reached"), "{stderr}");
+}
+
 #[test]
 fn a_private_registry_is_pulled_with_docker_credentials_and_refused_without() {
     let registry = Registry::start(&[("ci", "s3cret")]);
@@ -767,7 +801,8 @@ fn a_private_registry_is_pulled_with_docker_credentials_and_refused_without() {
             .to_string()
     };
 
-    let stderr = home.fails(&["push", &home.builtin("echo").to_string_lossy(), &tag]);
+    // Denied: exit 3, as a denied call.
+    let stderr = home.fails_with(&["push", &home.builtin("echo").to_string_lossy(), &tag], 3);
     assert!(
         stderr.contains("denied access") && stderr.contains("no credentials"),
         "{stderr}"
@@ -780,7 +815,7 @@ fn a_private_registry_is_pulled_with_docker_credentials_and_refused_without() {
     // A digest in the store needs no registry, whatever the credentials; a tag asks it.
     std::fs::write(&config, auth("ci", "wrong")).expect("config");
     assert_eq!(home.ok(&["pull", &pushed]), pushed);
-    let stderr = home.fails(&["pull", &tag]);
+    let stderr = home.fails_with(&["pull", &tag], 3);
     assert!(
         stderr.contains("denied access") && stderr.contains("refused"),
         "{stderr}"

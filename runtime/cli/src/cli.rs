@@ -12,6 +12,11 @@
 //! | 4 | the call ran past its deadline |
 //! | 5 | the call was cancelled |
 //! | 6 | the call ran, but its audit record could not be written |
+//! | 7 | not found: the registry has no such tag, manifest or repository |
+//! | 8 | unreachable: the registry could not be reached, or stopped answering |
+//!
+//! `pull`, `push` and `sign` use the same codes for the same meanings: 3 when the registry
+//! denied the credentials, 4 past the operation's overall limit, 1 for anything else.
 
 use clap::{Parser, Subcommand};
 use std::io::Write as _;
@@ -273,6 +278,21 @@ const EXIT_DENIED: u8 = 3;
 const EXIT_TIMED_OUT: u8 = 4;
 const EXIT_CANCELLED: u8 = 5;
 const EXIT_AUDIT_FAILED: u8 = 6;
+const EXIT_NOT_FOUND: u8 = 7;
+const EXIT_UNREACHABLE: u8 = 8;
+
+/// Say why a registry operation failed, and exit with the status its kind has.
+fn registry_failed(why: toolcell_oci::OciError) -> ExitCode {
+    use toolcell_oci::OciError;
+    eprintln!("toolcell: {why}");
+    ExitCode::from(match why {
+        OciError::Denied { .. } => EXIT_DENIED,
+        OciError::TimedOut { .. } => EXIT_TIMED_OUT,
+        OciError::NotFound { .. } => EXIT_NOT_FOUND,
+        OciError::Unreachable { .. } => EXIT_UNREACHABLE,
+        _ => EXIT_FAILED,
+    })
+}
 
 /// Parse the process's arguments and run the command. Logs go to stderr (never stdout, which
 /// belongs to results and, under `serve`, to the protocol), filtered by `$TOOLCELL_LOG`
@@ -804,10 +824,7 @@ fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> ExitCode {
                 Some(&mut lock),
                 &options,
             ))
-            .map_err(|why| {
-                eprintln!("toolcell: {why}");
-                ExitCode::from(EXIT_FAILED)
-            })?;
+            .map_err(registry_failed)?;
         let at = reference.at(&pulled.digest);
         println!("{at}");
         eprintln!(
@@ -861,10 +878,7 @@ fn push(file: &PathBuf, text: &str, insecure: &[String], no_cache: bool) -> Exit
         drop(runtime);
         let digest = registry_runtime()?
             .block_on(toolcell_oci::push(bytes, &reference, insecure))
-            .map_err(|why| {
-                eprintln!("toolcell: {why}");
-                ExitCode::from(EXIT_FAILED)
-            })?;
+            .map_err(registry_failed)?;
         println!("{}", reference.at(&digest));
         Ok(ExitCode::SUCCESS)
     };
@@ -880,10 +894,7 @@ fn sign(key: &std::path::Path, text: &str, insecure: &[String]) -> ExitCode {
         })?;
         let (digest, tag) = registry_runtime()?
             .block_on(toolcell_oci::sign(&reference, &key, insecure))
-            .map_err(|why| {
-                eprintln!("toolcell: {why}");
-                ExitCode::from(EXIT_FAILED)
-            })?;
+            .map_err(registry_failed)?;
         println!("{}", reference.at(&digest));
         eprintln!(
             "signed with {} (the signature is at {tag})",

@@ -31,16 +31,21 @@
 //! `$TOOLCELL_REGISTRY` names), or docker's `config.json`
 //! (`$DOCKER_CONFIG`, else `~/.docker`), in that order.
 
+mod error;
 mod registry;
 pub mod signing;
 mod source;
 mod store;
 mod wire;
 
-pub use registry::{PullOptions, PullProgress, Pulled, attach, credentials, pull, push, sign};
+pub use registry::{
+    PULL_TIMEOUT, PUSH_TIMEOUT, PullOptions, PullProgress, Pulled, SIGN_TIMEOUT, attach,
+    credentials, pull, push, sign,
+};
 pub use source::OciSource;
 pub use store::{Lock, LockEntry, Store};
-pub use wire::{Limit, MAX_ERROR_BODY_BYTES, MAX_TOKEN_BYTES, OciError};
+pub use error::{Limit, OciError};
+pub use wire::{CONNECT_TIMEOUT, MAX_ERROR_BODY_BYTES, MAX_TOKEN_BYTES, READ_TIMEOUT};
 
 use oci_client::Reference;
 use sha2::Digest as _;

@@ -5,8 +5,9 @@ use crate::signing::{
     MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE, Signers, SigningKey,
     StoredSignature, TrustRoot, TrustedKey, signature_tag,
 };
-use crate::wire::{OciError, Wire, WireError};
-use crate::{LOCK_FILE, Lock, LockEntry, Store, ToolRef, check_digest, component_layer, digest_of};
+use crate::error::OciError;
+use crate::wire::{Wire, WireError};
+use crate::{Lock, LockEntry, Store, ToolRef, check_digest, component_layer, digest_of};
 use base64::Engine as _;
 use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest, OciManifest};
@@ -16,16 +17,17 @@ use std::time::Duration;
 use toolcell::limits::MAX_COMPONENT_BYTES;
 use toolcell::policy::Identity;
 
-/// How long connecting to a registry may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a registry may leave a response without a byte: a stalled registry is an error,
-/// not a hung pull.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// The longest a whole pull may take: a registry that trickles bytes (each read within
-/// [`READ_TIMEOUT`]) must still end. A 256 MiB component at 1 MB/s takes under 5 minutes.
+/// [`READ_TIMEOUT`](crate::READ_TIMEOUT)) must still end. A 256 MiB component at 1 MB/s takes under 5 minutes.
 pub const PULL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The longest a whole push may take: the same bound as a pull's, for the same component.
+pub const PUSH_TIMEOUT: Duration = PULL_TIMEOUT;
+
+/// The longest signing may take: a digest resolved, the signature manifest read and its layers
+/// (each at most `MAX_SIGNATURE_PAYLOAD_BYTES`) fetched and pushed again. Small transfers: a
+/// registry that keeps it longer is stalling.
+pub const SIGN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// The one registry (`host[:port]`) the credentials in the environment are for. Without it
 /// they are not sent anywhere: a token for one registry must not reach whatever registry a
@@ -248,9 +250,10 @@ fn explain(reference: &ToolRef, auth: &RegistryAuth, error: WireError) -> OciErr
             ),
             _ => "the credentials given were refused".to_owned(),
         };
-        return OciError::Failed(format!(
-            "{reference}: the registry denied access: {given} ({error})"
-        ));
+        return OciError::Denied {
+            reference: reference.to_string(),
+            why: format!("{given} ({error})"),
+        };
     }
     error.about(reference)
 }
@@ -274,14 +277,30 @@ pub async fn pull(
 ) -> Result<Pulled, OciError> {
     // Nothing is kept until it is checked, and the lock is written last: stopping anywhere
     // leaves the store and the lock as they were, or with only checked blobs added.
-    tokio::time::timeout(PULL_TIMEOUT, pull_within(reference, store, lock, options))
-        .await
-        .unwrap_or_else(|_| {
-            Err(OciError::Failed(format!(
-                "{reference}: the pull took longer than {} s: stopped",
-                PULL_TIMEOUT.as_secs()
-            )))
+    within(
+        reference,
+        "pull",
+        PULL_TIMEOUT,
+        pull_within(reference, store, lock, options),
+    )
+    .await
+}
+
+/// `operation` on `reference`, stopped at `limit` ([`OciError::TimedOut`]): a registry that
+/// trickles bytes, each within [`READ_TIMEOUT`](crate::READ_TIMEOUT), must still let the operation end.
+async fn within<T>(
+    reference: &ToolRef,
+    operation: &'static str,
+    limit: Duration,
+    run: impl Future<Output = Result<T, OciError>>,
+) -> Result<T, OciError> {
+    tokio::time::timeout(limit, run).await.unwrap_or_else(|_| {
+        Err(OciError::TimedOut {
+            reference: reference.to_string(),
+            operation,
+            limit,
         })
+    })
 }
 
 async fn pull_within(
@@ -327,11 +346,11 @@ async fn pull_within(
         && entry.digest != digest
         && !options.update
     {
-        return Err(OciError::Failed(format!(
-            "{reference} is locked to {} in {LOCK_FILE}, but the registry now has it at {digest}: \
-             the tag moved. Run `toolcell pull --update {reference}` to accept the new bytes",
-            entry.digest
-        )));
+        return Err(OciError::TagMoved {
+            reference: reference.to_string(),
+            locked: entry.digest.clone(),
+            now: digest,
+        });
     }
     let at = reference.at(&digest);
     let (manifest, component) = if store.has(&digest) {
@@ -548,6 +567,20 @@ pub async fn push(
     reference: &ToolRef,
     insecure: &[String],
 ) -> Result<String, OciError> {
+    within(
+        reference,
+        "push",
+        PUSH_TIMEOUT,
+        push_within(bytes, reference, insecure),
+    )
+    .await
+}
+
+async fn push_within(
+    bytes: Vec<u8>,
+    reference: &ToolRef,
+    insecure: &[String],
+) -> Result<String, OciError> {
     use oci_wasm::ToConfig as _;
     let tag = reference
         .tag()
@@ -593,6 +626,20 @@ pub async fn push(
 /// Sign the artifact `reference` names with `key` and push the signature to its `.sig` tag,
 /// beside the signatures already there. Returns the signed digest and the signature's tag.
 pub async fn sign(
+    reference: &ToolRef,
+    key: &SigningKey,
+    insecure: &[String],
+) -> Result<(String, String), OciError> {
+    within(
+        reference,
+        "sign",
+        SIGN_TIMEOUT,
+        sign_within(reference, key, insecure),
+    )
+    .await
+}
+
+async fn sign_within(
     reference: &ToolRef,
     key: &SigningKey,
     insecure: &[String],
@@ -740,6 +787,27 @@ async fn attach_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An operation past its overall limit ends, typed (push and sign are wrapped alike).
+    #[tokio::test]
+    async fn an_operation_past_its_limit_is_stopped_and_says_which() {
+        let reference = ToolRef::parse("oci://127.0.0.1:1/tools/echo:1").expect("a reference");
+        let stalled = within(
+            &reference,
+            "push",
+            Duration::from_millis(20),
+            std::future::pending::<Result<(), OciError>>(),
+        )
+        .await;
+        assert_eq!(
+            stalled,
+            Err(OciError::TimedOut {
+                reference: reference.to_string(),
+                operation: "push",
+                limit: Duration::from_millis(20),
+            })
+        );
+    }
 
     #[test]
     fn docker_config_credentials_are_found_by_registry() {

@@ -16,6 +16,7 @@
 //!
 //! [distribution specification]: https://github.com/opencontainers/distribution-spec/blob/main/spec.md
 
+use crate::error::{Limit, OciError};
 use crate::{MAX_MANIFEST_BYTES, ToolRef, digest_of};
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
@@ -29,6 +30,7 @@ use reqwest::header::{
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use std::fmt;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// The longest error body read from a registry or its token endpoint (the rest is not read,
 /// and the error says so). Protects against a registry that answers an error with an endless
@@ -50,17 +52,15 @@ const MANIFEST_MEDIA_TYPES: [&str; 4] = [
     OCI_IMAGE_INDEX_MEDIA_TYPE,
 ];
 
+/// How long connecting to a registry may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a registry may leave a response without a byte: a stalled registry is an error,
+/// not a hung pull.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The header in which a registry reports a manifest's or blob's digest.
 const DIGEST_HEADER: &str = "Docker-Content-Digest";
-
-/// A limit on what is read from a registry: the constant that sets it, by name, and its value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limit {
-    /// The constant's name (`MAX_MANIFEST_BYTES`, say).
-    pub name: &'static str,
-    /// Its value, in bytes.
-    pub bytes: u64,
-}
 
 /// The [`Limit`] a `usize` or `u64` constant sets, named after it.
 macro_rules! limit {
@@ -70,90 +70,6 @@ macro_rules! limit {
             bytes: $constant as u64,
         }
     };
-}
-
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} bytes)", self.name, self.bytes)
-    }
-}
-
-/// Why a registry operation ([`pull`](crate::pull), [`push`](crate::push),
-/// [`sign`](crate::sign), [`attach`](crate::attach)) failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OciError {
-    /// A body the registry or its token endpoint sent is longer than `limit`: it was read no
-    /// further (its `Content-Length`, or the stream, passed the limit), and nothing was kept.
-    TooLarge {
-        /// The reference the operation was for.
-        reference: String,
-        /// What the body was ("the registry's manifest", say).
-        what: &'static str,
-        /// The limit it passed.
-        limit: Limit,
-    },
-    /// The registry reports a digest for what was just pushed that is not the digest of the
-    /// bytes pushed (sha256, computed here).
-    DigestMismatch {
-        /// The reference pushed to.
-        reference: String,
-        /// What was pushed ("the manifest", say).
-        what: &'static str,
-        /// The digest of the bytes pushed.
-        computed: String,
-        /// The digest the registry reported.
-        reported: String,
-    },
-    /// Anything else, in words that name the reference.
-    Failed(String),
-}
-
-impl fmt::Display for OciError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OciError::TooLarge {
-                reference,
-                what,
-                limit,
-            } => write!(
-                f,
-                "{reference}: {what} is longer than {limit}: not read further; refused"
-            ),
-            OciError::DigestMismatch {
-                reference,
-                what,
-                computed,
-                reported,
-            } => write!(
-                f,
-                "{reference}: the registry reports {reported} for {what} just pushed, but the \
-                 bytes pushed are {computed}: refused"
-            ),
-            OciError::Failed(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for OciError {}
-
-impl From<String> for OciError {
-    fn from(why: String) -> OciError {
-        OciError::Failed(why)
-    }
-}
-
-impl From<&str> for OciError {
-    fn from(why: &str) -> OciError {
-        OciError::Failed(why.to_owned())
-    }
-}
-
-/// For the registry code that still builds its messages as text.
-impl From<OciError> for String {
-    fn from(error: OciError) -> String {
-        error.to_string()
-    }
 }
 
 /// Which access a request needs: the action of a token's scope.
@@ -246,6 +162,16 @@ impl WireError {
                 computed,
                 reported,
             },
+            error @ WireError::Status { .. } if error.not_found() => OciError::NotFound {
+                reference,
+                why: error.to_string(),
+            },
+            error @ (WireError::Unreachable(_) | WireError::Transfer { .. }) => {
+                OciError::Unreachable {
+                    reference,
+                    why: error.to_string(),
+                }
+            }
             other => OciError::Failed(format!("{reference}: {other}")),
         }
     }
@@ -444,8 +370,8 @@ impl Wire {
         let proxy_error = |error: reqwest::Error| format!("the proxy in the environment: {error}");
         let mut builder = reqwest::Client::builder()
             .no_proxy()
-            .connect_timeout(crate::registry::CONNECT_TIMEOUT)
-            .read_timeout(crate::registry::READ_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
             .user_agent(concat!("toolcell/", env!("CARGO_PKG_VERSION")))
             .https_only(!plain);
         if let Some(proxy) = &https_proxy {
