@@ -798,7 +798,10 @@ fn a_name_swapped_for_a_link_to_a_hidden_file_is_never_read_through() {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    println!("race: {} swaps, outcomes {seen:?}", swaps.load(Ordering::Relaxed));
+    println!(
+        "race: {} swaps, outcomes {seen:?}",
+        swaps.load(Ordering::Relaxed)
+    );
     assert!(
         seen.keys().all(|outcome| !outcome.contains("SECRET")),
         "read through the swapped link: {seen:?}"
@@ -820,7 +823,13 @@ fn the_servers_own_files_are_unreadable_whatever_the_policy_says() {
         "{SEEKER_POLICY}\n[tools.read_file]\nfilesystem.read = {{ access = \"allow\", roots = [\".\"] }}\n\
          [files]\ndeny_read = []\n"
     );
-    let files = ["cache.key", "audit.jsonl", "audit.jsonl.head", "tokens.toml", "policy.toml"];
+    let files = [
+        "cache.key",
+        "audit.jsonl",
+        "audit.jsonl.head",
+        "tokens.toml",
+        "policy.toml",
+    ];
     for file in files {
         std::fs::write(ws.join(file), format!("needle SECRET-{file}")).expect("write");
     }
@@ -838,7 +847,11 @@ fn the_servers_own_files_are_unreadable_whatever_the_policy_says() {
     // it named reads too.
     assert!(!call(&runtime, "read_file", json!({ "path": "d/notes.txt" })).is_error());
     assert_eq!(
-        text(call(&runtime, "seeker", json!({ "path": ".", "do": "read", "name": "d/.env" }))),
+        text(call(
+            &runtime,
+            "seeker",
+            json!({ "path": ".", "do": "read", "name": "d/.env" })
+        )),
         "needle SECRET-ENV"
     );
     for file in files {
@@ -847,7 +860,11 @@ fn the_servers_own_files_are_unreadable_whatever_the_policy_says() {
             matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("no tool may read it")),
             "{file}: {response:?}"
         );
-        let inside = call(&runtime, "seeker", json!({ "path": ".", "do": "read", "name": file }));
+        let inside = call(
+            &runtime,
+            "seeker",
+            json!({ "path": ".", "do": "read", "name": file }),
+        );
         assert!(
             matches!(&inside, ToolResponse::Failed { message, .. } if message.contains("No such file")),
             "{file} inside the granted directory: {inside:?}"

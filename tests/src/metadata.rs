@@ -88,6 +88,24 @@ fn attacks() -> Vec<(&'static str, ToolInfo, &'static str)> {
             ),
             "not a valid JSON Schema",
         ),
+        // Valid patterns, linear for the host's engine, but exponential for the backtracking
+        // engines of clients that check arguments against the schema (issue 40).
+        (
+            "nested_quantifiers",
+            schema(
+                "nested_quantifiers",
+                json!({ "properties": { "s": { "type": "string", "pattern": "^(a+)+$" } } }),
+            ),
+            "backtracking regex engine",
+        ),
+        (
+            "overlapping_alternatives",
+            schema(
+                "overlapping_alternatives",
+                json!({ "patternProperties": { r"^(\w|\d)+$": { "type": "string" } } }),
+            ),
+            "backtracking regex engine",
+        ),
         (
             "patterns",
             schema("patterns", json!({ "patternProperties": patterns })),

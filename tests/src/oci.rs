@@ -232,7 +232,11 @@ impl Home {
     fn fails_with(&self, args: &[&str], code: i32) -> String {
         let output = self.toolcell(args);
         let stderr = String::from_utf8(output.stderr).expect("UTF-8");
-        assert_eq!(output.status.code(), Some(code), "toolcell {args:?}: {stderr}");
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "toolcell {args:?}: {stderr}"
+        );
         stderr
     }
 

@@ -38,13 +38,13 @@ mod source;
 mod store;
 mod wire;
 
+pub use error::{Limit, OciError};
 pub use registry::{
     PULL_TIMEOUT, PUSH_TIMEOUT, PullOptions, PullProgress, Pulled, SIGN_TIMEOUT, attach,
     credentials, pull, push, sign,
 };
 pub use source::OciSource;
 pub use store::{Lock, LockEntry, Store};
-pub use error::{Limit, OciError};
 pub use wire::{CONNECT_TIMEOUT, MAX_ERROR_BODY_BYTES, MAX_TOKEN_BYTES, READ_TIMEOUT};
 
 use oci_client::Reference;

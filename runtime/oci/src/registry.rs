@@ -1,11 +1,11 @@
 //! Talking to a registry: credentials, pull, push, and pushing signatures. The HTTP itself is
 //! [`crate::wire`]'s, which reads every body within a limit.
 
+use crate::error::OciError;
 use crate::signing::{
     MAX_SIGNATURE_PAYLOAD_BYTES, MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE, Signers, SigningKey,
     StoredSignature, TrustRoot, TrustedKey, signature_tag,
 };
-use crate::error::OciError;
 use crate::wire::{Wire, WireError};
 use crate::{Lock, LockEntry, Store, ToolRef, check_digest, component_layer, digest_of};
 use base64::Engine as _;

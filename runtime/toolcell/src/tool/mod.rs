@@ -2,6 +2,7 @@
 //! capabilities), the limits that make it untrusted input, what its schema may ask of the host,
 //! and a tool's own error vocabulary. Depends on `call` only.
 
+pub(crate) mod backtrack;
 pub(crate) mod error;
 pub(crate) mod info;
 pub(crate) mod schema;

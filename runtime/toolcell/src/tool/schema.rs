@@ -23,7 +23,9 @@
 //! anchors, a nested `$id`) are refused: the estimate must see the same graph the validator
 //! runs. A `$ref` loop that never descends into the arguments would recurse without end: it is
 //! refused too. Patterns are compiled by the `regex` crate (linear time; no backreferences or
-//! lookaround, which are refused), each with a bounded program size.
+//! lookaround, which are refused), each with a bounded program size; and since the schema is
+//! also served to clients whose engines backtrack, a pattern with the shapes that make those
+//! take exponential time (`(a+)+`, `(a|a)*`) is refused (`tool/backtrack.rs`).
 
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -349,6 +351,14 @@ impl<'a> Graph<'a> {
                 "its input schema has a pattern of {} bytes at {:?}; a pattern may have at \
                  most {MAX_PATTERN_BYTES}",
                 pattern.len(),
+                display(here)
+            ));
+        }
+        if let Some(why) = crate::tool::backtrack::risk(pattern) {
+            return Err(format!(
+                "its input schema has a pattern at {:?} that a backtracking regex engine (as \
+                 clients that check arguments against the schema use) could take exponential \
+                 time on: {why}",
                 display(here)
             ));
         }
