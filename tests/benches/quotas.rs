@@ -1,7 +1,10 @@
-//! Two tenants on one `toolcell serve --http`: B's echo latency alone, then beside A, which
+//! Tenants on one `toolcell serve --http`: B's echo latency alone, then beside A, which
 //! calls past its quota (its rate and its in-flight bound) from six threads, never waiting for
 //! `Retry-After`: first paced (each thread pauses between attempts: about ten times its rate),
 //! then flat out (as fast as the machine lets it). Prints both tenants' p50s and A's refusals.
+//! Last, the fair share: B's echo beside three tenants (C, D, E, no quotas) that each keep
+//! their whole share of the pool busy with long calls that become tasks, and call again as
+//! soon as a place is free (issue 40: B's p50 within 2x of alone).
 //!
 //! `cargo build --release --workspace && cargo bench --workspace --bench quotas`
 //! (`TOOLCELL_BENCH_QUOTA_CALLS`: B's calls per run, default 1000).
@@ -105,7 +108,7 @@ fn main() {
     .expect("the guest");
     let mut tokens_file = String::new();
     let mut tokens = Vec::new();
-    for tenant in ["team-a", "team-b"] {
+    for tenant in ["team-a", "team-b", "team-c", "team-d", "team-e"] {
         let out = Command::new(binary())
             .args(["token", tenant])
             .output()
@@ -161,6 +164,8 @@ fn main() {
     for (pause, how) in [(Some(A_PAUSE), "paced"), (None, "flat out")] {
         beside_a(addr, a, b, calls, pause, how);
     }
+    let alone_p50 = percentile(&mut alone, 0.5);
+    beside_busy_tenants(addr, &tokens[2..], b, calls, alone_p50);
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -225,5 +230,101 @@ fn beside_a(addr: SocketAddr, a: &str, b: &str, calls: usize, pause: Option<Dura
         "| A {how}, refused (429) | {refused_count} | {:.0?} | {:.0?} |",
         percentile(&mut refused, 0.5),
         percentile(&mut refused, 0.99)
+    );
+}
+
+/// How long each busy tenant's call sleeps: past a second, so it becomes a task.
+const BUSY_SLEEP_MS: u64 = 1500;
+
+/// One stateless call from a client that takes tasks: the status.
+fn task_call(addr: SocketAddr, token: &str, arguments: &str) -> u16 {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"structured","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"extensions":{{"io.modelcontextprotocol/tasks":{{}}}}}}}}}}}}"#
+    );
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: structured\r\n\
+         Authorization: Bearer {token}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("the answer");
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// B's echoes while each of `busy` keeps its whole share of the pool in long calls (and the
+/// tasks they become), calling again whenever a place frees.
+fn beside_busy_tenants(
+    addr: SocketAddr,
+    busy: &[String],
+    b: &str,
+    calls: usize,
+    alone_p50: Duration,
+) {
+    let share = toolcell_mcp::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
+    let done = AtomicBool::new(false);
+    // Each busy tenant's refusals: once each has one, every share is full.
+    let full: Vec<std::sync::atomic::AtomicUsize> =
+        busy.iter().map(|_| Default::default()).collect();
+    let (mut beside, refused) = std::thread::scope(|scope| {
+        let busy_threads: Vec<_> = busy
+            .iter()
+            .zip(&full)
+            .flat_map(|(token, full)| {
+                let done = &done;
+                (0..share + 2).map(move |_| {
+                    scope.spawn(move || {
+                        let arguments = format!(r#"{{"a":1,"b":2,"sleep_ms":{BUSY_SLEEP_MS}}}"#);
+                        let mut refused = 0usize;
+                        while !done.load(Ordering::Relaxed) {
+                            match task_call(addr, token, &arguments) {
+                                200 => {}
+                                429 => {
+                                    refused += 1;
+                                    full.fetch_add(1, Ordering::Relaxed);
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                                other => panic!("a busy tenant's call answered {other}"),
+                            }
+                        }
+                        refused
+                    })
+                })
+            })
+            .collect();
+        // Every busy tenant's share full first (each has been refused a call past it).
+        while full
+            .iter()
+            .any(|refused| refused.load(Ordering::Relaxed) == 0)
+        {
+            std::thread::yield_now();
+        }
+        let beside = tenant_b(addr, b, calls);
+        done.store(true, Ordering::Relaxed);
+        let refused: usize = busy_threads
+            .into_iter()
+            .map(|thread| thread.join().expect("a busy tenant"))
+            .sum();
+        (beside, refused)
+    });
+    let p50 = percentile(&mut beside, 0.5);
+    println!(
+        "| B beside {} tenants each holding its share ({share} calls and tasks, {BUSY_SLEEP_MS} ms each) | {} (all 200) | {:.0?} | {:.0?} |",
+        busy.len(),
+        beside.len(),
+        p50,
+        percentile(&mut beside, 0.99)
+    );
+    println!(
+        "\nB's p50 beside the busy tenants is {:.2}x its p50 alone; the busy tenants were refused \
+         {refused} calls past their share",
+        p50.as_secs_f64() / alone_p50.as_secs_f64().max(f64::MIN_POSITIVE)
     );
 }

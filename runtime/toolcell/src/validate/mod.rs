@@ -122,10 +122,10 @@ impl ArgumentSchema {
     /// Check `subject`'s schema against the limits and compile it; the error says why it is
     /// refused.
     pub(crate) fn compile_for(schema: &Value, subject: Subject) -> Result<ArgumentSchema, String> {
-        let cost = schema::check(schema)?;
         if subject == Subject::Result {
             refuse_patterns(schema)?;
         }
+        let cost = schema::check(schema)?;
         // The compiled copy carries the watch keyword in every subschema.
         let mut watched = schema.clone();
         for pointer in schema::subschema_pointers(schema) {
@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn an_output_schema_may_not_use_regular_expressions() {
         for refused in [
-            json!({ "type": "object", "properties": { "s": { "not": { "pattern": "^(a|a)*$" } } } }),
+            json!({ "type": "object", "properties": { "s": { "not": { "pattern": "^a+$" } } } }),
             json!({ "type": "object", "patternProperties": { "^x": {} } }),
             json!({ "type": "object", "$defs": { "d": { "type": "string", "pattern": "a" } } }),
         ] {
@@ -552,7 +552,7 @@ mod tests {
     #[test]
     fn a_pattern_too_big_to_compile_is_refused() {
         let schema =
-            json!({ "properties": { "s": { "type": "string", "pattern": r"\w{1000}{100}" } } });
+            json!({ "properties": { "s": { "type": "string", "pattern": r"\w{100000}" } } });
         let error = ArgumentSchema::compile(&schema).err().expect("refused");
         assert!(error.contains("not a valid JSON Schema"), "{error}");
     }
