@@ -854,7 +854,35 @@ fn the_servers_own_files_are_unreadable_whatever_the_policy_says() {
         )),
         "needle SECRET-ENV"
     );
+    // A hard link to one under an innocent name is that file (the review's F4).
+    std::fs::hard_link(ws.join("tokens.toml"), ws.join("innocent.txt")).expect("hard link");
+    // Not listed where it lies, and not stat-able (the review's F3: an audit file's size told
+    // other tenants' calls).
+    let listed = text(call(
+        &runtime,
+        "seeker",
+        json!({ "path": ".", "do": "list" }),
+    ));
     for file in files {
+        assert!(
+            !listed.lines().any(|name| name == file),
+            "{file} listed: {listed}"
+        );
+        let stat = call(
+            &runtime,
+            "seeker",
+            json!({ "path": ".", "do": "stat", "name": file }),
+        );
+        assert!(
+            matches!(&stat, ToolResponse::Failed { message, .. } if message.contains("No such file")),
+            "{file} stat: {stat:?}"
+        );
+    }
+    assert!(
+        listed.lines().any(|name| name == "d"),
+        "the control is listed: {listed}"
+    );
+    for file in files.iter().chain(&["innocent.txt"]) {
         let response = call(&runtime, "read_file", json!({ "path": file }));
         assert!(
             matches!(&response, ToolResponse::Denied { reason: DenyReason::Capability { why, .. } } if why.contains("no tool may read it")),

@@ -721,6 +721,82 @@ fn metrics_token(dir: &std::path::Path) -> (std::path::PathBuf, String) {
     (file, token.to_owned())
 }
 
+/// Only an authenticated request keeps its connection open (the review's F1: clients without a
+/// token held every connection with keep-alive probes): a probe, a refusal and a `404` are
+/// answered `Connection: close` and the connection is closed; a tenant's call keeps it.
+#[test]
+fn only_an_authenticated_request_keeps_its_connection() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None)]);
+    let server = Server::start(&["--tokens", &file.to_string_lossy()]);
+    let closes = |head: &str, body: &str| -> (String, bool) {
+        let mut stream = TcpStream::connect(server.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            stream,
+            "{head}Host: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send");
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Read until the answer is whole; then whether the server closes.
+        let closed = loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(read) => answer.extend_from_slice(&chunk[..read]),
+                Err(_) => break false,
+            }
+            let text = String::from_utf8_lossy(&answer);
+            if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_owned)
+                    })
+                    .and_then(|length| length.trim().parse().ok())
+                    .unwrap_or(0);
+                if rest.len() >= length {
+                    stream
+                        .set_read_timeout(Some(Duration::from_millis(500)))
+                        .expect("timeout");
+                    break matches!(stream.read(&mut chunk), Ok(0));
+                }
+            }
+        };
+        (String::from_utf8_lossy(&answer).into_owned(), closed)
+    };
+    for (what, head, body) in [
+        ("a probe", "GET /healthz HTTP/1.1\r\n", ""),
+        (
+            "a request without a token",
+            "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n",
+            "{}",
+        ),
+        ("a 404", "GET /nothing HTTP/1.1\r\n", ""),
+    ] {
+        let (answer, closed) = closes(head, body);
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close") && closed,
+            "{what}: {answer}"
+        );
+    }
+    let body = call_body(1, "echo", serde_json::json!({ "text": "kept" }));
+    let mut head = "POST /mcp HTTP/1.1\r\n".to_owned();
+    for (name, value) in mcp_headers(Some(&tokens[0]), "echo") {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let (answer, closed) = closes(&head, &body);
+    assert!(
+        answer.contains("kept") && !closed,
+        "a tenant's call: {answer}"
+    );
+}
+
 #[test]
 fn metrics_count_what_was_called() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -164,6 +164,22 @@ pub fn check_exposure(
     Ok(())
 }
 
+/// The key a peer's connections are counted under: its address, but an IPv6 address's /64
+/// (what one host is usually given), so that one host cannot take a place per address of its
+/// prefix. An IPv4 address mapped into IPv6 is the IPv4 address.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(std::net::Ipv6Addr::from(prefix))
+            }
+        },
+        v4 => v4,
+    }
+}
+
 fn is_loopback(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
@@ -488,15 +504,35 @@ fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: &st
     response
 }
 
+/// Answer one request. Only a request that passed authentication (or was made where none is
+/// configured) keeps its connection open for the next: every other answer (a probe, a refusal,
+/// a `404`) closes it, so that a client without a token cannot hold connections open, idle,
+/// with probes or refused requests.
 async fn route(
     front: Arc<Front>,
     peer: SocketAddr,
     request: Request<Incoming>,
 ) -> Result<BoxResponse, Infallible> {
+    let (mut response, keep) = dispatch(&front, peer, request).await;
+    if !keep {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    Ok(response)
+}
+
+/// The answer to a request, and whether its connection may stay open.
+async fn dispatch(
+    front: &Arc<Front>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> (BoxResponse, bool) {
     // A target that is not a path (`POST http://evil.com/mcp`) is not for this server, on
     // any route.
     if let Err(refused) = crate::guard::check_origin_form(request.uri()) {
-        return Ok(respond(refused.status(), &[], refused.message()));
+        return (respond(refused.status(), &[], refused.message()), false);
     }
     let path = request.uri().path().to_owned();
     let get = request.method() == Method::GET;
@@ -507,9 +543,9 @@ async fn route(
         && let Err(refused) = front.guard.check(request.uri(), request.headers())
     {
         front.metrics.refused(Refusal::ForeignRequest);
-        return Ok(respond(refused.status(), &[], refused.message()));
+        return (respond(refused.status(), &[], refused.message()), false);
     }
-    Ok(match path.as_str() {
+    let response = match path.as_str() {
         "/healthz" if get => respond(StatusCode::OK, &[], "ok\n"),
         "/readyz" if get => {
             if front.draining.load(Ordering::Relaxed) {
@@ -519,14 +555,17 @@ async fn route(
             }
         }
         "/metrics" if get => match front.metrics_allowed(&request) {
-            Ok(()) => respond(
-                StatusCode::OK,
-                &[(
-                    header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )],
-                &front.metrics.render(&front.runtime, &front.tenant_quotas()),
-            ),
+            Ok(()) => {
+                let metrics = respond(
+                    StatusCode::OK,
+                    &[(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    &front.metrics.render(&front.runtime, &front.tenant_quotas()),
+                );
+                return (metrics, true);
+            }
             Err(refused) => *refused,
         },
         metadata if get && metadata.starts_with(crate::oauth::METADATA_PATH) => match &front.auth {
@@ -543,195 +582,213 @@ async fn route(
         },
         MCP_PATH => {
             if front.draining.load(Ordering::Relaxed) {
-                return Ok(respond(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &[(header::RETRY_AFTER, "1")],
-                    "shutting down\n",
-                ));
+                return (
+                    respond(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &[(header::RETRY_AFTER, "1")],
+                        "shutting down\n",
+                    ),
+                    false,
+                );
             }
-            let caller = match front.authenticate(&request) {
-                Ok(caller) => caller,
-                Err(refused) => return Ok(*refused),
-            };
-            let client = match caller.tenant() {
-                Some(tenant) => format!("tenant:{}", tenant.name),
-                None => format!("peer:{}", peer.ip()),
-            };
-            let Some(_place) = front
-                .per_client
-                .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
-            else {
-                front.metrics.refused(Refusal::TooManyRequests);
-                return Ok(respond(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    &[(header::RETRY_AFTER, "1")],
-                    "too many requests in flight for this client\n",
-                ));
-            };
-            // The body, read to its limit here, so a too-large one is refused before MCP and
-            // a call's tool is known for the scope check.
-            let (mut parts, body) = request.into_parts();
-            let collected = tokio::time::timeout(
-                BODY_READ_TIMEOUT,
-                http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES).collect(),
-            )
-            .await;
-            let Ok(collected) = collected else {
-                return Ok(respond(
-                    StatusCode::REQUEST_TIMEOUT,
-                    &[(header::CONNECTION, "close")],
-                    "the request body did not arrive in time\n",
-                ));
-            };
-            let body = match collected {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) => {
-                    if error.is::<http_body_util::LengthLimitError>() {
-                        front.metrics.refused(Refusal::BodyTooLarge);
-                        return Ok(respond(
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            &[],
-                            &format!(
-                                "a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"
-                            ),
-                        ));
-                    }
-                    return Ok(respond(
-                        StatusCode::BAD_REQUEST,
-                        &[],
-                        "the request body was cut off\n",
-                    ));
-                }
-            };
-            // The one reading of the body: every check below decides on it, and it is what
-            // runs (`http/reading.rs`). Only a `POST` carries a message.
-            let reading = if parts.method == Method::POST {
-                match Reading::parse(&body) {
-                    Ok(reading) => Some(reading),
-                    Err(unreadable) => {
-                        front.metrics.refused(Refusal::Unreadable);
-                        return Ok(respond(
-                            StatusCode::BAD_REQUEST,
-                            &[(header::CONTENT_TYPE, "application/json")],
-                            &unreadable.body(),
-                        ));
-                    }
-                }
-            } else {
-                None
-            };
-            let is_call = reading.as_ref().is_some_and(Reading::is_call);
-            if let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, &caller) {
-                let called = reading
-                    .as_ref()
-                    .map(Reading::tools_called)
-                    .unwrap_or_default();
-                let lacking = std::iter::once(None)
-                    .chain(called.into_iter().map(Some))
-                    .find_map(|tool| oauth.missing_scope(principal, tool));
-                if let Some(scope) = lacking {
-                    return Ok(respond(
-                        StatusCode::FORBIDDEN,
-                        &[(
-                            header::WWW_AUTHENTICATE,
-                            &format!(
-                                r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
-                                oauth.metadata_url()
-                            ),
-                        )],
-                        &format!("this call needs the scope {scope:?}\n"),
-                    ));
-                }
+            match front.authenticate(&request) {
+                Ok(caller) => return (serve_mcp(front, peer, caller, request).await, true),
+                Err(refused) => *refused,
             }
-            // A call takes a place in its client's share of the pool, which goes with it if it
-            // becomes a task ([`crate::share`]).
-            let share = if is_call {
-                match front
-                    .per_client_calls
-                    .enter(client.clone(), front.call_share)
-                {
-                    Some(place) => Some(place),
-                    None => {
-                        front.metrics.refused(Refusal::TooManyRequests);
-                        return Ok(respond(
-                            StatusCode::TOO_MANY_REQUESTS,
-                            &[(header::RETRY_AFTER, "1")],
-                            &format!(
-                                "too many calls in flight for this client (at most {}, tasks \
-                                 included)\n",
-                                front.call_share
-                            ),
-                        ));
-                    }
-                }
-            } else {
-                None
-            };
-            // Quotas last: a request refused for another reason takes nothing from them.
-            let quotas = caller.quotas();
-            let admission = if !quotas.is_empty() && is_call {
-                match crate::quota::admit(&quotas, 1, Instant::now(), SystemTime::now()) {
-                    Ok(admission) => Some(admission),
-                    Err(refused) => {
-                        front.metrics.quota_refused(&refused);
-                        return Ok(respond(
-                            StatusCode::TOO_MANY_REQUESTS,
-                            &[
-                                (header::RETRY_AFTER, &refused.retry_after.to_string()),
-                                (header::CONTENT_TYPE, "application/json"),
-                            ],
-                            &refused.body(reading.as_ref().and_then(Reading::id)),
-                        ));
-                    }
-                }
-            } else {
-                None
-            };
-            if let Some(share) = share {
-                parts.extensions.insert(Arc::new(CallHold {
-                    admission,
-                    _share: share,
-                }));
-            }
-            parts.extensions.insert(ClientKey(client.clone()));
-            if let Some(tenant) = caller.tenant() {
-                parts.extensions.insert(Arc::clone(tenant));
-            }
-            let Some(reading) = reading else {
-                // Not a `POST`: rmcp answers it (no session, so `405`), with nothing to read.
-                return Ok(pass_to_rmcp(&front, parts, Bytes::new()).await);
-            };
-            // Every check above done, the usual stateless call is answered here, as rmcp
-            // would answer it; anything else goes on to rmcp, as the front read it.
-            if front.fast_path
-                && let Some(accepted) = fast::accept(&parts, &reading, &front.server)
-            {
-                front.metrics.fast_path();
-                return Ok(fast::answer(&front.server, accepted, parts).await);
-            }
-            let cancelled = reading.cancelled();
-            let response = pass_to_rmcp(&front, parts, reading.to_bytes()).await;
-            // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
-            // names: the front stops that call, if it is this client's, and only once rmcp
-            // has accepted the request (its media type, its headers, one message): a request
-            // refused for any reason has no effect.
-            if response.status().is_success()
-                && let Some(request) = cancelled
-            {
-                let key = CallKey {
-                    client: Some(ClientKey(client.clone())),
-                    request,
-                };
-                front.running.stop(&key);
-            }
-            response
         }
         _ => respond(
             StatusCode::NOT_FOUND,
             &[],
             "not found: MCP is served at /mcp; /healthz, /readyz and /metrics report on it\n",
         ),
-    })
+    };
+    (response, false)
+}
+
+/// Serve an MCP request of `caller` (authenticated) from `peer`: its place among the client's
+/// requests, its body read once, the scope check, its place in the client's share, its
+/// quotas, then the call, by the fast path or rmcp.
+async fn serve_mcp(
+    front: &Arc<Front>,
+    peer: SocketAddr,
+    caller: Caller,
+    request: Request<Incoming>,
+) -> BoxResponse {
+    let client = match caller.tenant() {
+        Some(tenant) => format!("tenant:{}", tenant.name),
+        None => format!("peer:{}", peer.ip()),
+    };
+    let Some(_place) = front
+        .per_client
+        .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
+    else {
+        front.metrics.refused(Refusal::TooManyRequests);
+        return respond(
+            StatusCode::TOO_MANY_REQUESTS,
+            &[(header::RETRY_AFTER, "1")],
+            "too many requests in flight for this client\n",
+        );
+    };
+    // The body, read to its limit here, so a too-large one is refused before MCP and
+    // a call's tool is known for the scope check.
+    let (mut parts, body) = request.into_parts();
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES).collect(),
+    )
+    .await;
+    let Ok(collected) = collected else {
+        return respond(
+            StatusCode::REQUEST_TIMEOUT,
+            &[(header::CONNECTION, "close")],
+            "the request body did not arrive in time\n",
+        );
+    };
+    let body = match collected {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            if error.is::<http_body_util::LengthLimitError>() {
+                front.metrics.refused(Refusal::BodyTooLarge);
+                return respond(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &[],
+                    &format!("a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"),
+                );
+            }
+            return respond(
+                StatusCode::BAD_REQUEST,
+                &[],
+                "the request body was cut off\n",
+            );
+        }
+    };
+    // The one reading of the body: every check below decides on it, and it is what
+    // runs (`http/reading.rs`). Only a `POST` carries a message.
+    let reading = if parts.method == Method::POST {
+        match Reading::parse(&body) {
+            Ok(reading) => Some(reading),
+            Err(unreadable) => {
+                front.metrics.refused(Refusal::Unreadable);
+                return respond(
+                    StatusCode::BAD_REQUEST,
+                    &[(header::CONTENT_TYPE, "application/json")],
+                    &unreadable.body(),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    // Read: the bytes are not kept while the call runs.
+    drop(body);
+    let is_call = reading.as_ref().is_some_and(Reading::is_call);
+    if let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, &caller) {
+        let called = reading
+            .as_ref()
+            .map(Reading::tools_called)
+            .unwrap_or_default();
+        let lacking = std::iter::once(None)
+            .chain(called.into_iter().map(Some))
+            .find_map(|tool| oauth.missing_scope(principal, tool));
+        if let Some(scope) = lacking {
+            return respond(
+                StatusCode::FORBIDDEN,
+                &[(
+                    header::WWW_AUTHENTICATE,
+                    &format!(
+                        r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
+                        oauth.metadata_url()
+                    ),
+                )],
+                &format!("this call needs the scope {scope:?}\n"),
+            );
+        }
+    }
+    // A call takes a place in its client's share of the pool, which goes with it if it
+    // becomes a task ([`crate::share`]).
+    let share = if is_call {
+        match front
+            .per_client_calls
+            .enter(client.clone(), front.call_share)
+        {
+            Some(place) => Some(place),
+            None => {
+                front.metrics.refused(Refusal::TooManyRequests);
+                return respond(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &[(header::RETRY_AFTER, "1")],
+                    &format!(
+                        "too many calls in flight for this client (at most {}, tasks \
+                         included)\n",
+                        front.call_share
+                    ),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    // Quotas last: a request refused for another reason takes nothing from them.
+    let quotas = caller.quotas();
+    let admission = if !quotas.is_empty() && is_call {
+        match crate::quota::admit(&quotas, 1, Instant::now(), SystemTime::now()) {
+            Ok(admission) => Some(admission),
+            Err(refused) => {
+                front.metrics.quota_refused(&refused);
+                return respond(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &[
+                        (header::RETRY_AFTER, &refused.retry_after.to_string()),
+                        (header::CONTENT_TYPE, "application/json"),
+                    ],
+                    &refused.body(reading.as_ref().and_then(Reading::id)),
+                );
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(share) = share {
+        parts.extensions.insert(Arc::new(CallHold {
+            admission,
+            _share: share,
+        }));
+    }
+    parts.extensions.insert(ClientKey(client.clone()));
+    if let Some(tenant) = caller.tenant() {
+        parts.extensions.insert(Arc::clone(tenant));
+    }
+    let Some(reading) = reading else {
+        // Not a `POST`: rmcp answers it (no session, so `405`), with nothing to read.
+        return pass_to_rmcp(front, parts, Bytes::new()).await;
+    };
+    // Every check above done, the usual stateless call is answered here, as rmcp
+    // would answer it; anything else goes on to rmcp, as the front read it.
+    // The reading is not kept while the call runs either: the call holds what it needs.
+    if front.fast_path
+        && let Some(accepted) = fast::accept(&parts, &reading, &front.server)
+    {
+        drop(reading);
+        front.metrics.fast_path();
+        return fast::answer(&front.server, accepted, parts).await;
+    }
+    let (cancelled, rewritten) = (reading.cancelled(), reading.to_bytes());
+    drop(reading);
+    let response = pass_to_rmcp(front, parts, rewritten).await;
+    // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
+    // names: the front stops that call, if it is this client's, and only once rmcp
+    // has accepted the request (its media type, its headers, one message): a request
+    // refused for any reason has no effect.
+    if response.status().is_success()
+        && let Some(request) = cancelled
+    {
+        let key = CallKey {
+            client: Some(ClientKey(client.clone())),
+            request,
+        };
+        front.running.stop(&key);
+    }
+    response
 }
 
 /// What a call holds from the front until it ends (the request is answered, or the task it
@@ -941,7 +998,7 @@ async fn serve_http_on(
             drop(stream);
             continue;
         };
-        let Some(peer_place) = per_peer.enter(peer.ip(), MAX_CONNECTIONS_PER_PEER) else {
+        let Some(peer_place) = per_peer.enter(peer_key(peer.ip()), MAX_CONNECTIONS_PER_PEER) else {
             drop(stream);
             continue;
         };
@@ -1016,6 +1073,15 @@ mod tests {
         assert!(!a.is_stopped() && !b.is_stopped());
         assert_eq!(running.stop(&key("tenant:b", "7")), 1);
         assert!(!a.is_stopped() && b.is_stopped());
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_peer_however_many_addresses_it_uses() {
+        let key = |text: &str| peer_key(text.parse().expect("an address"));
+        assert_eq!(key("2001:db8::1"), key("2001:db8::ffff:1234"));
+        assert_ne!(key("2001:db8::1"), key("2001:db8:0:1::1"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
     }
 
     #[test]

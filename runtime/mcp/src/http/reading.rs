@@ -79,6 +79,12 @@ fn echoable(id: &Value) -> bool {
     }
 }
 
+/// The longest `_meta` a message may carry, written out: what MCP puts there (the protocol
+/// version, the client's capabilities, a progress token, trace context) takes a few hundred
+/// bytes, and a call keeps its `_meta` while it runs, so a larger one is refused rather than
+/// held.
+pub const MAX_META_BYTES: usize = 64 * 1024;
+
 /// The longest `serde_json` error quoted in a refusal (its message names a line and column;
 /// nothing of the body).
 const MAX_PARSE_ERROR_CHARS: usize = 200;
@@ -113,7 +119,17 @@ impl Reading {
             });
         };
         match message.get("params") {
-            None | Some(Value::Object(_)) => {}
+            None => {}
+            Some(Value::Object(params)) => {
+                if let Some(meta) = params.get("_meta")
+                    && serde_json::to_string(meta).map_or(true, |meta| meta.len() > MAX_META_BYTES)
+                {
+                    return Err(Unreadable::NotAMessage {
+                        why: "a message's _meta may be at most 64 KiB",
+                        id: message.get("id").cloned(),
+                    });
+                }
+            }
             Some(_) => {
                 return Err(Unreadable::NotAMessage {
                     why: "a message's params, when given, are a JSON object",
@@ -269,6 +285,11 @@ mod tests {
         let answer: Value = serde_json::from_str(&params.body()).expect("JSON");
         assert_eq!(answer["error"]["code"], INVALID_REQUEST);
         assert_eq!(answer["id"], 9);
+        let big_meta = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","_meta":{{"junk":"{}"}}}}}}"#,
+            "x".repeat(MAX_META_BYTES)
+        );
+        assert!(matches!(refused(&big_meta), Unreadable::NotAMessage { .. }));
         for body in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\ud800"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":1e400}}}"#,

@@ -82,7 +82,13 @@ impl FileRules {
             CapabilityKind::FilesystemRead => "read",
             _ => return Ok(()),
         };
-        if self.is_protected(&workspace.root().join(path)) {
+        let target = workspace.root().join(path);
+        // By path, and by what the file is (a hard link to a protected file elsewhere).
+        if self.is_protected(&target)
+            || std::fs::metadata(&target).is_ok_and(|found| {
+                crate::policy::files::is_protected_identity(&self.protected_files, &found)
+            })
+        {
             return Err(format!(
                 "it is a policy, audit, tokens or compile-cache file of this server (or one of \
                  its companions: a rotated copy, a head, a signature), or in a directory it \

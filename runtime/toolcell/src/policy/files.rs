@@ -164,6 +164,30 @@ fn glob(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// Whether the open `file` is one of the `protected` files itself, under whatever name (a hard
+/// link elsewhere): the same device and inode.
+pub(crate) fn is_protected_file(protected: &[std::path::PathBuf], file: &std::fs::File) -> bool {
+    match file.metadata() {
+        Ok(opened) => is_protected_identity(protected, &opened),
+        Err(_) => true,
+    }
+}
+
+/// Whether a file with metadata `found` is one of the `protected` files (same device and
+/// inode).
+pub(crate) fn is_protected_identity(
+    protected: &[std::path::PathBuf],
+    found: &std::fs::Metadata,
+) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    found.is_file()
+        && protected.iter().any(|path| {
+            std::fs::metadata(path).is_ok_and(|meta| {
+                meta.is_file() && meta.dev() == found.dev() && meta.ino() == found.ino()
+            })
+        })
+}
+
 /// Whether the absolute path `target` is one of `protected`, a companion of one, or under one.
 pub(crate) fn is_protected(protected: &[std::path::PathBuf], target: &Path) -> bool {
     protected

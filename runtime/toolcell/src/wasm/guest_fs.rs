@@ -18,7 +18,9 @@
 //!   `readlink-at` is refused when the link's own text names such a file.
 //!
 //! - the runtime's protected files (its policy, audit, tokens and compile-cache files, its
-//!   tools directories: `gate/files.rs`) are not there either, whatever the deny-read list says.
+//!   tools directories: `gate/files.rs`) are not there either, whatever the deny-read list says:
+//!   checked by what a path resolves to (and what a listed entry is), not by name, and by file
+//!   identity after an open, so a hard link to one elsewhere is no way in.
 //!
 //! A name can change between that check and the open it guards, by another process's hand
 //! (a directory preopened for reading cannot be changed by the guest, and a writable preopen is
@@ -248,10 +250,46 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
         },
     )?;
     types.func_wrap_async(
+        "[method]descriptor.read-directory",
+        |mut store, (fd,): (Resource<Descriptor>,)| {
+            Box::new(async move {
+                // Where the listed directory is, for its entries to be checked against the
+                // runtime's protected files (by what they are, not by name).
+                let listed = if store.data().protected.is_empty() {
+                    None
+                } else {
+                    match store.data_mut().filesystem().table.get(&fd) {
+                        Ok(Descriptor::Dir(dir)) => fd_path(&dir.dir),
+                        _ => None,
+                    }
+                };
+                let mut view = store.data_mut().filesystem();
+                let stream = HostDescriptor::read_directory(&mut view, fd).await;
+                if let Ok(stream) = &stream {
+                    // Keyed by the stream's slot: a slot reused by a later stream is
+                    // overwritten, so this holds at most one entry per live resource.
+                    let rep = stream.rep();
+                    let listings = &mut store.data_mut().listings;
+                    match listed {
+                        Some(path) => {
+                            listings.insert(rep, path);
+                        }
+                        None => {
+                            listings.remove(&rep);
+                        }
+                    }
+                }
+                answer(stream)
+            })
+        },
+    )?;
+    types.func_wrap_async(
         "[method]directory-entry-stream.read-directory-entry",
         |mut store, (stream,): (Resource<ReaddirIterator>,)| {
             Box::new(async move {
                 let deny = store.data().deny_read.clone();
+                let protected = Arc::clone(&store.data().protected);
+                let listed = store.data().listings.get(&stream.rep()).cloned();
                 let mut view = store.data_mut().filesystem();
                 // Each hidden name is skipped: the stream holds a bounded list, read once.
                 loop {
@@ -261,7 +299,14 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                     )
                     .await;
                     match next {
-                        Ok(Some(entry)) if deny.matching(OsStr::new(&entry.name)).is_some() => {}
+                        Ok(Some(entry))
+                            if deny.matching(OsStr::new(&entry.name)).is_some()
+                                || listed.as_ref().is_some_and(|dir| {
+                                    crate::policy::files::is_protected(
+                                        &protected,
+                                        &dir.join(&entry.name),
+                                    )
+                                }) => {}
                         next => return answer(next),
                     }
                 }
@@ -311,7 +356,9 @@ impl OpenedFrom {
         let (Some(from), Some(real)) = (fd_path(&self.dir), fd_path(file)) else {
             return true;
         };
-        if crate::policy::files::is_protected(&self.protected, &real) {
+        if crate::policy::files::is_protected(&self.protected, &real)
+            || crate::policy::files::is_protected_file(&self.protected, file)
+        {
             return true;
         }
         if self.deny.is_empty() {
@@ -361,10 +408,13 @@ fn hidden(
     path: &str,
     follow: bool,
 ) -> impl Future<Output = bool> + Send + 'static {
-    let deny = state.deny_read.clone();
-    let named = deny.part_matching(Path::new(path)).is_some();
+    let hides = Hides {
+        deny: state.deny_read.clone(),
+        protected: Arc::clone(&state.protected),
+    };
+    let named = hides.deny.part_matching(Path::new(path)).is_some();
     let dir = match state.filesystem().table.get(fd) {
-        Ok(Descriptor::Dir(dir)) if !named && !deny.is_empty() => Some(Arc::clone(&dir.dir)),
+        Ok(Descriptor::Dir(dir)) if !named && !hides.is_empty() => Some(Arc::clone(&dir.dir)),
         _ => None,
     };
     let path = path.to_owned();
@@ -376,9 +426,38 @@ fn hidden(
             return false;
         };
         // Resolving walks the file system: off the async threads, as wasmtime-wasi does.
-        tokio::task::spawn_blocking(move || resolves_hidden(&dir, &path, follow, &deny))
+        tokio::task::spawn_blocking(move || resolves_hidden(&dir, &path, follow, &hides))
             .await
             .unwrap_or(true)
+    }
+}
+
+/// What a call hides in its preopens: names its deny-read list matches, and the runtime's
+/// protected files (absolute paths).
+#[derive(Clone)]
+struct Hides {
+    deny: DenyRead,
+    protected: Arc<[std::path::PathBuf]>,
+}
+
+impl Hides {
+    fn is_empty(&self) -> bool {
+        self.deny.is_empty() && self.protected.is_empty()
+    }
+
+    /// Whether the path `relative` (resolved, relative to the directory whose real path is
+    /// `base`; `None` when that could not be read) is hidden.
+    fn hide(&self, base: Option<&Path>, relative: &Path) -> bool {
+        if self.deny.part_matching(relative).is_some() {
+            return true;
+        }
+        if self.protected.is_empty() {
+            return false;
+        }
+        match base {
+            Some(base) => crate::policy::files::is_protected(&self.protected, &base.join(relative)),
+            None => true,
+        }
     }
 }
 
@@ -386,7 +465,12 @@ fn hidden(
 /// to a path with a hidden part: through links in the directories above its last part, and in
 /// its last part too if `follow` (or if it ends in `..`). What cannot be resolved for the check
 /// is hidden, except what does not exist, which the call itself will not find. Blocking.
-fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, deny: &DenyRead) -> bool {
+fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, hides: &Hides) -> bool {
+    let base = if hides.protected.is_empty() {
+        None
+    } else {
+        fd_path(dir)
+    };
     let Ok(dir) = dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
         return true;
     };
@@ -398,7 +482,7 @@ fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, deny: &DenyRea
     let follow = follow || matches!(last, "" | "." | "..");
     let path = Path::new(path);
     let hides = |resolved: io::Result<std::path::PathBuf>| match resolved {
-        Ok(real) => Some(deny.part_matching(&real).is_some()),
+        Ok(real) => Some(hides.hide(base.as_deref(), &real)),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
         Err(_) => Some(true),
     };
@@ -419,7 +503,14 @@ fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, deny: &DenyRea
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    hides(dir.canonicalize(parent)).unwrap_or(false)
+    // The last part, unfollowed, where its parent resolves: a protected file is hidden by
+    // what it is, not only by what its name matches.
+    let last = path.file_name().map(Path::new);
+    hides(dir.canonicalize(parent).map(|real| match last {
+        Some(last) => real.join(last),
+        None => real,
+    }))
+    .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -451,7 +542,10 @@ mod tests {
         link("nowhere", "dangling");
         link("notes.txt", "fine");
         let dir = std::fs::File::open(root).expect("open");
-        let deny = DenyRead::default();
+        let deny = Hides {
+            deny: DenyRead::default(),
+            protected: Arc::from(Vec::new()),
+        };
         for (path, follow, expected) in [
             ("notes.txt", true, false),
             ("sub/readme", true, false),
@@ -481,6 +575,31 @@ mod tests {
                 resolves_hidden(&dir, path, follow, &deny),
                 expected,
                 "{path} (follow: {follow})"
+            );
+        }
+        // The runtime's protected files, by what they are: by name, through a link, and
+        // unfollowed; a file beside them is not.
+        std::fs::write(root.join("audit.jsonl"), "chain").expect("write");
+        link("audit.jsonl", "trail");
+        let real_root = std::fs::canonicalize(root).expect("canonical");
+        let protect = Hides {
+            deny: DenyRead::from(Vec::new()),
+            protected: Arc::from(vec![real_root.join("audit.jsonl")]),
+        };
+        for (path, follow, expected) in [
+            ("audit.jsonl", false, true),
+            ("audit.jsonl", true, true),
+            ("./audit.jsonl", false, true),
+            ("sub/../audit.jsonl", false, true),
+            ("trail", true, true),
+            ("trail", false, false),
+            ("notes.txt", true, false),
+            (".env", true, false),
+        ] {
+            assert_eq!(
+                resolves_hidden(&dir, path, follow, &protect),
+                expected,
+                "protected: {path} (follow: {follow})"
             );
         }
     }

@@ -47,6 +47,9 @@ pub(crate) struct CallState {
     pub(crate) deny_read: crate::policy::files::DenyRead,
     /// The runtime's protected files, hidden in every preopen too (`wasm/guest_fs.rs`).
     pub(crate) protected: std::sync::Arc<[std::path::PathBuf]>,
+    /// The real path of the directory each open directory stream lists, by the stream's
+    /// resource slot (`wasm/guest_fs.rs`), while there are protected files to hide.
+    pub(crate) listings: std::collections::HashMap<u32, std::path::PathBuf>,
     http: wasmtime_wasi_http::WasiHttpCtx,
     hooks: crate::wasm::net::NetworkHooks,
 }
@@ -91,6 +94,7 @@ impl CallState {
             unopened,
             deny_read: grants.deny_read.clone(),
             protected: std::sync::Arc::clone(&grants.protected),
+            listings: std::collections::HashMap::new(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),
         }
