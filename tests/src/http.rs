@@ -1691,18 +1691,22 @@ fn one_peer_cannot_take_every_connection() {
     let held: Vec<TcpStream> = (0..MAX_CONNECTIONS_PER_PEER)
         .map(|_| TcpStream::connect(server.addr).expect("connect"))
         .collect();
-    // Each is accepted (and idle) once /healthz answers on the last one.
+    // Each is accepted (and idle) once an MCP request answers on the last one (a probe's
+    // answer would close it: only MCP requests keep their connections).
     let last = held.last().expect("a connection");
     let mut last = last.try_clone().expect("clone");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     write!(
         last,
-        "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
-        server.addr
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{ping}",
+        server.addr,
+        ping.len()
     )
     .expect("send");
-    let mut first_line = [0u8; 12];
+    let mut first_line = [0u8; 9];
     last.read_exact(&mut first_line).expect("an answer");
-    assert_eq!(&first_line, b"HTTP/1.1 200");
+    assert_eq!(&first_line, b"HTTP/1.1 ");
     // One more from the same address is closed unanswered.
     let mut extra = TcpStream::connect(server.addr).expect("connect");
     extra
