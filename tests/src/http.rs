@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 mod fast_path;
 mod one_reading;
 mod quotas;
+mod replicas;
 mod shares;
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.

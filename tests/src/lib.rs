@@ -28,6 +28,8 @@ mod concurrency;
 #[cfg(test)]
 mod containment;
 #[cfg(test)]
+mod deploy;
+#[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
 mod grants;

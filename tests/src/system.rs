@@ -42,6 +42,14 @@ pub const DOCKER_REGISTRY: SystemProgram = SystemProgram {
     service: "docker-registry",
 };
 
+/// Redis (7, from Debian), the store replicas share in the `--state` tests.
+pub const REDIS: SystemProgram = SystemProgram {
+    package: "redis-server",
+    paths: &["/usr/bin/redis-server", "/usr/sbin/redis-server"],
+    needed_by: "the shared-store tests (tests/src/http/replicas.rs)",
+    service: "redis-server",
+};
+
 /// One install at a time; the outcome of each package's install in this run, so a failed one
 /// is reported again rather than tried again.
 static INSTALLS: Mutex<Vec<(&'static str, Result<(), String>)>> = Mutex::new(Vec::new());

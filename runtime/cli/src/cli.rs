@@ -186,6 +186,15 @@ enum Command {
         /// --metrics`). With --tokens or --oauth, only its bearer reads /metrics.
         #[arg(long, value_name = "FILE", requires = "http")]
         metrics_token: Option<PathBuf>,
+        /// Share quotas, approval answers and tasks with every replica given the same store:
+        /// a Redis 7 or Valkey URL (redis://HOST:PORT/DB, or rediss:// for TLS). Default: each
+        /// process keeps its own.
+        #[arg(long, value_name = "URL", requires = "http")]
+        state: Option<String>,
+        /// A file holding the store's password (read at start; better than one in the URL,
+        /// which shows in the process list).
+        #[arg(long, value_name = "FILE", requires = "state")]
+        state_password_file: Option<PathBuf>,
     },
     /// Make a bearer token for `serve --http --tokens FILE`: prints the token, then the
     /// `[[token]]` table (its SHA-256, not the token) to add to the file.
@@ -357,6 +366,8 @@ pub fn run(cli: Cli) -> ExitCode {
             ref allow_origins,
             grace_secs,
             ref metrics_token,
+            ref state,
+            ref state_password_file,
         } => {
             let http = match http {
                 Some(addr) => {
@@ -377,6 +388,10 @@ pub fn run(cli: Cli) -> ExitCode {
                         allowed_origins: allow_origins.clone(),
                         grace: Duration::from_secs(grace_secs),
                         metrics_token: metrics_token.clone(),
+                        state: state.clone().map(|url| toolcell_mcp::http::StateOptions {
+                            url,
+                            password_file: state_password_file.clone(),
+                        }),
                     })
                 }
                 None => None,

@@ -19,16 +19,23 @@
 //!   has no way to send the client a request: such a call is answered `approval_required`, as
 //!   for a client without the capability.
 //! - **The stateless 2026-07-28 era** (stdio and HTTP): multi-round-trip requests. The call
-//!   is answered with an `input_required` result that carries the elicitation and an opaque
-//!   `requestState`, a random handle to what was asked, which this server keeps
-//!   ([`PendingApprovals`]); the client asks the person and sends the same `tools/call` again
-//!   with the answer and the handle. The call then runs the whole pipeline again, and the gate
-//!   takes the answer for the question it is asked again (the same agent, workspace, tool,
-//!   capability and resource). A handle counts only for the client it was given to (over
-//!   HTTP, the token's tenant, or the peer address without tokens), once, and only until the
-//!   call's deadline: a late answer is a denial, another client's handle is ignored (its call
-//!   is asked afresh), and a handle unknown to this replica asks again.
+//!   is answered with an `input_required` result that carries the elicitation and a
+//!   `requestState`: a token sealed by this server ([`crate::seal`]) that names, by digest,
+//!   the client, the tool, the call's arguments, the questions answered so far and the one
+//!   asked now, and until when the answer counts. The client asks the person and sends the
+//!   same `tools/call` again with the answer and the token. The call then runs the whole
+//!   pipeline again, and the gate takes the answer for the question it is asked again (the same
+//!   agent, workspace, tool, capability and resource). The server keeps nothing while the
+//!   person thinks: any replica opens the token (they share its key, kept in the store with
+//!   `--state`). A token counts only for the client it was given to (over HTTP, the token's
+//!   tenant, or the peer address without tokens), for the same tool and arguments, once (its
+//!   id is spent: in the store with `--state`, so across replicas too), and only until the
+//!   call's deadline: a late answer is a denial; a token that is forged, altered, another
+//!   client's, for another call, or spent is ignored, and the call is asked afresh. With
+//!   `--state` and the store out of reach, an answer cannot be counted once: it is refused
+//!   ([`STATE_UNAVAILABLE`]), never taken twice.
 
+use crate::seal::{SealKey, Sealed, question_digest};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputRequiredResult, InputResponses,
@@ -38,29 +45,29 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::SystemTime;
 use toolcell::approval::{Approval, ApprovalRequest, Approver};
 
 /// The one field of the approval form.
 pub const DECISION_FIELD: &str = "decision";
 
-/// How many questions may wait for their answer (stateless era) in one server. Each is a few
-/// hundred bytes; a server with more waiting than this is being flooded, and a new question
-/// then takes the place of one that expired, or of the oldest of the client holding the most.
-pub const MAX_PENDING_APPROVALS: usize = 4096;
+/// How many spent tokens one server without a store remembers (each until its question's
+/// deadline): a token's id is a few dozen bytes, and each was given for a gated call. Past it,
+/// the oldest is forgotten only once its deadline has passed; while all are current, a new
+/// answer is not taken (the call is asked afresh) rather than forgetting one that could be
+/// replayed.
+pub const MAX_SPENT_APPROVALS: usize = 65_536;
 
-/// How many of them one client may have: a client that keeps asking without answering loses
-/// its oldest questions first, and cannot crowd out the others.
-pub const MAX_PENDING_APPROVALS_PER_CLIENT: usize = 64;
+/// The JSON-RPC error code of a call refused because the shared store (`--state`) could not be
+/// reached for what it needed (a quota, an approval answer counted once, a task): in the range
+/// JSON-RPC leaves to servers, beside the quota's -32029, and answered with HTTP `503` where
+/// toolcell writes the status.
+pub const STATE_UNAVAILABLE: i64 = -32030;
 
 /// How many questions one call may be asked, round after round: a tool has at most this many
 /// capabilities, each one question. A chain of rounds longer than that (a client sending the
 /// call again with a new path each time) is not asked again: its call is denied, unanswered.
 pub const MAX_QUESTIONS_PER_CALL: usize = toolcell::limits::MAX_CAPABILITIES;
-
-/// How long a question is remembered after its deadline passed, so that an answer arriving
-/// late is told so (a denial) rather than asked again.
-pub const EXPIRED_APPROVAL_RETAINED: Duration = Duration::from_secs(300);
 
 /// The `inputRequests` key the approval goes under.
 const INPUT_KEY: &str = "toolcell/approval";
@@ -161,143 +168,193 @@ impl Approver for SessionApprover {
     }
 }
 
-/// A question asked in the stateless era, waiting for the client to send its call again.
-#[derive(Debug)]
-struct Pending {
-    /// The client it was asked of.
-    owner: String,
-    /// What the call had been answered before it.
-    answered: Vec<(ApprovalRequest, Approval)>,
-    asked: ApprovalRequest,
-    /// Its answer counts until then.
-    deadline: Instant,
+/// The refusal of a call whose store could not be reached.
+pub(crate) fn unavailable(why: &crate::state::Unavailable) -> rmcp::ErrorData {
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode(i32::try_from(STATE_UNAVAILABLE).unwrap_or(-32030)),
+        why.to_string(),
+        None,
+    )
 }
 
-/// The questions this server asked in the stateless era, by handle (`requestState`).
-#[derive(Debug, Default)]
-pub struct PendingApprovals {
-    waiting: Mutex<HashMap<String, Pending>>,
+/// Where seal keys and spent tokens are kept: in this process, or in the shared store.
+enum Keeper {
+    Local {
+        /// `None` only if the system's random source failed at start: then no question can be
+        /// sealed, and a call that needs an answer is denied, unanswered.
+        key: Option<SealKey>,
+        /// Each spent token's id, and until when (ms since 1970) it must stay spent.
+        spent: Mutex<HashMap<String, u64>>,
+    },
+    #[cfg(feature = "state")]
+    Shared(Arc<crate::state::Store>),
 }
 
-impl PendingApprovals {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+/// The stateless era's questions: sealed into tokens when asked ([`Approvals::ask`]), opened
+/// and spent when answered ([`Approvals::answers`]).
+pub struct Approvals {
+    keeper: Keeper,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals").finish_non_exhaustive()
+    }
+}
+
+impl Approvals {
+    /// For one server: a key made now, spent tokens remembered in memory.
+    pub fn local() -> Approvals {
+        let key = SealKey::random()
+            .inspect_err(|error| {
+                tracing::error!(
+                    "no key to seal approval questions with ({error}): gated calls \
+                                 from clients that could be asked are denied, unanswered"
+                );
+            })
+            .ok();
+        Approvals {
+            keeper: Keeper::Local {
+                key,
+                spent: Mutex::default(),
+            },
+        }
     }
 
-    /// The answers a call sent again by `owner` carries: what was asked under `state` and
-    /// answered in `responses`, with what was answered before it. Empty for a handle that
-    /// is unknown here or another client's (that one is left for its own client).
-    pub(crate) fn answers(
+    /// For replicas sharing `store`: its key, and its memory of spent tokens.
+    #[cfg(feature = "state")]
+    pub fn shared(store: Arc<crate::state::Store>) -> Approvals {
+        Approvals {
+            keeper: Keeper::Shared(store),
+        }
+    }
+
+    /// The key that seals tokens now (`refresh`: read it again from the store), if there is
+    /// one.
+    async fn key(&self, refresh: bool) -> Result<Option<SealKey>, crate::state::Unavailable> {
+        match &self.keeper {
+            Keeper::Local { key, .. } => {
+                let _ = refresh;
+                Ok(key.clone())
+            }
+            #[cfg(feature = "state")]
+            Keeper::Shared(store) => store.seal_key(refresh).await.map(Some),
+        }
+    }
+
+    /// Spend the token `id` (it counts until `until`, ms since 1970): whether this is its
+    /// first use.
+    async fn spend(&self, id: &str, until: u64) -> Result<bool, crate::state::Unavailable> {
+        match &self.keeper {
+            Keeper::Local { spent, .. } => {
+                let now = crate::seal::millis(SystemTime::now());
+                let mut spent = spent.lock().unwrap_or_else(|poison| poison.into_inner());
+                if spent.contains_key(id) {
+                    return Ok(false);
+                }
+                if spent.len() >= MAX_SPENT_APPROVALS {
+                    spent.retain(|_, until| *until > now);
+                    if spent.len() >= MAX_SPENT_APPROVALS {
+                        tracing::warn!(
+                            "{MAX_SPENT_APPROVALS} approval answers are spent and current: this \
+                             one is not taken (its call is asked again)"
+                        );
+                        return Ok(false);
+                    }
+                }
+                spent.insert(id.to_owned(), until);
+                Ok(true)
+            }
+            #[cfg(feature = "state")]
+            Keeper::Shared(store) => crate::state::spend_token(store, id, until).await,
+        }
+    }
+
+    /// The answers a call sent again by `owner` (of `tool` with `arguments`) carries: what
+    /// was answered before, and the question sealed in `state` with its answer in
+    /// `responses` (a denial once its deadline has passed). Empty, so that the call is asked
+    /// afresh, for a token that is not this server's, was altered, is another client's or
+    /// another call's, or was spent.
+    pub(crate) async fn answers(
         &self,
         owner: &str,
+        tool: &str,
+        arguments: &str,
         state: Option<&str>,
         responses: Option<&InputResponses>,
-    ) -> Vec<(ApprovalRequest, Approval)> {
+    ) -> Result<Vec<(String, Approval)>, crate::state::Unavailable> {
         let Some(state) = state else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        let pending = {
-            let mut waiting = self.lock();
-            match waiting.get(state) {
-                Some(pending) if pending.owner == owner => waiting.remove(state),
-                _ => None,
-            }
+        let Some(key_id) = Sealed::key_id(state) else {
+            return Ok(Vec::new());
         };
-        let Some(Pending {
-            mut answered,
-            asked,
-            deadline,
-            ..
-        }) = pending
-        else {
-            return Vec::new();
+        let Some(mut key) = self.key(false).await? else {
+            return Ok(Vec::new());
         };
-        let answer = if Instant::now() >= deadline {
-            Approval::NoAnswer
-        } else {
+        if key.id() != key_id
+            && let Some(fresh) = self.key(true).await?
+        {
+            // Sealed under a key this replica has not seen (the store made a new one).
+            key = fresh;
+        }
+        let Some(sealed) = Sealed::open(state, &key) else {
+            return Ok(Vec::new());
+        };
+        if sealed.owner != crate::seal::owner_digest(owner)
+            || sealed.tool != tool
+            || sealed.args != crate::seal::arguments_digest(arguments)
+            || !self.spend(&sealed.id, sealed.deadline).await?
+        {
+            return Ok(Vec::new());
+        }
+        let answer = if sealed.in_time(SystemTime::now()) {
             responses
                 .and_then(|responses| responses.get(INPUT_KEY))
                 .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok())
                 .map_or(Approval::NoAnswer, |result| answer_of(&result))
+        } else {
+            Approval::NoAnswer
         };
-        answered.push((asked, answer));
-        answered
+        let mut answered = sealed.answered();
+        answered.push((sealed.asked, answer));
+        Ok(answered)
     }
 
-    /// Keep `asked` for `owner` and say what to answer the call: the elicitation and its
-    /// handle. `None` when the server already holds too many questions.
-    pub(crate) fn ask(
+    /// What to answer `owner`'s call of `tool` with `arguments` that must ask `asked` (after
+    /// `answered`): the elicitation and its sealed token. `None` when the call has been asked
+    /// as many questions as it may.
+    pub(crate) async fn ask(
         &self,
         owner: &str,
-        answered: Vec<(ApprovalRequest, Approval)>,
+        tool: &str,
+        arguments: &str,
+        answered: Vec<(String, Approval)>,
         asked: ApprovalRequest,
-    ) -> Option<InputRequiredResult> {
+    ) -> Result<Option<InputRequiredResult>, crate::state::Unavailable> {
         if answered.len() >= MAX_QUESTIONS_PER_CALL {
-            return None;
+            return Ok(None);
         }
-        let handle = crate::hex(&crate::random::<16>().ok()?);
-        let now = Instant::now();
-        let mut waiting = self.lock();
-        waiting.retain(|_, pending| pending.deadline + EXPIRED_APPROVAL_RETAINED > now);
-        // This client's oldest question makes room for its newest.
-        let mine = waiting.iter().filter(|(_, pending)| pending.owner == owner);
-        if mine.clone().count() >= MAX_PENDING_APPROVALS_PER_CLIENT
-            && let Some(oldest) = mine
-                .min_by_key(|(_, pending)| pending.deadline)
-                .map(|(handle, _)| handle.clone())
-        {
-            waiting.remove(&oldest);
-        }
-        if waiting.len() >= MAX_PENDING_APPROVALS {
-            // Full: questions past their deadline (kept only to tell a late answer so) go
-            // first, then the oldest of the client that holds the most. No set of clients can
-            // keep another from being asked.
-            waiting.retain(|_, pending| pending.deadline > now);
-            if waiting.len() >= MAX_PENDING_APPROVALS {
-                let mut held: HashMap<&str, usize> = HashMap::new();
-                for pending in waiting.values() {
-                    *held.entry(pending.owner.as_str()).or_default() += 1;
-                }
-                let greediest = held
-                    .into_iter()
-                    .max_by_key(|(_, count)| *count)
-                    .map(|(client, _)| client.to_owned());
-                let oldest = greediest.and_then(|client| {
-                    waiting
-                        .iter()
-                        .filter(|(_, pending)| pending.owner == client)
-                        .min_by_key(|(_, pending)| pending.deadline)
-                        .map(|(handle, _)| handle.clone())
-                });
-                if let Some(oldest) = oldest {
-                    waiting.remove(&oldest);
-                }
-            }
-        }
+        let Some(key) = self.key(false).await? else {
+            return Ok(None);
+        };
+        let Ok(sealed) = Sealed::new(
+            &key,
+            owner,
+            tool,
+            arguments,
+            &answered,
+            &asked,
+            asked.timeout,
+        ) else {
+            return Ok(None);
+        };
         let request = InputRequest::Elicitation(ElicitRequest::new(elicitation(&asked)));
-        waiting.insert(
-            handle.clone(),
-            Pending {
-                owner: owner.to_owned(),
-                answered,
-                deadline: now + asked.timeout,
-                asked,
-            },
-        );
         let requests: InputRequests = [(INPUT_KEY.to_owned(), request)].into_iter().collect();
-        Some(InputRequiredResult::new(Some(requests), Some(handle)))
-    }
-
-    /// How many questions wait.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether none does.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        Ok(Some(InputRequiredResult::new(
+            Some(requests),
+            Some(sealed.seal(&key)),
+        )))
     }
 }
 
@@ -306,12 +363,13 @@ impl PendingApprovals {
 /// result).
 #[derive(Debug)]
 pub(crate) struct RoundApprover {
-    answered: Vec<(ApprovalRequest, Approval)>,
+    /// Each question answered ([`question_digest`]), with its answer.
+    answered: Vec<(String, Approval)>,
     unanswered: Mutex<Option<ApprovalRequest>>,
 }
 
 impl RoundApprover {
-    pub(crate) fn new(answered: Vec<(ApprovalRequest, Approval)>) -> Arc<Self> {
+    pub(crate) fn new(answered: Vec<(String, Approval)>) -> Arc<Self> {
         Arc::new(RoundApprover {
             answered,
             unanswered: Mutex::new(None),
@@ -319,9 +377,7 @@ impl RoundApprover {
     }
 
     /// What the call answered so far, and the question it must ask next, if any.
-    pub(crate) fn take_question(
-        &self,
-    ) -> Option<(Vec<(ApprovalRequest, Approval)>, ApprovalRequest)> {
+    pub(crate) fn take_question(&self) -> Option<(Vec<(String, Approval)>, ApprovalRequest)> {
         let asked = self
             .unanswered
             .lock()
@@ -333,11 +389,8 @@ impl RoundApprover {
 
 impl Approver for RoundApprover {
     fn approve(&self, request: &ApprovalRequest) -> Approval {
-        if let Some((_, answer)) = self
-            .answered
-            .iter()
-            .find(|(asked, _)| asked.same_question(request))
-        {
+        let question = question_digest(request);
+        if let Some((_, answer)) = self.answered.iter().find(|(asked, _)| *asked == question) {
             return *answer;
         }
         let mut unanswered = self
@@ -352,6 +405,7 @@ impl Approver for RoundApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn question(resource: &str) -> ApprovalRequest {
         ApprovalRequest {
@@ -412,99 +466,140 @@ mod tests {
         assert_eq!(values, ["once", "always", "deny"]);
     }
 
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(future)
+    }
+
+    const ARGS: &str = r#"{"path":"x","content":"y"}"#;
+
     #[test]
-    fn a_handle_counts_once_for_its_own_client_and_not_after_its_deadline() {
-        let pending = PendingApprovals::default();
-        let asked = pending
-            .ask("tenant:a", Vec::new(), question("x"))
-            .expect("asked");
-        let handle = asked.request_state.clone().expect("a handle");
-        let responses: InputResponses = [(INPUT_KEY.to_owned(), accepted("once"))]
-            .into_iter()
-            .collect();
-        // Another client's answer is not taken, and leaves the question for its own client.
-        assert!(
-            pending
-                .answers("tenant:b", Some(&handle), Some(&responses))
+    fn a_token_counts_once_for_its_own_client_and_call_and_not_after_its_deadline() {
+        block_on(async {
+            let approvals = Approvals::local();
+            let ask = |question: ApprovalRequest| {
+                let approvals = &approvals;
+                async move {
+                    approvals
+                        .ask("tenant:a", "write_file", ARGS, Vec::new(), question)
+                        .await
+                        .expect("no store to miss")
+                        .expect("asked")
+                        .request_state
+                        .expect("a token")
+                }
+            };
+            let token = ask(question("x")).await;
+            let responses: InputResponses = [(INPUT_KEY.to_owned(), accepted("once"))]
+                .into_iter()
+                .collect();
+            let answers =
+                |owner: &'static str, tool: &'static str, args: &'static str, token: String| {
+                    let approvals = &approvals;
+                    let responses = responses.clone();
+                    async move {
+                        approvals
+                            .answers(owner, tool, args, Some(&token), Some(&responses))
+                            .await
+                            .expect("no store to miss")
+                    }
+                };
+            // Another client's answer, another tool's, other arguments': not taken (and the
+            // token is not spent by them).
+            assert!(
+                answers("tenant:b", "write_file", ARGS, token.clone())
+                    .await
+                    .is_empty()
+            );
+            assert!(
+                answers("tenant:a", "edit_file", ARGS, token.clone())
+                    .await
+                    .is_empty()
+            );
+            assert!(
+                answers("tenant:a", "write_file", r#"{"path":"z"}"#, token.clone())
+                    .await
+                    .is_empty()
+            );
+            // The same arguments spelled otherwise are the same call.
+            let answered = answers(
+                "tenant:a",
+                "write_file",
+                r#"{ "content":"y", "path":"x" }"#,
+                token.clone(),
+            )
+            .await;
+            assert_eq!(
+                answered,
+                [(question_digest(&question("x")), Approval::Once)]
+            );
+            // Spent: once.
+            assert!(
+                answers("tenant:a", "write_file", ARGS, token)
+                    .await
+                    .is_empty()
+            );
+            // A question whose deadline passed is answered NoAnswer, whatever the client says.
+            let late = ask(ApprovalRequest {
+                timeout: Duration::ZERO,
+                ..question("y")
+            })
+            .await;
+            let answered = answers("tenant:a", "write_file", ARGS, late).await;
+            assert_eq!(answered[0].1, Approval::NoAnswer);
+            // Not a token of this server's.
+            let other = Approvals::local();
+            let foreign = other
+                .ask("tenant:a", "write_file", ARGS, Vec::new(), question("x"))
+                .await
+                .expect("no store")
+                .expect("asked")
+                .request_state
+                .expect("a token");
+            assert!(
+                answers("tenant:a", "write_file", ARGS, foreign)
+                    .await
+                    .is_empty()
+            );
+            assert!(
+                answers(
+                    "tenant:a",
+                    "write_file",
+                    ARGS,
+                    "tc1.bm90.aGVsbG8".to_owned()
+                )
+                .await
                 .is_empty()
-        );
-        let answers = pending.answers("tenant:a", Some(&handle), Some(&responses));
-        assert_eq!(answers.len(), 1);
-        assert_eq!(answers[0].1, Approval::Once);
-        assert!(answers[0].0.same_question(&question("x")));
-        // Used once.
-        assert!(
-            pending
-                .answers("tenant:a", Some(&handle), Some(&responses))
-                .is_empty()
-        );
-        // A question whose deadline passed is answered NoAnswer, whatever the client says.
-        let late = ApprovalRequest {
-            timeout: Duration::ZERO,
-            ..question("y")
-        };
-        let asked = pending.ask("tenant:a", Vec::new(), late).expect("asked");
-        let handle = asked.request_state.expect("a handle");
-        let answers = pending.answers("tenant:a", Some(&handle), Some(&responses));
-        assert_eq!(answers[0].1, Approval::NoAnswer);
+            );
+        });
     }
 
     #[test]
     fn a_call_is_asked_at_most_one_question_per_capability() {
-        let pending = PendingApprovals::default();
-        let answered: Vec<(ApprovalRequest, Approval)> = (0..MAX_QUESTIONS_PER_CALL)
-            .map(|i| (question(&i.to_string()), Approval::Once))
-            .collect();
-        assert!(
-            pending
-                .ask("stdio", answered, question("one more"))
-                .is_none()
-        );
-        assert!(pending.is_empty());
+        block_on(async {
+            let approvals = Approvals::local();
+            let answered: Vec<(String, Approval)> = (0..MAX_QUESTIONS_PER_CALL)
+                .map(|i| (question_digest(&question(&i.to_string())), Approval::Once))
+                .collect();
+            assert!(
+                approvals
+                    .ask("stdio", "write_file", ARGS, answered, question("one more"))
+                    .await
+                    .expect("no store")
+                    .is_none()
+            );
+        });
     }
 
     #[test]
-    fn a_full_table_still_asks_a_new_client() {
-        let pending = PendingApprovals::default();
-        let clients = MAX_PENDING_APPROVALS / MAX_PENDING_APPROVALS_PER_CLIENT;
-        for client in 0..clients {
-            for i in 0..MAX_PENDING_APPROVALS_PER_CLIENT {
-                pending
-                    .ask(
-                        &format!("peer:{client}"),
-                        Vec::new(),
-                        question(&i.to_string()),
-                    )
-                    .expect("asked");
-            }
-        }
-        assert_eq!(pending.len(), MAX_PENDING_APPROVALS);
-        let asked = pending
-            .ask("peer:newcomer", Vec::new(), question("mine"))
-            .expect("a new client is still asked");
-        assert_eq!(pending.len(), MAX_PENDING_APPROVALS);
-        let handle = asked.request_state.expect("a handle");
-        let responses: InputResponses = [(INPUT_KEY.to_owned(), accepted("once"))]
-            .into_iter()
-            .collect();
-        assert_eq!(
-            pending.answers("peer:newcomer", Some(&handle), Some(&responses))[0].1,
-            Approval::Once
-        );
-    }
-
-    #[test]
-    fn one_client_cannot_keep_more_than_its_share_of_questions() {
-        let pending = PendingApprovals::default();
-        for i in 0..MAX_PENDING_APPROVALS_PER_CLIENT + 10 {
-            pending
-                .ask("peer:1", Vec::new(), question(&i.to_string()))
-                .expect("asked");
-        }
-        assert_eq!(pending.len(), MAX_PENDING_APPROVALS_PER_CLIENT);
-        pending
-            .ask("peer:2", Vec::new(), question("other"))
-            .expect("another client is still asked");
-        assert_eq!(pending.len(), MAX_PENDING_APPROVALS_PER_CLIENT + 1);
+    fn the_round_approver_takes_an_answer_for_the_same_question_only() {
+        let round = RoundApprover::new(vec![(question_digest(&question("x")), Approval::Once)]);
+        assert_eq!(round.approve(&question("x")), Approval::Once);
+        assert_eq!(round.approve(&question("y")), Approval::NoAnswer);
+        let (answered, asked) = round.take_question().expect("a question to ask");
+        assert_eq!(answered.len(), 1);
+        assert!(asked.same_question(&question("y")));
     }
 }

@@ -128,12 +128,22 @@ pub(crate) fn limiter(
     quota: &QuotaConfig,
     previous: Option<&Limiter>,
 ) -> Result<Arc<Limiter>, String> {
-    limiter_after(runtime, tenant, scope, quota, previous, None)
+    limiter_after(
+        runtime,
+        &format!("tenant:{tenant}"),
+        tenant,
+        scope,
+        quota,
+        previous,
+        None,
+    )
 }
 
-/// [`limiter`], carrying over `previous` if there is one, else restoring `retired`.
+/// [`limiter`], carrying over `previous` if there is one, else restoring `retired`; `holder`
+/// names the quota's state in a shared store (`tenant:NAME`, `token:SHA256`).
 fn limiter_after(
     runtime: &Runtime,
+    holder: &str,
     tenant: &str,
     scope: Scope,
     quota: &QuotaConfig,
@@ -146,10 +156,13 @@ fn limiter_after(
         runtime.meters_fuel(),
     )?;
     let (now, wall) = (Instant::now(), SystemTime::now());
-    Ok(Arc::new(match (previous, retired) {
-        (None, Some(retired)) => Limiter::restore(tenant, scope, quota, retired, now, wall),
-        _ => Limiter::new(tenant, scope, quota, previous, now, wall),
-    }))
+    Ok(Arc::new(
+        match (previous, retired) {
+            (None, Some(retired)) => Limiter::restore(tenant, scope, quota, retired, now, wall),
+            _ => Limiter::new(tenant, scope, quota, previous, now, wall),
+        }
+        .holding(holder),
+    ))
 }
 
 /// The tenant `name`, its calls made in `workspace` (if any), decided by the policy file at
@@ -308,6 +321,7 @@ impl Tokens {
                             Some(
                                 limiter_after(
                                     runtime,
+                                    &format!("tenant:{}", entry.tenant),
                                     &entry.tenant,
                                     Scope::Tenant,
                                     config,
@@ -346,13 +360,21 @@ impl Tokens {
                     });
                     let retired = previous.and_then(|tokens| tokens.retired(&Holder::Token(hash)));
                     Some(
-                        limiter_after(runtime, &tenant.name, Scope::Token, config, before, retired)
-                            .map_err(|error| {
-                                why(format!(
-                                    "tenant {:?}: a token's quota: {error}",
-                                    tenant.name
-                                ))
-                            })?,
+                        limiter_after(
+                            runtime,
+                            &format!("token:{}", crate::hex(&hash)),
+                            &tenant.name,
+                            Scope::Token,
+                            config,
+                            before,
+                            retired,
+                        )
+                        .map_err(|error| {
+                            why(format!(
+                                "tenant {:?}: a token's quota: {error}",
+                                tenant.name
+                            ))
+                        })?,
                     )
                 }
                 None => None,

@@ -54,7 +54,7 @@ use crate::auth::{MetricsToken, Tenant, Tokens};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Refusal};
 use crate::oauth::{OAuth, Principal};
-use crate::quota::{Admission, Limiter};
+use crate::quota::{Admission, Ledger, Limiter, NotAdmitted};
 use crate::share::{Counts, Place};
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -135,6 +135,20 @@ pub struct HttpOptions {
     /// or OAuth, `/metrics` answers only its bearer (403 to everyone else, tenants included);
     /// without authentication (loopback), it is open unless this is given.
     pub metrics_token: Option<PathBuf>,
+    /// The store replicas share quotas, approval answers and tasks through (`--state`); none:
+    /// each process keeps its own.
+    #[cfg(feature = "state")]
+    pub state: Option<StateOptions>,
+}
+
+/// Where the shared store is (`toolcell serve --http --state URL`).
+#[cfg(feature = "state")]
+#[derive(Debug, Clone)]
+pub struct StateOptions {
+    /// `redis://` or `rediss://` (a database and a password may be in it).
+    pub url: String,
+    /// A file holding the store's password (trailing whitespace dropped), read at start.
+    pub password_file: Option<PathBuf>,
 }
 
 /// Whether serving at `addr` is allowed: an address other than loopback needs authentication
@@ -338,6 +352,8 @@ struct Front {
     per_client_calls: Counts<String>,
     /// How many calls one client may have in flight: its share of the runtime's slots.
     call_share: usize,
+    /// Where quotas are kept: here, or in the store replicas share.
+    ledger: Ledger,
     draining: AtomicBool,
     /// The allowed `Host` and `Origin` values, checked before anything else.
     guard: Guard,
@@ -562,7 +578,13 @@ async fn dispatch(
                         header::CONTENT_TYPE,
                         "application/openmetrics-text; version=1.0.0; charset=utf-8",
                     )],
-                    &front.metrics.render(&front.runtime, &front.tenant_quotas()),
+                    &front.metrics.render(
+                        &front.runtime,
+                        &front
+                            .ledger
+                            .usage(&front.tenant_quotas(), SystemTime::now())
+                            .await,
+                    ),
                 );
                 return (metrics, true);
             }
@@ -731,9 +753,13 @@ async fn serve_mcp(
     // Quotas last: a request refused for another reason takes nothing from them.
     let quotas = caller.quotas();
     let admission = if !quotas.is_empty() && is_call {
-        match crate::quota::admit(&quotas, 1, Instant::now(), SystemTime::now()) {
+        match front
+            .ledger
+            .admit(&quotas, Instant::now(), SystemTime::now())
+            .await
+        {
             Ok(admission) => Some(admission),
-            Err(refused) => {
+            Err(NotAdmitted::Refused(refused)) => {
                 front.metrics.quota_refused(&refused);
                 return respond(
                     StatusCode::TOO_MANY_REQUESTS,
@@ -742,6 +768,17 @@ async fn serve_mcp(
                         (header::CONTENT_TYPE, "application/json"),
                     ],
                     &refused.body(reading.as_ref().and_then(Reading::id)),
+                );
+            }
+            Err(NotAdmitted::Unavailable(unavailable)) => {
+                front.metrics.refused(Refusal::StateUnavailable);
+                return respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &[
+                        (header::RETRY_AFTER, "1"),
+                        (header::CONTENT_TYPE, "application/json"),
+                    ],
+                    &unavailable_body(&unavailable, reading.as_ref().and_then(Reading::id)),
                 );
             }
         }
@@ -797,6 +834,35 @@ async fn serve_mcp(
 pub(crate) struct CallHold {
     pub(crate) admission: Option<Admission>,
     _share: Place<String>,
+}
+
+/// The JSON-RPC error refusing the request `id` (echoed if short) because the shared store
+/// could not be reached: code [`STATE_UNAVAILABLE`](crate::approval::STATE_UNAVAILABLE), the
+/// store named, at most [`crate::quota::MAX_REFUSAL_BYTES`] long.
+fn unavailable_body(
+    unavailable: &crate::state::Unavailable,
+    id: Option<&serde_json::Value>,
+) -> String {
+    let id = match id {
+        Some(serde_json::Value::Number(number)) => serde_json::Value::Number(number.clone()),
+        Some(serde_json::Value::String(text))
+            if text.chars().count() <= crate::quota::MAX_ECHOED_ID_CHARS =>
+        {
+            serde_json::Value::String(text.clone())
+        }
+        _ => serde_json::Value::Null,
+    };
+    let message: String = unavailable
+        .to_string()
+        .chars()
+        .take(crate::quota::MAX_REFUSAL_BYTES / 2)
+        .collect();
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": crate::approval::STATE_UNAVAILABLE, "message": message },
+    })
+    .to_string()
 }
 
 /// Hand a request, with `body` (what the front read, written out again), to rmcp.
@@ -858,6 +924,30 @@ async fn serve_http_on(
     metrics_token: Option<MetricsToken>,
     options: HttpOptions,
 ) -> anyhow::Result<()> {
+    // With a shared store: quotas, approvals and tasks kept there; this replica's heartbeat,
+    // leases and tasks looked after while it serves.
+    #[cfg(feature = "state")]
+    let store = match &options.state {
+        Some(state) => {
+            let store = crate::state::Store::open(&state.url, state.password_file.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            store.ping().await;
+            eprintln!(
+                "toolcell: quotas, approval answers and tasks are shared through the store at {} \
+                 (this replica: {})",
+                store.shown(),
+                store.replica()
+            );
+            Some(store)
+        }
+        None => None,
+    };
+    #[cfg(feature = "state")]
+    let metrics = Arc::new(match &store {
+        Some(store) => Metrics::sharing(Arc::clone(store)),
+        None => Metrics::default(),
+    });
+    #[cfg(not(feature = "state"))]
     let metrics = Arc::new(Metrics::default());
     let running = Arc::new(Running::default());
     let sessions_end = CancellationToken::new();
@@ -893,6 +983,23 @@ async fn serve_http_on(
         .with_cancellation_token(sessions_end.clone());
     let server =
         McpServer::new(Arc::clone(&runtime)).for_http(Arc::clone(&metrics), Arc::clone(&running));
+    #[cfg(feature = "state")]
+    let (server, ledger) = match store {
+        Some(store) => {
+            let leases = Arc::new(crate::quota::Leases::default());
+            let server = server.with_store(Arc::clone(&store));
+            tokio::spawn(
+                Arc::clone(&store)
+                    .keep_alive(Arc::clone(&leases), sessions_end.clone().cancelled_owned()),
+            );
+            tokio::spawn(Arc::clone(server.tasks()).watch(sessions_end.clone().cancelled_owned()));
+            (server, Ledger::Shared(store, leases))
+        }
+        None => (server, Ledger::Local),
+    };
+    #[cfg(not(feature = "state"))]
+    let ledger = Ledger::Local;
+
     // Tools added, changed or removed while serving are served from the next request on. With
     // no sessions there is no stream to announce it on: clients list the tools again.
     tokio::spawn({
@@ -921,6 +1028,7 @@ async fn serve_http_on(
         per_client: Counts::default(),
         per_client_calls: Counts::default(),
         call_share: crate::share::calls_per_client(front_slots),
+        ledger,
         draining: AtomicBool::new(false),
         guard,
         metrics_token,

@@ -35,8 +35,24 @@ pub mod metrics;
 pub mod oauth;
 #[cfg(feature = "http")]
 pub mod quota;
+pub mod seal;
 #[cfg(feature = "http")]
 pub mod share;
+#[cfg(feature = "state")]
+pub mod state;
+/// Without the `state` feature there is no shared store: what would need one never does.
+#[cfg(not(feature = "state"))]
+pub mod state {
+    /// The shared store could not be reached (never, without one).
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[error("the shared store at {store} is unreachable ({why})")]
+    pub struct Unavailable {
+        /// The store.
+        pub store: String,
+        /// What failed.
+        pub why: String,
+    }
+}
 pub mod tasks;
 pub mod trace;
 mod transport;
@@ -79,8 +95,8 @@ pub struct McpServer {
     runtime: Arc<Runtime>,
     /// The tool list as served now: made again when the runtime's tools change.
     tools: Arc<std::sync::RwLock<Arc<Vec<Tool>>>>,
-    /// The questions asked of stateless-era clients, waiting for their answers.
-    pending: Arc<approval::PendingApprovals>,
+    /// The questions asked of stateless-era clients: sealed into tokens, spent when answered.
+    approvals: Arc<approval::Approvals>,
     /// The calls that became tasks.
     tasks: Arc<tasks::Tasks>,
     /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
@@ -96,11 +112,26 @@ impl McpServer {
         McpServer {
             runtime,
             tools: Arc::new(std::sync::RwLock::new(tools)),
-            pending: Arc::default(),
+            approvals: Arc::new(approval::Approvals::local()),
             tasks: Arc::default(),
             #[cfg(feature = "http")]
             http: None,
         }
+    }
+
+    /// This server, its approvals and tasks kept in the shared `store`, so that every replica
+    /// using it opens every replica's approval tokens and answers for every replica's tasks.
+    #[cfg(feature = "state")]
+    pub fn with_store(mut self, store: Arc<state::Store>) -> Self {
+        self.approvals = Arc::new(approval::Approvals::shared(Arc::clone(&store)));
+        self.tasks = Arc::new(tasks::Tasks::shared(store));
+        self
+    }
+
+    /// This server's tasks (for what watches them).
+    #[cfg(feature = "state")]
+    pub(crate) fn tasks(&self) -> &Arc<tasks::Tasks> {
+        &self.tasks
     }
 
     /// This server, counting its calls in `metrics` and noting them in `running`.
@@ -207,9 +238,12 @@ impl McpServer {
 
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
-    /// call, also the approver that notes the question to send back; in a session, the client
-    /// is asked through `peer` (rmcp's handler has one; the HTTP fast path has none).
-    fn approver_for(
+    /// call, also the approver that notes the question to send back, with the answers the
+    /// call carries (its `requestState`, opened and spent: it is refused when the shared store
+    /// that counts answers once cannot be reached); in a session, the client is asked through
+    /// `peer` (rmcp's handler has one; the HTTP fast path has none).
+    #[allow(clippy::too_many_arguments)]
+    async fn approver_for(
         &self,
         base: &CallContext,
         capabilities: Option<&rmcp::model::ClientCapabilities>,
@@ -217,32 +251,40 @@ impl McpServer {
         peer: Option<&Peer<RoleServer>>,
         owner: &str,
         request: &CallToolRequestParams,
-    ) -> (CallContext, Option<Arc<approval::RoundApprover>>) {
+        arguments: &str,
+    ) -> Result<(CallContext, Option<Arc<approval::RoundApprover>>), McpError> {
         let base = base.clone();
         if !approval::can_elicit(capabilities) {
-            return (base, None);
+            return Ok((base, None));
         }
         if stateless {
-            let round = approval::RoundApprover::new(self.pending.answers(
-                owner,
-                request.request_state.as_deref(),
-                request.input_responses.as_ref(),
-            ));
+            let answered = self
+                .approvals
+                .answers(
+                    owner,
+                    &request.name,
+                    arguments,
+                    request.request_state.as_deref(),
+                    request.input_responses.as_ref(),
+                )
+                .await
+                .map_err(|unavailable| approval::unavailable(&unavailable))?;
+            let round = approval::RoundApprover::new(answered);
             let with =
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
-            return (with, Some(round));
+            return Ok((with, Some(round)));
         }
         // The initialize era over HTTP has no session here, so no way to ask the client.
         #[cfg(feature = "http")]
         if self.http.is_some() {
-            return (base, None);
+            return Ok((base, None));
         }
         // Only rmcp's handler has a peer (the fast path takes no initialize-era request).
         let Some(peer) = peer else {
-            return (base, None);
+            return Ok((base, None));
         };
         let asker = approval::SessionApprover::new(peer.clone());
-        (base.with_approver(Arc::new(asker)), None)
+        Ok((base.with_approver(Arc::new(asker)), None))
     }
 }
 
@@ -385,7 +427,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.tasks.get(owner(&context), &request.task_id)
+        self.tasks.get(owner(&context), &request.task_id).await
     }
 
     async fn cancel_task(
@@ -393,7 +435,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(owner(&context), &request.task_id)
+        self.tasks.cancel(owner(&context), &request.task_id).await
     }
 }
 
@@ -453,14 +495,20 @@ impl McpServer {
         let call_context = self.runtime.default_context();
         // Who asked: an answer to an approval, and a task, are this client's only.
         let owner = owner_of(extensions);
-        let (call_context, round) = self.approver_for(
-            call_context,
-            capabilities.as_ref(),
-            stateless,
-            peer,
-            owner,
-            &request,
-        );
+        let (call_context, round) = self
+            .approver_for(
+                call_context,
+                capabilities.as_ref(),
+                stateless,
+                peer,
+                owner,
+                &request,
+                &arguments,
+            )
+            .await?;
+        // What a question asked later is sealed with: the arguments, kept only where one can
+        // be asked.
+        let asked_arguments = round.as_ref().map(|_| arguments.to_string());
         #[cfg(feature = "http")]
         let started = std::time::Instant::now();
         // What the call holds from the front (its place in its client's share, its places under
@@ -544,27 +592,32 @@ impl McpServer {
                 let mut parked = Some((call, stop, (_running, hold.clone())));
                 #[cfg(not(feature = "http"))]
                 let mut parked = Some((call, stop, ()));
-                let task = self.tasks.try_spawn(owner, |cancelled| {
-                    let Some((mut call, stop, running)) = parked.take() else {
-                        return Box::pin(async { Err(rmcp::task_manager::TaskExit::Cancelled) });
-                    };
-                    Box::pin(async move {
-                        let _running = running;
-                        let report = tokio::select! {
-                            report = &mut call => report,
-                            () = cancelled => {
-                                stop.stop();
-                                call.await
-                            }
+                let task = self
+                    .tasks
+                    .try_spawn(owner, |cancelled| {
+                        let Some((mut call, stop, running)) = parked.take() else {
+                            return Box::pin(async {
+                                Err(rmcp::task_manager::TaskExit::Cancelled)
+                            });
                         };
-                        #[cfg(feature = "http")]
-                        server.count(&report, started, _running.1.as_deref());
-                        if matches!(report.response, ToolResponse::Cancelled) {
-                            return Err(rmcp::task_manager::TaskExit::Cancelled);
-                        }
-                        Ok(server.result(report))
+                        Box::pin(async move {
+                            let _running = running;
+                            let report = tokio::select! {
+                                report = &mut call => report,
+                                () = cancelled => {
+                                    stop.stop();
+                                    call.await
+                                }
+                            };
+                            #[cfg(feature = "http")]
+                            server.count(&report, started, _running.1.as_deref());
+                            if matches!(report.response, ToolResponse::Cancelled) {
+                                return Err(rmcp::task_manager::TaskExit::Cancelled);
+                            }
+                            Ok(server.result(report))
+                        })
                     })
-                });
+                    .await;
                 if let Some(task) = task {
                     return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                         task,
@@ -595,9 +648,17 @@ impl McpServer {
                 reason: DenyReason::Unanswered { .. },
             } = &report.response
             && let Some((answered, asked)) = round.take_question()
-            && let Some(input) = self.pending.ask(owner, answered, asked)
         {
-            return Ok(input.into());
+            let arguments = asked_arguments.as_deref().unwrap_or("{}");
+            match self
+                .approvals
+                .ask(owner, name, arguments, answered, asked)
+                .await
+            {
+                Ok(Some(input)) => return Ok(input.into()),
+                Ok(None) => {}
+                Err(unavailable) => return Err(approval::unavailable(&unavailable)),
+            }
         }
         Ok(self.result(report).into())
     }

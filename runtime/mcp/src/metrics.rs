@@ -5,13 +5,14 @@
 //! | `toolcell_calls_total` | counter | `tool`, `outcome` (`result`, `failed`, `denied`, `timed_out`, `cancelled`) |
 //! | `toolcell_call_duration_seconds` | histogram | `tool` |
 //! | `toolcell_denials_total` | counter | `tool` |
-//! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`, `foreign_request`, `unreadable`) |
+//! | `toolcell_http_refusals_total` | counter | `reason` (`unauthenticated`, `too_many_requests`, `body_too_large`, `foreign_request`, `unreadable`, `state_unavailable`: a call that needed the shared store when it could not be reached) |
 //! | `toolcell_slots_in_use` | gauge | |
 //! | `toolcell_http_fast_path_total` | counter | (none: `tools/call` requests the HTTP fast path answered, not rmcp) |
 //! | `toolcell_quota_refusals_total` | counter | `tenant`, `quota` (`rate`, `in_flight`, `daily_ms`, `daily_fuel`), `scope` (`tenant`, `token`) |
 //! | `toolcell_quota_in_flight` | gauge | `tenant` (tenants with a quota) |
 //! | `toolcell_quota_used_ms_today` | gauge | `tenant`: running time charged this UTC day |
 //! | `toolcell_quota_used_fuel_today` | gauge | `tenant`: fuel charged this UTC day |
+//! | `toolcell_state_up` | gauge | (with `--state`: 1 while the shared store answers, 0 while it cannot be reached) |
 //!
 //! A `tool` label is a registered tool's name, `find_tool`, or `unknown`: a caller cannot make
 //! up label values, so the number of series is bounded by the registry. A `tenant` label is a
@@ -70,6 +71,9 @@ pub enum Refusal {
     ForeignRequest,
     /// The body was not one MCP message (not JSON, a batch, `params` not an object).
     Unreadable,
+    /// A call needed the shared store (`--state`: a quota, an approval answer), which could
+    /// not be reached.
+    StateUnavailable,
 }
 
 /// The server's metrics.
@@ -85,6 +89,11 @@ pub struct Metrics {
     quota_in_flight: Family<TenantLabel, Gauge>,
     quota_used_ms: Family<TenantLabel, Gauge>,
     quota_used_fuel: Family<TenantLabel, Gauge>,
+    /// With a shared store: whether it answers, and the store, to ask.
+    #[cfg(feature = "state")]
+    state_up: Gauge,
+    #[cfg(feature = "state")]
+    state: Option<Arc<crate::state::Store>>,
 }
 
 /// The histogram's buckets: 50 µs (a Rust tool's fresh instance) to about 13 s (past the
@@ -158,6 +167,10 @@ impl Default for Metrics {
             slots.clone(),
         );
         Metrics {
+            #[cfg(feature = "state")]
+            state_up: Gauge::default(),
+            #[cfg(feature = "state")]
+            state: None,
             registry,
             calls,
             durations,
@@ -174,6 +187,19 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The metrics of a replica sharing `store` with others: with `toolcell_state_up`.
+    #[cfg(feature = "state")]
+    pub fn sharing(store: Arc<crate::state::Store>) -> Metrics {
+        let mut metrics = Metrics::default();
+        metrics.registry.register(
+            "toolcell_state_up",
+            "Whether the shared store (--state) answered the last operation",
+            metrics.state_up.clone(),
+        );
+        metrics.state = Some(store);
+        metrics
+    }
+
     /// Count one answered call to `tool` (as the model named it) that took `took`.
     pub fn call(&self, runtime: &Runtime, tool: &str, response: &ToolResponse, took: Duration) {
         let tool =
@@ -215,6 +241,7 @@ impl Metrics {
             Refusal::BodyTooLarge => "body_too_large",
             Refusal::ForeignRequest => "foreign_request",
             Refusal::Unreadable => "unreadable",
+            Refusal::StateUnavailable => "state_unavailable",
         };
         self.refusals.get_or_create(&ReasonLabel { reason }).inc();
     }
@@ -230,18 +257,22 @@ impl Metrics {
             .inc();
     }
 
-    /// The metrics in Prometheus's text format, with the slots in use and the use of each of
-    /// `quotas` (the tenants' of the file in use) read now.
-    pub fn render(&self, runtime: &Runtime, quotas: &[Arc<Limiter>]) -> String {
+    /// The metrics in Prometheus's text format, with the slots in use and `usage`: each of the
+    /// tenants' quotas of the file in use, with its calls in flight and the day's use, as its
+    /// ledger keeps them ([`crate::quota::Ledger::usage`]).
+    pub fn render(&self, runtime: &Runtime, usage: &[(Arc<Limiter>, (u32, u64, u64))]) -> String {
         self.slots
             .set(i64::try_from(runtime.calls_in_flight()).unwrap_or(i64::MAX));
         // A tenant no longer in the file leaves no gauge behind.
         self.quota_in_flight.clear();
         self.quota_used_ms.clear();
         self.quota_used_fuel.clear();
-        let wall = std::time::SystemTime::now();
-        for quota in quotas {
-            let (in_flight, used_ms, used_fuel) = quota.usage(wall);
+        #[cfg(feature = "state")]
+        if let Some(store) = &self.state {
+            self.state_up.set(i64::from(store.is_up()));
+        }
+        for (quota, (in_flight, used_ms, used_fuel)) in usage {
+            let (in_flight, used_ms, used_fuel) = (*in_flight, *used_ms, *used_fuel);
             let label = TenantLabel {
                 tenant: quota.tenant().to_owned(),
             };

@@ -302,6 +302,8 @@ pub struct Limiter {
     scope: Scope,
     quota: Quota,
     state: Arc<Mutex<State>>,
+    /// What names its state in a shared store: `tenant:NAME` or `token:SHA256`.
+    holder: String,
 }
 
 impl Limiter {
@@ -370,11 +372,24 @@ impl Limiter {
         let state =
             state.unwrap_or_else(|| Arc::new(Mutex::new(State::new(burst, now, utc_day(wall).0))));
         Limiter {
+            holder: format!("{}:{tenant}", scope.name()),
             tenant: tenant.to_owned(),
             scope,
             quota,
             state,
         }
+    }
+
+    /// This limiter, its state in a shared store named `holder` (`tenant:NAME`,
+    /// `token:SHA256`): what every replica reading the same file names it.
+    pub fn holding(mut self, holder: &str) -> Limiter {
+        holder.clone_into(&mut self.holder);
+        self
+    }
+
+    /// What names its state in a shared store.
+    pub fn holder(&self) -> &str {
+        &self.holder
     }
 
     /// Its state, kept (weakly) when a reload drops this quota, so that a reload restoring it
@@ -479,7 +494,7 @@ pub fn admit(
         state.in_flight = state.in_flight.saturating_add(calls);
     }
     drop(states);
-    Ok(Admission(Arc::new(Held {
+    Ok(Admission(Arc::new(Held::Local {
         states: limiters
             .iter()
             .map(|limiter| Arc::clone(&limiter.state))
@@ -508,32 +523,366 @@ impl Retired {
 pub struct Admission(Arc<Held>);
 
 #[derive(Debug)]
-struct Held {
-    states: Vec<Arc<Mutex<State>>>,
-    calls: u32,
+enum Held {
+    /// Places in this process's state.
+    Local {
+        states: Vec<Arc<Mutex<State>>>,
+        calls: u32,
+    },
+    /// A lease in the shared store, given back (and charged) when dropped.
+    #[cfg(feature = "state")]
+    Shared(shared::Lease),
 }
 
 impl Admission {
     /// Charge a call that ended, having run for `elapsed` and burnt `fuel` (if metered), to
     /// the day it ended in.
     pub fn charge(&self, elapsed: Duration, fuel: Option<u64>, wall: SystemTime) {
-        let day = utc_day(wall).0;
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        for state in &self.0.states {
-            let mut state = lock(state);
-            state.roll(day);
-            state.used_micros = state.used_micros.saturating_add(micros);
-            state.used_fuel = state.used_fuel.saturating_add(fuel.unwrap_or(0));
+        match &*self.0 {
+            Held::Local { states, .. } => {
+                let day = utc_day(wall).0;
+                for state in states {
+                    let mut state = lock(state);
+                    state.roll(day);
+                    state.used_micros = state.used_micros.saturating_add(micros);
+                    state.used_fuel = state.used_fuel.saturating_add(fuel.unwrap_or(0));
+                }
+            }
+            #[cfg(feature = "state")]
+            Held::Shared(lease) => lease.charge(micros, fuel.unwrap_or(0)),
         }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        for state in &self.states {
-            let mut state = lock(state);
-            state.in_flight = state.in_flight.saturating_sub(self.calls);
+        if let Held::Local { states, calls } = self {
+            for state in states.iter() {
+                let mut state = lock(state);
+                state.in_flight = state.in_flight.saturating_sub(*calls);
+            }
         }
+    }
+}
+
+/// Where quotas keep what their holders used: in this process (the default), or in the store
+/// replicas share (`--state`), so that a quota holds once across them.
+#[derive(Clone, Default)]
+pub enum Ledger {
+    /// In this process.
+    #[default]
+    Local,
+    /// In the shared store, with the leases this replica holds there.
+    #[cfg(feature = "state")]
+    Shared(Arc<crate::state::Store>, Arc<Leases>),
+}
+
+/// Why a call was not admitted: a quota refused it, or the shared store could not be reached
+/// to ask.
+#[derive(Debug, Clone)]
+pub enum NotAdmitted {
+    /// A quota is spent.
+    Refused(Refused),
+    /// The shared store could not be reached: nothing it guarantees is given up.
+    Unavailable(crate::state::Unavailable),
+}
+
+impl Ledger {
+    /// Admit one call under every one of `limiters` (a tenant's, then its token's), or say
+    /// why not. Nothing is taken from any limiter unless all admit.
+    pub async fn admit(
+        &self,
+        limiters: &[&Arc<Limiter>],
+        now: Instant,
+        wall: SystemTime,
+    ) -> Result<Admission, NotAdmitted> {
+        match self {
+            Ledger::Local => admit(limiters, 1, now, wall).map_err(NotAdmitted::Refused),
+            #[cfg(feature = "state")]
+            Ledger::Shared(store, leases) => shared::admit(store, leases, limiters).await,
+        }
+    }
+
+    /// Each of `limiters`' calls in flight, and the running time (ms) and fuel used today, as
+    /// the ledger keeps them (read from the store where it is shared; a holder whose store
+    /// cannot be read is left out).
+    pub async fn usage(
+        &self,
+        limiters: &[Arc<Limiter>],
+        wall: SystemTime,
+    ) -> Vec<(Arc<Limiter>, (u32, u64, u64))> {
+        match self {
+            Ledger::Local => limiters
+                .iter()
+                .map(|limiter| (Arc::clone(limiter), limiter.usage(wall)))
+                .collect(),
+            #[cfg(feature = "state")]
+            Ledger::Shared(store, _) => shared::usage(store, limiters).await,
+        }
+    }
+}
+
+/// The leases this replica holds in the shared store, renewed together.
+#[cfg(feature = "state")]
+#[derive(Debug, Default)]
+pub struct Leases {
+    /// Each lease's member, and the lease sets it is in.
+    held: Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+#[cfg(not(feature = "state"))]
+/// The leases this replica holds in a shared store (none without the `state` feature).
+#[derive(Debug, Default)]
+pub struct Leases;
+
+#[cfg(feature = "state")]
+mod shared {
+    //! Quotas kept in the shared store (`state/scripts.rs`): one script call admits a call
+    //! under all its quotas; its places are leases this replica renews while the call runs,
+    //! given back with the call's charge when it ends.
+
+    use super::{Admission, Held, Kind, Leases, Limiter, NotAdmitted, Refused, lock};
+    use crate::state::scripts::{ADMIT, RELEASE, RENEW, USAGE};
+    use crate::state::{LEASE_TTL, Store, Unavailable};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A call's places in the store: its lease's member and the keys of its quotas.
+    #[derive(Debug)]
+    pub(super) struct Lease {
+        store: Arc<Store>,
+        leases: Arc<Leases>,
+        member: String,
+        keys: Vec<String>,
+        /// What the call used (microseconds, fuel), charged when the lease is given back.
+        used: Mutex<(u64, u64)>,
+    }
+
+    impl Lease {
+        pub(super) fn charge(&self, micros: u64, fuel: u64) {
+            let mut used = self
+                .used
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            used.0 = used.0.saturating_add(micros);
+            used.1 = used.1.saturating_add(fuel);
+        }
+    }
+
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.leases
+                .held
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .remove(&self.member);
+            let (micros, fuel) = *self
+                .used
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            let (store, member, keys) = (
+                Arc::clone(&self.store),
+                std::mem::take(&mut self.member),
+                std::mem::take(&mut self.keys),
+            );
+            // Given back off the call's path. Without a runtime (the process is ending) the
+            // lease expires by itself, within LEASE_TTL.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = store
+                        .run(|mut connection| async move {
+                            let mut invocation = RELEASE.prepare_invoke();
+                            for key in &keys {
+                                invocation.key(key);
+                            }
+                            invocation
+                                .arg(&member)
+                                .arg(micros)
+                                .arg(fuel)
+                                .invoke_async::<i64>(&mut connection)
+                                .await
+                        })
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// A lease's member: this replica, and a number it has not used before.
+    fn member(store: &Store) -> String {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        format!(
+            "{}:{}",
+            store.replica(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// The store's keys of `limiter`: its hash and its lease set.
+    fn keys(limiter: &Limiter) -> [String; 2] {
+        [
+            Store::key(&format!("quota:{}", limiter.holder())),
+            Store::key(&format!("lease:{}", limiter.holder())),
+        ]
+    }
+
+    pub(super) async fn admit(
+        store: &Arc<Store>,
+        leases: &Arc<Leases>,
+        limiters: &[&Arc<Limiter>],
+    ) -> Result<Admission, NotAdmitted> {
+        let member = member(store);
+        let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
+        let keys: Vec<String> = limiters.iter().flat_map(|limiter| keys(limiter)).collect();
+        let arguments: Vec<String> = limiters
+            .iter()
+            .flat_map(|limiter| {
+                let quota = limiter.quota();
+                let (rate, burst) = quota
+                    .rate
+                    .map_or((0.0, 0), |rate| (rate.per_second, rate.burst));
+                [
+                    rate.to_string(),
+                    burst.to_string(),
+                    quota.in_flight.unwrap_or(0).to_string(),
+                    quota
+                        .daily_ms
+                        .map_or(0, |ms| ms.saturating_mul(1000))
+                        .to_string(),
+                    quota.daily_fuel.unwrap_or(0).to_string(),
+                ]
+            })
+            .collect();
+        // Registered before the script runs: a renewal racing the admission keeps it too.
+        leases
+            .held
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(
+                member.clone(),
+                keys.iter().skip(1).step_by(2).cloned().collect(),
+            );
+        let lease = Lease {
+            store: Arc::clone(store),
+            leases: Arc::clone(leases),
+            member: member.clone(),
+            keys: keys.clone(),
+            used: Mutex::new((0, 0)),
+        };
+        let count = limiters.len();
+        let answer: Vec<redis::Value> = store
+            .run(|mut connection| async move {
+                let mut invocation = ADMIT.prepare_invoke();
+                for key in &keys {
+                    invocation.key(key);
+                }
+                invocation.arg(count).arg(&member).arg(ttl);
+                for argument in &arguments {
+                    invocation.arg(argument);
+                }
+                invocation.invoke_async(&mut connection).await
+            })
+            .await
+            .map_err(NotAdmitted::Unavailable)?;
+        let refused = match answer.as_slice() {
+            [redis::Value::Int(0)] => None,
+            [index, kind, retry_after] => Some((
+                redis::from_redis_value::<usize>(index.clone()).unwrap_or(1),
+                redis::from_redis_value::<String>(kind.clone()).unwrap_or_default(),
+                redis::from_redis_value::<u64>(retry_after.clone()).unwrap_or(1),
+            )),
+            other => {
+                return Err(NotAdmitted::Unavailable(Unavailable {
+                    store: store.shown().to_owned(),
+                    why: format!("an answer the admission script does not give: {other:?}"),
+                }));
+            }
+        };
+        let Some((index, kind, retry_after)) = refused else {
+            return Ok(Admission(Arc::new(Held::Shared(lease))));
+        };
+        // Refused: nothing was taken; the lease was never added.
+        let limiter = limiters
+            .get(index.saturating_sub(1))
+            .copied()
+            .or_else(|| limiters.first().copied());
+        let Some(limiter) = limiter else {
+            return Err(NotAdmitted::Unavailable(Unavailable {
+                store: store.shown().to_owned(),
+                why: "a refusal naming no quota".to_owned(),
+            }));
+        };
+        let kind = match kind.as_str() {
+            "rate" => Kind::Rate,
+            "in_flight" => Kind::InFlight,
+            "daily_ms" => Kind::DailyMs,
+            _ => Kind::DailyFuel,
+        };
+        Err(NotAdmitted::Refused(Refused {
+            kind,
+            scope: limiter.scope(),
+            tenant: limiter.tenant().to_owned(),
+            retry_after: retry_after.max(1),
+            quota: limiter.quota().clone(),
+        }))
+    }
+
+    impl Leases {
+        /// Renew every lease this replica holds, in one script call.
+        pub(crate) async fn renew(&self, store: &Store) -> Result<(), Unavailable> {
+            let pairs: Vec<(String, String)> = self
+                .held
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .iter()
+                .flat_map(|(member, keys)| {
+                    keys.iter().map(move |key| (key.clone(), member.clone()))
+                })
+                .collect();
+            if pairs.is_empty() {
+                return Ok(());
+            }
+            let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
+            store
+                .run(|mut connection| async move {
+                    let mut invocation = RENEW.prepare_invoke();
+                    for (key, _) in &pairs {
+                        invocation.key(key);
+                    }
+                    invocation.arg(ttl);
+                    for (_, member) in &pairs {
+                        invocation.arg(member);
+                    }
+                    invocation.invoke_async::<i64>(&mut connection).await
+                })
+                .await
+                .map(drop)
+        }
+    }
+
+    pub(super) async fn usage(
+        store: &Arc<Store>,
+        limiters: &[Arc<Limiter>],
+    ) -> Vec<(Arc<Limiter>, (u32, u64, u64))> {
+        let mut usage = Vec::new();
+        for limiter in limiters {
+            let [hash, leases] = keys(limiter);
+            let read: Result<(u32, u64, u64), Unavailable> = store
+                .run(|mut connection| async move {
+                    USAGE
+                        .key(&hash)
+                        .key(&leases)
+                        .invoke_async(&mut connection)
+                        .await
+                })
+                .await;
+            if let Ok((in_flight, micros, fuel)) = read {
+                usage.push((Arc::clone(limiter), (in_flight, micros / 1000, fuel)));
+            }
+        }
+        let _ = lock;
+        usage
     }
 }
 

@@ -6,9 +6,8 @@
 //!   sends none (most calls end in well under a millisecond). What a tool itself could report
 //!   is not forwarded: the WIT contract gives a tool no way to report progress (its imports are
 //!   WASI only, and a host import would be authority the gate would have to decide), so the
-//!   host reports what it knows. Over HTTP the server answers with one JSON body, not a
-//!   stream, so there is nowhere to send a notification: progress is a stdio feature, and an
-//!   HTTP client uses a task for a long call.
+//!   host reports what it knows. Over HTTP, a request with a progress token is answered as an
+//!   event stream (rmcp's), which carries the notifications before the answer.
 //! - **Tasks.** A client that declares the tasks extension gets a task for a call still
 //!   running after [`TASK_AFTER`]: the `tools/call` is answered at once with the task, and the
 //!   call goes on under its own deadline. `tasks/get` reports it (`working`, then `completed`
@@ -17,18 +16,29 @@
 //!   client's only (over HTTP, the token's tenant): another client's `tasks/get` or
 //!   `tasks/cancel` is told it does not exist. At most [`MAX_TASKS_PER_CLIENT`] of one client's
 //!   tasks are kept (running, or finished within [`TASK_TTL`]); a call past that bound is
-//!   answered directly, as if the client had not asked for tasks. Tasks live in the process that made them: behind a load balancer, poll
-//!   the replica that answered (or pin a client to one).
+//!   answered directly, as if the client had not asked for tasks.
+//! - **Across replicas** (`--state`, [`crate::state`]): a task's record lives in the shared
+//!   store, so `tasks/get` and `tasks/cancel` through any replica answer; a cancellation that
+//!   reaches another replica is picked up by the one running the task within
+//!   [`CANCEL_POLL_EVERY`](crate::state::CANCEL_POLL_EVERY); a task whose replica stops
+//!   (no heartbeat for [`HEARTBEAT_TTL`](crate::state::HEARTBEAT_TTL)) is answered `failed`.
+//!   While the store cannot be reached, calls are answered directly rather than made tasks,
+//!   `tasks/get` and `tasks/cancel` are refused (naming the store), and a task that ends meanwhile
+//!   keeps its end in its replica (which answers `tasks/get` from it) until it is written.
 
-use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken, Task};
-use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use rmcp::model::{
+    CallToolResult, DetailedTask, JsonObject, ProgressNotificationParam, ProgressToken, Task,
+    TaskPayload, TaskStatus,
+};
+use rmcp::task_manager::TaskExit;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How long a call runs before its client, if it sent a progress token, hears about it: long
 /// enough that the quick calls (nearly all) send nothing, short enough that a person watching
@@ -110,165 +120,581 @@ impl Progress {
     }
 }
 
+/// How long a running task's record lives in a shared store if no replica ends it and no one
+/// asks after it: longer than any call runs (a replica that dies is noticed by its heartbeat
+/// when the task is asked after; this only bounds what the store keeps of tasks no one polls).
+pub const RUNNING_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// The message of a task whose replica stopped while it ran.
+pub const REPLICA_STOPPED: &str = "the replica running this task stopped before it ended";
+
 /// The operation a task runs: the call, to its answer.
 pub(crate) type Running = Pin<Box<dyn Future<Output = Result<CallToolResult, TaskExit>> + Send>>;
 
-/// The tasks of one server, each its client's.
-#[derive(Default)]
+/// A task's record: whose it is, where it stands, and its result once it has one.
+#[derive(Debug, Clone)]
+struct Record {
+    owner: String,
+    status: TaskStatus,
+    created: String,
+    updated: String,
+    /// How long it is kept from `updated` (ms).
+    ttl_ms: u64,
+    /// The result (a `CallToolResult`), once completed.
+    result: Option<JsonObject>,
+    message: Option<String>,
+    /// When a local record is forgotten (an ended task's, [`TASK_TTL`] after it ended).
+    forget_at: Option<Instant>,
+}
+
+impl Record {
+    fn detailed(&self, task_id: &str) -> DetailedTask {
+        let mut task = Task::new(task_id, self.status, &self.created, &self.updated)
+            .with_ttl_ms(self.ttl_ms)
+            .with_poll_interval_ms(millis(TASK_POLL_INTERVAL));
+        if let Some(message) = &self.message {
+            task = task.with_status_message(message.clone());
+        }
+        let payload = match self.status {
+            TaskStatus::Completed => TaskPayload::Completed {
+                result: self.result.clone().unwrap_or_default(),
+            },
+            TaskStatus::Failed => {
+                let mut error = JsonObject::new();
+                error.insert("code".to_owned(), serde_json::json!(-32603));
+                error.insert(
+                    "message".to_owned(),
+                    serde_json::json!(self.message.clone().unwrap_or_default()),
+                );
+                TaskPayload::Failed { error }
+            }
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            _ => TaskPayload::Working,
+        };
+        DetailedTask::new(task, payload)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Now, as tasks' timestamps are written (RFC 3339, UTC).
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Where task records are kept: in this process, or in the store replicas share.
+enum Board {
+    Local(Mutex<HashMap<String, Record>>),
+    #[cfg(feature = "state")]
+    Shared(Arc<crate::state::Store>),
+}
+
+/// A task that ran here and ended while the shared store could not be reached: its end is kept
+/// here, written when the store is back, and answered here meanwhile, so that no result that
+/// was reached is lost.
+#[cfg(feature = "state")]
+struct Unwritten {
+    record: Record,
+}
+
+/// The tasks of one server (or, with a shared store, of every replica), each its client's.
 pub struct Tasks {
-    manager: TaskManager,
-    /// Each task's client.
-    owners: Mutex<HashMap<String, String>>,
+    board: Board,
+    /// The tasks running in this process, by id: what stops each.
+    running: Mutex<HashMap<String, CancellationToken>>,
+    /// Ended here, not yet written to the shared store.
+    #[cfg(feature = "state")]
+    unwritten: Mutex<HashMap<String, Unwritten>>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks {
+            board: Board::Local(Mutex::default()),
+            running: Mutex::default(),
+            #[cfg(feature = "state")]
+            unwritten: Mutex::default(),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+fn unknown(task: &str) -> McpError {
+    McpError::invalid_params(format!("unknown task: {task}"), None)
 }
 
 impl Tasks {
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.owners
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+    /// Tasks kept in `store`, shared by every replica that uses it.
+    #[cfg(feature = "state")]
+    pub fn shared(store: Arc<crate::state::Store>) -> Tasks {
+        Tasks {
+            board: Board::Shared(store),
+            running: Mutex::default(),
+            unwritten: Mutex::default(),
+        }
     }
 
     /// Whether `owner` may have another task: fewer than [`MAX_TASKS_PER_CLIENT`] of its tasks
     /// are kept. A hint for whether to wait for [`TASK_AFTER`] at all; [`Tasks::try_spawn`]
-    /// decides.
+    /// decides. (With a shared store, only the store can tell: yes.)
     pub(crate) fn has_room(&self, owner: &str) -> bool {
-        let mut owners = self.owners();
-        self.count(&mut owners, owner) < MAX_TASKS_PER_CLIENT
-    }
-
-    /// How many tasks `owner` has kept, after forgetting those of its the manager dropped (past
-    /// their TTL). Only `owner`'s are looked up: at most [`MAX_TASKS_PER_CLIENT`] and those
-    /// that expired, whatever other clients hold.
-    fn count(&self, owners: &mut HashMap<String, String>, owner: &str) -> usize {
-        let mine: Vec<String> = owners
-            .iter()
-            .filter(|(_, client)| *client == owner)
-            .map(|(task, _)| task.clone())
-            .collect();
-        let mut kept = 0;
-        for task in mine {
-            if self.manager.get_task(&task).is_ok() {
-                kept += 1;
-            } else {
-                owners.remove(&task);
+        match &self.board {
+            Board::Local(records) => {
+                let mut records = lock(records);
+                forget_ended(&mut records);
+                records
+                    .values()
+                    .filter(|record| record.owner == owner)
+                    .count()
+                    < MAX_TASKS_PER_CLIENT
             }
+            #[cfg(feature = "state")]
+            Board::Shared(_) => true,
         }
-        kept
     }
 
     /// Run the operation `make` builds as a task of `owner`'s, if it has room for one (checked
-    /// and taken under one lock, so concurrent calls cannot overshoot the bound). The
-    /// operation gets a future that ends when the client cancels the task. Without room,
-    /// `make` is not called and `None` is returned: the caller keeps its call.
-    pub(crate) fn try_spawn(
-        &self,
+    /// and taken at once, so concurrent calls cannot overshoot the bound). The operation gets
+    /// a future that ends when the task is cancelled (from any replica). Without room, or with
+    /// a shared store out of reach, `make` is not called and `None` is returned: the caller
+    /// answers its call itself.
+    pub(crate) async fn try_spawn(
+        self: &Arc<Self>,
         owner: &str,
         make: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Running,
     ) -> Option<Task> {
-        let mut owners = self.owners();
-        if self.count(&mut owners, owner) >= MAX_TASKS_PER_CLIENT {
-            return None;
+        let id = crate::hex(&crate::random::<16>().ok()?);
+        let now = now_rfc3339();
+        let record = Record {
+            owner: owner.to_owned(),
+            status: TaskStatus::Working,
+            created: now.clone(),
+            updated: now,
+            ttl_ms: millis(TASK_TTL),
+            result: None,
+            message: None,
+            forget_at: None,
+        };
+        match &self.board {
+            Board::Local(records) => {
+                let mut records = lock(records);
+                forget_ended(&mut records);
+                if records
+                    .values()
+                    .filter(|record| record.owner == owner)
+                    .count()
+                    >= MAX_TASKS_PER_CLIENT
+                {
+                    return None;
+                }
+                records.insert(id.clone(), record.clone());
+            }
+            #[cfg(feature = "state")]
+            Board::Shared(store) => match shared::create(store, &id, &record).await {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(unavailable) => {
+                    tracing::warn!("{unavailable}: the call is answered without a task");
+                    return None;
+                }
+            },
         }
-        let options = TaskOptions::new()
-            .with_ttl_ms(u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX))
-            .with_poll_interval_ms(
-                u64::try_from(TASK_POLL_INTERVAL.as_millis()).unwrap_or(u64::MAX),
-            );
-        let task = self.manager.spawn(options, |context| {
-            let cancelled = Box::pin(async move { context.cancelled().await });
-            make(cancelled)
+        let cancel = CancellationToken::new();
+        lock(&self.running).insert(id.clone(), cancel.clone());
+        let cancelled = Box::pin(cancel.cancelled_owned());
+        let operation = make(cancelled);
+        let tasks = Arc::clone(self);
+        let task_id = id.clone();
+        tokio::spawn(async move {
+            let ended = operation.await;
+            lock(&tasks.running).remove(&task_id);
+            let (status, result, message) = match ended {
+                Ok(result) => (
+                    TaskStatus::Completed,
+                    serde_json::to_value(&result)
+                        .ok()
+                        .and_then(|value| value.as_object().cloned()),
+                    None,
+                ),
+                Err(TaskExit::Cancelled) => (TaskStatus::Cancelled, None, None),
+                Err(TaskExit::Error(error)) => {
+                    (TaskStatus::Failed, None, Some(error.message.to_string()))
+                }
+            };
+            tasks.finish(&task_id, status, result, message).await;
         });
-        owners.insert(task.task_id.clone(), owner.to_owned());
-        Some(task)
+        Some(record.detailed(&id).task)
     }
 
-    /// Whether `task` is `owner`'s; another client's task does not exist for it.
-    fn check(&self, owner: &str, task: &str) -> Result<(), McpError> {
-        match self.owners().get(task) {
-            Some(client) if client == owner => Ok(()),
-            _ => Err(McpError::invalid_params(
-                format!("unknown task: {task}"),
-                None,
-            )),
+    /// Record that the task `id` ended: with a shared store, written there (kept here, and
+    /// written later, while the store cannot be reached).
+    async fn finish(
+        &self,
+        id: &str,
+        status: TaskStatus,
+        result: Option<JsonObject>,
+        message: Option<String>,
+    ) {
+        let now = now_rfc3339();
+        match &self.board {
+            Board::Local(records) => {
+                if let Some(record) = lock(records).get_mut(id)
+                    && record.status == TaskStatus::Working
+                {
+                    record.status = status;
+                    record.result = result;
+                    record.message = message;
+                    record.updated = now;
+                    record.forget_at = Some(Instant::now() + TASK_TTL);
+                }
+            }
+            #[cfg(feature = "state")]
+            Board::Shared(store) => {
+                let record = Record {
+                    owner: String::new(),
+                    status,
+                    created: String::new(),
+                    updated: now,
+                    ttl_ms: millis(TASK_TTL),
+                    result,
+                    message,
+                    forget_at: Some(Instant::now() + TASK_TTL),
+                };
+                if let Err(unavailable) = shared::finish(store, id, &record).await {
+                    tracing::warn!("{unavailable}: task {id}'s end is kept here until it is back");
+                    lock(&self.unwritten).insert(id.to_owned(), Unwritten { record });
+                }
+            }
         }
     }
 
-    /// `tasks/get` from `owner`.
-    pub(crate) fn get(
+    /// `tasks/get` from `owner`: another client's task does not exist for it.
+    pub(crate) async fn get(
         &self,
         owner: &str,
         task: &str,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.check(owner, task)?;
-        Ok(rmcp::model::GetTaskResult::new(
-            self.manager.get_task(task)?,
-        ))
+        match &self.board {
+            Board::Local(records) => {
+                let mut records = lock(records);
+                forget_ended(&mut records);
+                match records.get(task) {
+                    Some(record) if record.owner == owner => {
+                        Ok(rmcp::model::GetTaskResult::new(record.detailed(task)))
+                    }
+                    _ => Err(unknown(task)),
+                }
+            }
+            #[cfg(feature = "state")]
+            Board::Shared(store) => {
+                // An end reached here and not yet written answers from here.
+                let unwritten = lock(&self.unwritten)
+                    .get(task)
+                    .map(|kept| kept.record.clone());
+                let record = shared::get(store, task)
+                    .await
+                    .map_err(|unavailable| crate::approval::unavailable(&unavailable))?;
+                match (record, unwritten) {
+                    (Some(mut record), unwritten) if record.owner == owner => {
+                        if let Some(ended) = unwritten {
+                            record.status = ended.status;
+                            record.result = ended.result;
+                            record.message = ended.message;
+                            record.updated = ended.updated;
+                        }
+                        Ok(rmcp::model::GetTaskResult::new(record.detailed(task)))
+                    }
+                    _ => Err(unknown(task)),
+                }
+            }
+        }
     }
 
-    /// `tasks/cancel` from `owner`.
-    pub(crate) fn cancel(&self, owner: &str, task: &str) -> Result<(), McpError> {
-        self.check(owner, task)?;
-        self.manager.cancel_task(task)
+    /// `tasks/cancel` from `owner`: stops the task's instance, wherever it runs.
+    pub(crate) async fn cancel(&self, owner: &str, task: &str) -> Result<(), McpError> {
+        match &self.board {
+            Board::Local(records) => {
+                let mine = lock(records)
+                    .get(task)
+                    .is_some_and(|record| record.owner == owner);
+                if !mine {
+                    return Err(unknown(task));
+                }
+            }
+            #[cfg(feature = "state")]
+            Board::Shared(store) => {
+                let found = shared::cancel(store, owner, task)
+                    .await
+                    .map_err(|unavailable| crate::approval::unavailable(&unavailable))?;
+                if !found {
+                    return Err(unknown(task));
+                }
+            }
+        }
+        if let Some(cancel) = lock(&self.running).get(task) {
+            cancel.cancel();
+        }
+        Ok(())
     }
 
-    /// How many tasks are running, all clients together.
+    /// How many tasks are running in this process, all clients together.
     pub fn running(&self) -> usize {
-        self.manager.running_task_count()
+        lock(&self.running).len()
+    }
+
+    /// With a shared store: stop the tasks running here that another replica was asked to
+    /// cancel, and write the ends the store missed, every [`CANCEL_POLL_EVERY`], until `stop`
+    /// completes.
+    ///
+    /// [`CANCEL_POLL_EVERY`]: crate::state::CANCEL_POLL_EVERY
+    #[cfg(feature = "state")]
+    pub(crate) async fn watch(self: Arc<Self>, stop: impl Future<Output = ()>) {
+        let Board::Shared(store) = &self.board else {
+            return;
+        };
+        let mut stop = std::pin::pin!(stop);
+        let mut ticks = tokio::time::interval(crate::state::CANCEL_POLL_EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                _ = ticks.tick() => {}
+            }
+            let running: Vec<String> = lock(&self.running).keys().cloned().collect();
+            if !running.is_empty()
+                && let Ok(asked) = shared::cancellations(store, &running).await
+            {
+                let tokens = lock(&self.running);
+                for id in asked {
+                    if let Some(cancel) = tokens.get(&id) {
+                        cancel.cancel();
+                    }
+                }
+            }
+            let unwritten: Vec<(String, Record)> = lock(&self.unwritten)
+                .iter()
+                .map(|(id, kept)| (id.clone(), kept.record.clone()))
+                .collect();
+            for (id, record) in unwritten {
+                let expired = record.forget_at.is_some_and(|at| at <= Instant::now());
+                if expired || shared::finish(store, &id, &record).await.is_ok() {
+                    lock(&self.unwritten).remove(&id);
+                }
+            }
+        }
     }
 }
 
 impl Drop for Tasks {
     fn drop(&mut self) {
         // The calls of tasks nobody can poll any more stop with the server.
-        self.manager.shutdown();
+        for cancel in lock(&self.running).values() {
+            cancel.cancel();
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Forget local records whose time to live has passed since they ended.
+fn forget_ended(records: &mut HashMap<String, Record>) {
+    let now = Instant::now();
+    records.retain(|_, record| record.forget_at.is_none_or(|at| at > now));
+}
 
-    /// A task that runs until it is cancelled.
-    fn park(tasks: &Tasks, owner: &str) -> Option<String> {
-        tasks
-            .try_spawn(owner, |cancelled| {
-                Box::pin(async move {
-                    cancelled.await;
-                    Err(TaskExit::Cancelled)
-                })
-            })
-            .map(|task| task.task_id)
+#[cfg(feature = "state")]
+mod shared {
+    //! Task records in the shared store (`state/scripts.rs`).
+
+    use super::{REPLICA_STOPPED, RUNNING_TASK_TTL, Record, millis, now_rfc3339};
+    use crate::state::scripts::{TASK_CANCEL, TASK_CREATE, TASK_FINISH, TASK_GET};
+    use crate::state::{Store, Unavailable};
+    use rmcp::model::{JsonObject, TaskStatus};
+
+    fn record_key(id: &str) -> String {
+        Store::key(&format!("task:{id}"))
     }
 
-    #[test]
-    fn a_task_is_its_clients_only_and_each_client_keeps_a_bounded_number() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let tasks = Tasks::default();
-            let task = park(&tasks, "tenant:a").expect("room");
-            assert!(tasks.get("tenant:a", &task).is_ok());
-            for (what, refused) in [
-                ("get", tasks.get("tenant:b", &task).err()),
-                ("cancel", tasks.cancel("tenant:b", &task).err()),
-            ] {
-                let error = refused.unwrap_or_else(|| panic!("another client's {what}"));
-                assert!(error.message.contains("unknown task"), "{what}: {error:?}");
-            }
-            for _ in 1..MAX_TASKS_PER_CLIENT {
-                assert!(tasks.has_room("tenant:a"));
-                park(&tasks, "tenant:a");
-            }
-            assert!(!tasks.has_room("tenant:a"), "a client's tasks are bounded");
-            assert!(
-                tasks.has_room("tenant:b"),
-                "another client is not held back"
-            );
-            tasks
-                .cancel("tenant:a", &task)
-                .expect("its own client cancels it");
-        });
+    fn owner_key(owner: &str) -> String {
+        Store::key(&format!("tasks:{}", crate::seal::owner_digest(owner)))
+    }
+
+    fn status_name(status: TaskStatus) -> &'static str {
+        match status {
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::InputRequired => "input_required",
+            _ => "working",
+        }
+    }
+
+    fn status_of(name: &str) -> TaskStatus {
+        match name {
+            "completed" => TaskStatus::Completed,
+            "failed" => TaskStatus::Failed,
+            "cancelled" => TaskStatus::Cancelled,
+            _ => TaskStatus::Working,
+        }
+    }
+
+    /// Make the record of task `id`: `false` when its owner has no room.
+    pub(super) async fn create(
+        store: &Store,
+        id: &str,
+        record: &Record,
+    ) -> Result<bool, Unavailable> {
+        let (record_key, owner_key) = (record_key(id), owner_key(&record.owner));
+        let made: i64 = store
+            .run(|mut connection| async move {
+                TASK_CREATE
+                    .key(&record_key)
+                    .key(&owner_key)
+                    .arg(&record.owner)
+                    .arg(store.replica())
+                    .arg(super::MAX_TASKS_PER_CLIENT)
+                    .arg(millis(RUNNING_TASK_TTL))
+                    .arg(&record.created)
+                    .arg(id)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(made == 1)
+    }
+
+    /// Write task `id`'s end (a record already ended keeps its first end).
+    pub(super) async fn finish(
+        store: &Store,
+        id: &str,
+        record: &Record,
+    ) -> Result<(), Unavailable> {
+        let owner = store
+            .run(|mut connection| {
+                let key = record_key(id);
+                async move {
+                    redis::cmd("HGET")
+                        .arg(&key)
+                        .arg("owner")
+                        .query_async::<Option<String>>(&mut connection)
+                        .await
+                }
+            })
+            .await?;
+        let Some(owner) = owner else {
+            // Gone already (its record expired): nothing to write.
+            return Ok(());
+        };
+        let result = record
+            .result
+            .as_ref()
+            .map(|result| serde_json::Value::Object(result.clone()).to_string())
+            .unwrap_or_default();
+        let (record_key, owner_key) = (record_key(id), owner_key(&owner));
+        store
+            .run(|mut connection| async move {
+                TASK_FINISH
+                    .key(&record_key)
+                    .key(&owner_key)
+                    .arg(status_name(record.status))
+                    .arg(&result)
+                    .arg(record.message.as_deref().unwrap_or_default())
+                    .arg(&record.updated)
+                    .arg(record.ttl_ms)
+                    .arg(id)
+                    .invoke_async::<i64>(&mut connection)
+                    .await
+            })
+            .await
+            .map(drop)
+    }
+
+    /// Task `id`'s record, if there is one (a running task whose replica stopped is ended
+    /// `failed` here).
+    pub(super) async fn get(store: &Store, id: &str) -> Result<Option<Record>, Unavailable> {
+        let (record_key, heartbeats) = (record_key(id), Store::key("replica:"));
+        let fields: Vec<String> = store
+            .run(|mut connection| async move {
+                // The owner's set is only known once the record is read: the script takes
+                // the record's own owner's key from the pattern.
+                let owner: Option<String> = redis::cmd("HGET")
+                    .arg(&record_key)
+                    .arg("owner")
+                    .query_async(&mut connection)
+                    .await?;
+                let Some(owner) = owner else {
+                    return Ok(Vec::new());
+                };
+                TASK_GET
+                    .key(&record_key)
+                    .key(owner_key(&owner))
+                    .arg(&heartbeats)
+                    .arg(now_rfc3339())
+                    .arg(millis(super::TASK_TTL))
+                    .arg(id)
+                    .arg(REPLICA_STOPPED)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        let [owner, status, created, updated, ttl, result, message] = fields.as_slice() else {
+            return Ok(None);
+        };
+        Ok(Some(Record {
+            owner: owner.clone(),
+            status: status_of(status),
+            created: created.clone(),
+            updated: updated.clone(),
+            ttl_ms: ttl.parse().unwrap_or(millis(super::TASK_TTL)),
+            result: serde_json::from_str::<JsonObject>(result).ok(),
+            message: (!message.is_empty()).then(|| message.clone()),
+            forget_at: None,
+        }))
+    }
+
+    /// Ask for `owner`'s task `id` to stop, wherever it runs: whether there is such a task.
+    pub(super) async fn cancel(store: &Store, owner: &str, id: &str) -> Result<bool, Unavailable> {
+        let (record_key, flag) = (record_key(id), Store::key(&format!("cancel:{id}")));
+        let ttl = millis(RUNNING_TASK_TTL);
+        let replica: Option<String> = store
+            .run(|mut connection| async move {
+                TASK_CANCEL
+                    .key(&record_key)
+                    .key(&flag)
+                    .arg(owner)
+                    .arg(ttl)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(replica.is_some())
+    }
+
+    /// Which of the tasks `ids` (running here) another replica was asked to cancel.
+    pub(super) async fn cancellations(
+        store: &Store,
+        ids: &[String],
+    ) -> Result<Vec<String>, Unavailable> {
+        let keys: Vec<String> = ids
+            .iter()
+            .map(|id| Store::key(&format!("cancel:{id}")))
+            .collect();
+        let flags: Vec<Option<String>> = store
+            .run(|mut connection| async move {
+                redis::cmd("MGET")
+                    .arg(&keys)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(ids
+            .iter()
+            .zip(flags)
+            .filter(|(_, flag)| flag.is_some())
+            .map(|(id, _)| id.clone())
+            .collect())
     }
 }

@@ -606,6 +606,10 @@ pub(crate) struct FastCallParts {
     /// The arguments as they came (an object), or `None` when absent or `null`.
     pub(crate) arguments: Option<RawArguments>,
     pub(crate) meta: Option<JsonObject>,
+    /// A retry's sealed question (`requestState`) and its answers (`inputResponses`): only the
+    /// HTTP front's reading takes them (stdio's fast path leaves such a retry to rmcp).
+    pub(crate) request_state: Option<String>,
+    pub(crate) input_responses: Option<rmcp::model::InputResponses>,
 }
 
 /// The fast path's parse of `text` (one JSON-RPC message), or `None` to let rmcp parse it:
@@ -629,6 +633,8 @@ pub(crate) fn fast_call_parts(text: &[u8]) -> Option<FastCallParts> {
         name: params.name,
         arguments: arguments.map(|raw| RawArguments(Arc::from(raw.get()))),
         meta: params.meta,
+        request_state: None,
+        input_responses: None,
     })
 }
 

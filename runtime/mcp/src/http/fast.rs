@@ -13,13 +13,13 @@
 //! from the request before anything runs: a `POST` whose `Accept` allows both
 //! `application/json` and `text/event-stream`, whose `Content-Type` is `application/json`,
 //! whose body, as the front read it (`http/reading.rs`: the one reading every check decided
-//! on), is one `tools/call` of the usual shape (no `task`, no `inputResponses` or
-//! `requestState`, arguments an object), whose `_meta` names protocol `2026-07-28` and
+//! on), is one `tools/call` of the usual shape (no `task`, arguments an object; a retry's
+//! `requestState` and `inputResponses` taken as they are), whose `_meta` names protocol `2026-07-28` and
 //! carries the client's capabilities but no progress token, with exactly one
 //! `MCP-Protocol-Version: 2026-07-28`, one `Mcp-Method: tools/call` and one plain `Mcp-Name`
 //! equal to the tool's name. Everything else (batches, other methods, the `initialize` era,
 //! a header rmcp would refuse, a progress token that would turn the answer into an event
-//! stream, a retry carrying a person's answer) goes to rmcp unchanged, and so does every
+//! stream) goes to rmcp unchanged, and so does every
 //! request when `TOOLCELL_HTTP_FAST_PATH=0` ([`FAST_PATH_ENV`]; for tests and diagnosis).
 //!
 //! Cancellation is rmcp's: the call runs in a task of its own, and if the front's future is
@@ -132,6 +132,8 @@ pub(super) async fn answer(
         name,
         arguments,
         meta: _,
+        request_state,
+        input_responses,
     } = call;
     let ct = CancellationToken::new();
     // Dropped with this future (the connection closed) before the answer: the call stops.
@@ -146,7 +148,12 @@ pub(super) async fn answer(
         }
         let response = server
             .answer_call(IncomingCall {
-                params: CallToolRequestParams::new(name),
+                params: {
+                    let mut params = CallToolRequestParams::new(name);
+                    params.request_state = request_state;
+                    params.input_responses = input_responses;
+                    params
+                },
                 id: &id,
                 meta: &meta,
                 extensions: &extensions,
@@ -223,6 +230,10 @@ fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
         | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
         | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
         ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        // toolcell's own: the shared store could not be reached for what the call needed.
+        code if i64::from(code.0) == crate::approval::STATE_UNAVAILABLE => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         _ => StatusCode::OK,
     }
 }

@@ -205,12 +205,20 @@ impl Reading {
 
     /// The call, if the message is a `tools/call` of the usual shape (the fields `jsonrpc`
     /// `"2.0"`, `id`, `method`, and `name`, `arguments` (an object, or absent or `null`),
-    /// `_meta` (an object) in `params`, and nothing else): what the fast path runs. The
+    /// `_meta` (an object) and, for a retry that carries a person's answer, `requestState` (a
+    /// string) and `inputResponses` (an object) in `params`, and nothing else): what the fast
+    /// path runs. The
     /// arguments are this value's, written out once for the pipeline's parse, exactly as the
     /// handler writes the map rmcp's parse makes of [`Reading::to_bytes`].
     pub(crate) fn fast_call(&self) -> Option<FastCallParts> {
         const MESSAGE: [&str; 4] = ["jsonrpc", "id", "method", "params"];
-        const PARAMS: [&str; 3] = ["name", "arguments", "_meta"];
+        const PARAMS: [&str; 5] = [
+            "name",
+            "arguments",
+            "_meta",
+            "requestState",
+            "inputResponses",
+        ];
         if !self
             .message
             .keys()
@@ -238,11 +246,25 @@ impl Reading {
             Some(Value::Object(meta)) => Some(meta.clone()),
             Some(_) => return None,
         };
+        let request_state = match params.get("requestState") {
+            None => None,
+            Some(Value::String(state)) => Some(state.clone()),
+            Some(_) => return None,
+        };
+        let input_responses = match params.get("inputResponses") {
+            None => None,
+            Some(responses @ Value::Object(_)) => {
+                Some(serde_json::from_value(responses.clone()).ok()?)
+            }
+            Some(_) => return None,
+        };
         Some(FastCallParts {
             id,
             name,
             arguments,
             meta,
+            request_state,
+            input_responses,
         })
     }
 }
@@ -343,6 +365,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"},"x":1}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","task":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","requestState":7}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","inputResponses":[]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":[]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,

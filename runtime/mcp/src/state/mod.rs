@@ -120,15 +120,12 @@ impl Store {
                 scrub(url)
             )));
         }
-        let mut info = url.into_connection_info().map_err(|error| {
-            crate::ConfigError(format!("--state {}: {error}", scrub(url)))
-        })?;
+        let mut info = url
+            .into_connection_info()
+            .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
         if let Some(file) = password_file {
             let password = std::fs::read_to_string(file).map_err(|error| {
-                crate::ConfigError(format!(
-                    "--state-password-file {}: {error}",
-                    file.display()
-                ))
+                crate::ConfigError(format!("--state-password-file {}: {error}", file.display()))
             })?;
             let settings = info
                 .redis_settings()
@@ -137,6 +134,9 @@ impl Store {
             info = info.set_redis_settings(settings);
         }
         let shown = format!("{} (database {})", info.addr(), info.redis_settings().db());
+        // `rediss://` makes its TLS configuration from the process's provider: ring, as
+        // every other TLS client here (a provider already installed stays).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = redis::Client::open(info)
             .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
         let config = ConnectionManagerConfig::new()
@@ -191,7 +191,10 @@ impl Store {
         let failed = match answer {
             Ok(Ok(value)) => {
                 if self.down.swap(false, Ordering::Relaxed) {
-                    eprintln!("toolcell: the shared store at {} is reachable again", self.shown);
+                    eprintln!(
+                        "toolcell: the shared store at {} is reachable again",
+                        self.shown
+                    );
                 }
                 return Ok(value);
             }
@@ -213,6 +216,18 @@ impl Store {
         })
     }
 
+    /// Ask the store whether it answers (at start): a store that does not is said so on
+    /// stderr once ([`Store::run`]), and connected to when it is back.
+    pub(crate) async fn ping(&self) {
+        let _ = self
+            .run(|mut connection| async move {
+                redis::cmd("PING")
+                    .query_async::<String>(&mut connection)
+                    .await
+            })
+            .await;
+    }
+
     /// The key of `name` in the store.
     pub(crate) fn key(name: &str) -> String {
         format!("{KEY_PREFIX}{name}")
@@ -222,7 +237,10 @@ impl Store {
     /// made there by the first replica that needs it (`SET NX`, so two replicas starting at
     /// once agree on one). `refresh` reads it again (a token sealed under a key this replica
     /// has not seen: the store was emptied and a new key made).
-    pub(crate) async fn seal_key(&self, refresh: bool) -> Result<crate::seal::SealKey, Unavailable> {
+    pub(crate) async fn seal_key(
+        &self,
+        refresh: bool,
+    ) -> Result<crate::seal::SealKey, Unavailable> {
         if !refresh
             && let Some(key) = self
                 .seal_key
@@ -246,7 +264,10 @@ impl Store {
                     .arg("NX")
                     .query_async(&mut connection)
                     .await?;
-                redis::cmd("GET").arg(&name).query_async(&mut connection).await
+                redis::cmd("GET")
+                    .arg(&name)
+                    .query_async(&mut connection)
+                    .await
             })
             .await?;
         let key = crate::seal::SealKey::from_hex(&stored).ok_or_else(|| Unavailable {
@@ -298,6 +319,27 @@ impl Store {
     }
 }
 
+/// Spend the approval token `id`, which counts until `until` (ms since 1970): whether this is
+/// its first use, on any replica (`SET NX`, expiring at `until`).
+pub(crate) async fn spend_token(store: &Store, id: &str, until: u64) -> Result<bool, Unavailable> {
+    let key = Store::key(&format!("spent:{id}"));
+    // A deadline already past still marks the token spent, for a moment.
+    let until = until.max(crate::seal::millis(std::time::SystemTime::now()) + 1000);
+    let first: Option<String> = store
+        .run(|mut connection| async move {
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .arg("NX")
+                .arg("PXAT")
+                .arg(until)
+                .query_async(&mut connection)
+                .await
+        })
+        .await?;
+    Ok(first.is_some())
+}
+
 /// `url` without the password it may carry (`redis://user:secret@host` shows `user:***`).
 fn scrub(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -330,7 +372,9 @@ mod tests {
         assert!(refused.0.contains("redis://"), "{refused}");
         let refused = Store::open("redis://:hunter2@", None).err();
         assert!(
-            refused.is_none_or(|refused| !refused.0.contains("hunter2")),
+            refused
+                .as_ref()
+                .is_none_or(|refused| !refused.0.contains("hunter2")),
             "{refused:?}"
         );
     }

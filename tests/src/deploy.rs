@@ -1,0 +1,102 @@
+//! What `deploy/` builds is what the workspace makes: the Dockerfile's build command names a
+//! package that has the binary it installs (checked against `cargo metadata`, as no container
+//! runtime runs here), and the Kubernetes manifest passes `--state` to replicas that share one.
+
+use serde_json::Value;
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// The package `cargo build -p PACKAGE` names, and the binary `install -D target/release/BIN`
+/// takes, in the Dockerfile.
+fn dockerfile_build() -> (String, String) {
+    let text = std::fs::read_to_string(root().join("deploy/Dockerfile")).expect("the Dockerfile");
+    // The RUN instruction that builds (its continued lines included), not comments.
+    let mut instruction = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("RUN ") && line.contains("cargo build") {
+            inside = true;
+        }
+        if inside {
+            instruction.push_str(line.trim_end_matches('\\'));
+            instruction.push(' ');
+            if !line.trim_end().ends_with('\\') {
+                break;
+            }
+        }
+    }
+    let words: Vec<&str> = instruction.split_whitespace().collect();
+    let package = words
+        .windows(2)
+        .find(|pair| pair[0] == "-p" || pair[0] == "--package")
+        .map(|pair| pair[1].to_owned())
+        .expect("the Dockerfile builds one package with -p");
+    let binary = words
+        .iter()
+        .find_map(|word| word.strip_prefix("target/release/"))
+        .map(str::to_owned)
+        .expect("the Dockerfile installs a binary from target/release");
+    (package, binary)
+}
+
+#[test]
+fn the_dockerfile_builds_the_package_that_has_its_binary() {
+    let (package, binary) = dockerfile_build();
+    let metadata = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata");
+    assert!(metadata.status.success(), "{metadata:?}");
+    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let found = packages
+        .iter()
+        .find(|candidate| candidate["name"] == package.as_str())
+        .unwrap_or_else(|| panic!("the Dockerfile builds -p {package}, which is no package"));
+    let bins: Vec<&str> = found["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .filter(|target| {
+            target["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|kind| kind == "bin"))
+        })
+        .filter_map(|target| target["name"].as_str())
+        .collect();
+    assert!(
+        bins.contains(&binary.as_str()),
+        "the Dockerfile builds -p {package}, whose binaries are {bins:?}, and installs {binary}"
+    );
+}
+
+#[test]
+fn the_kubernetes_replicas_share_a_store() {
+    let manifest = std::fs::read_to_string(root().join("deploy/kubernetes/toolcell.yaml"))
+        .expect("the manifest");
+    assert!(manifest.contains("- --state"), "toolcell is given --state");
+    assert!(
+        manifest.contains("redis://toolcell-state:6379"),
+        "the store's Service is what --state names"
+    );
+    assert!(
+        manifest.contains("name: toolcell-state"),
+        "the store's Service"
+    );
+    let replicas = manifest
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("replicas: "))
+        .and_then(|count| count.trim().parse::<u32>().ok())
+        .expect("replicas");
+    assert!(replicas >= 2, "at least two replicas: {replicas}");
+}
