@@ -772,31 +772,49 @@ fn a_name_swapped_for_a_link_to_a_hidden_file_is_never_read_through() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let _guard = crate::support::exclusive();
     let (_temp, ws) = seeker_workspace();
-    let runtime = seeker_runtime(&ws, SEEKER_POLICY);
+    // Each call reads the name thousands of times: more than the default deadline may allow
+    // on a loaded machine.
+    let policy = SEEKER_POLICY.replace(
+        "[tools.seeker]\n",
+        "[tools.seeker]\nlimits = { timeout_ms = 60000 }\n",
+    );
+    let runtime = seeker_runtime(&ws, &policy);
     let d = ws.join("d");
-    std::fs::write(d.join("racy"), "plain").expect("write");
+    std::fs::write(d.join("plain.src"), "plain").expect("write");
+    std::fs::copy(d.join("plain.src"), d.join("racy")).expect("copy");
     let (stop, swaps) = (AtomicBool::new(false), AtomicUsize::new(0));
+    /// Stops the swapper however the reads end (a failed assertion included), so the scope
+    /// can end.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let mut seen: std::collections::BTreeMap<String, u64> = Default::default();
     std::thread::scope(|scope| {
         scope.spawn(|| {
+            // Renames only (a hard link of a prepared file, a fresh symlink): no file data is
+            // written, so the swaps cost the disk nothing.
             while !stop.load(Ordering::Relaxed) {
                 let (link, plain) = (d.join("racy.lnk"), d.join("racy.tmp"));
                 let _ = std::fs::remove_file(&link);
+                let _ = std::fs::remove_file(&plain);
                 std::os::unix::fs::symlink(".env", &link).expect("symlink");
                 std::fs::rename(&link, d.join("racy")).expect("swap in the link");
-                std::fs::write(&plain, "plain").expect("write");
+                std::fs::hard_link(d.join("plain.src"), &plain).expect("hard link");
                 std::fs::rename(&plain, d.join("racy")).expect("swap in the file");
                 swaps.fetch_add(1, Ordering::Relaxed);
             }
         });
-        for _ in 0..4 {
+        let _stop = Stop(&stop);
+        for _ in 0..8 {
             let counts: std::collections::BTreeMap<String, u64> =
                 serde_json::from_str(&text(seek(&runtime, "race", "racy"))).expect("counts");
             for (outcome, count) in counts {
                 *seen.entry(outcome).or_default() += count;
             }
         }
-        stop.store(true, Ordering::Relaxed);
     });
     println!(
         "race: {} swaps, outcomes {seen:?}",

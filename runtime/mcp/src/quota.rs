@@ -629,6 +629,12 @@ impl Ledger {
 pub struct Leases {
     /// Each lease's member, and the lease sets it is in.
     held: Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// Leases given back and not yet written: each lease's member, its quotas' keys, and what
+    /// its call used (microseconds, fuel). Written together, in one script call, by
+    /// [`Leases::give_back`]: under load many calls' ends share one round trip.
+    returned: Mutex<Vec<(String, Vec<String>, u64, u64)>>,
+    /// Wakes [`Leases::give_back`].
+    returning: tokio::sync::Notify,
 }
 
 #[cfg(not(feature = "state"))]
@@ -645,13 +651,13 @@ mod shared {
     use super::{Admission, Held, Kind, Leases, Limiter, NotAdmitted, Refused, lock};
     use crate::state::scripts::{ADMIT, RELEASE, RENEW, USAGE};
     use crate::state::{LEASE_TTL, Store, Unavailable};
+    use std::future::Future;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
     /// A call's places in the store: its lease's member and the keys of its quotas.
     #[derive(Debug)]
     pub(super) struct Lease {
-        store: Arc<Store>,
         leases: Arc<Leases>,
         member: String,
         keys: Vec<String>,
@@ -681,31 +687,20 @@ mod shared {
                 .used
                 .lock()
                 .unwrap_or_else(|poison| poison.into_inner());
-            let (store, member, keys) = (
-                Arc::clone(&self.store),
-                std::mem::take(&mut self.member),
-                std::mem::take(&mut self.keys),
-            );
-            // Given back off the call's path. Without a runtime (the process is ending) the
-            // lease expires by itself, within LEASE_TTL.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    let _ = store
-                        .run(|mut connection| async move {
-                            let mut invocation = RELEASE.prepare_invoke();
-                            for key in &keys {
-                                invocation.key(key);
-                            }
-                            invocation
-                                .arg(&member)
-                                .arg(micros)
-                                .arg(fuel)
-                                .invoke_async::<i64>(&mut connection)
-                                .await
-                        })
-                        .await;
-                });
-            }
+            // Given back off the call's path, with others that ended meanwhile
+            // ([`Leases::give_back`]); if the process ends first, the lease expires by itself
+            // within LEASE_TTL (and the call's use is not charged).
+            self.leases
+                .returned
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .push((
+                    std::mem::take(&mut self.member),
+                    std::mem::take(&mut self.keys),
+                    micros,
+                    fuel,
+                ));
+            self.leases.returning.notify_one();
         }
     }
 
@@ -764,7 +759,6 @@ mod shared {
                 keys.iter().skip(1).step_by(2).cloned().collect(),
             );
         let lease = Lease {
-            store: Arc::clone(store),
             leases: Arc::clone(leases),
             member: member.clone(),
             keys: keys.clone(),
@@ -829,6 +823,47 @@ mod shared {
     }
 
     impl Leases {
+        /// Write the leases given back, as they are given back, each batch in one script call,
+        /// until `stop` completes. A batch that cannot be written (the store is out of reach)
+        /// is dropped: its leases expire within LEASE_TTL.
+        pub(crate) async fn give_back(&self, store: &Store, stop: impl Future<Output = ()>) {
+            let mut stop = std::pin::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = self.returning.notified() => {}
+                }
+                let batch = std::mem::take(
+                    &mut *self
+                        .returned
+                        .lock()
+                        .unwrap_or_else(|poison| poison.into_inner()),
+                );
+                if batch.is_empty() {
+                    continue;
+                }
+                let _ = store
+                    .run(|mut connection| async move {
+                        let mut invocation = RELEASE.prepare_invoke();
+                        for (_, keys, _, _) in &batch {
+                            for key in keys {
+                                invocation.key(key);
+                            }
+                        }
+                        invocation.arg(batch.len());
+                        for (member, keys, micros, fuel) in &batch {
+                            invocation
+                                .arg(keys.len() / 2)
+                                .arg(member)
+                                .arg(*micros)
+                                .arg(*fuel);
+                        }
+                        invocation.invoke_async::<i64>(&mut connection).await
+                    })
+                    .await;
+            }
+        }
+
         /// Renew every lease this replica holds, in one script call.
         pub(crate) async fn renew(&self, store: &Store) -> Result<(), Unavailable> {
             let pairs: Vec<(String, String)> = self

@@ -27,8 +27,8 @@ pub const MAX_REQUESTS_PER_CLIENT: usize = 2 * toolcell::limits::POOL_SLOTS as u
 
 /// The most calls one client may have in flight (running, waiting for a slot, or running on as
 /// a task) on a runtime with `pool_slots` instance slots: a quarter of them, at least one.
-pub fn calls_per_client(pool_slots: usize) -> usize {
-    (pool_slots / 4).max(1)
+pub const fn calls_per_client(pool_slots: usize) -> usize {
+    if pool_slots < 4 { 1 } else { pool_slots / 4 }
 }
 
 /// How many places each key (a client, a peer address) holds, each given back when its

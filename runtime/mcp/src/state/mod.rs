@@ -282,13 +282,17 @@ impl Store {
     }
 
     /// Write this replica's heartbeat, and renew its leases, every [`HEARTBEAT_EVERY`] and
-    /// [`LEASE_RENEW_EVERY`], until `stop` completes.
+    /// [`LEASE_RENEW_EVERY`], and give back the leases of calls that ended as they end, until
+    /// `stop` completes.
     pub(crate) async fn keep_alive(
         self: Arc<Self>,
         leases: Arc<crate::quota::Leases>,
         stop: impl Future<Output = ()>,
     ) {
-        let mut stop = std::pin::pin!(stop);
+        let stop = futures_util::FutureExt::shared(Box::pin(stop));
+        let giving_back = leases.give_back(&self, stop.clone());
+        tokio::pin!(giving_back);
+        let mut stop = stop;
         let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
         let mut renew = tokio::time::interval(LEASE_RENEW_EVERY);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -296,6 +300,7 @@ impl Store {
         loop {
             tokio::select! {
                 () = &mut stop => return,
+                () = &mut giving_back => return,
                 _ = heartbeat.tick() => {
                     let key = Store::key(&format!("replica:{}", self.replica));
                     let ttl = u64::try_from(HEARTBEAT_TTL.as_millis()).unwrap_or(u64::MAX);

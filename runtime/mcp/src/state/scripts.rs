@@ -82,22 +82,30 @@ return #KEYS
     )
 });
 
-/// Give a call's places back and charge what it used to the day it ended in. `KEYS`: each
-/// quota's hash and lease set; `ARGV`: the lease's member, microseconds, fuel.
+/// Give calls' places back and charge what each used to the day it ended in. `KEYS`: for each
+/// lease in turn, each of its quotas' hash and lease set; `ARGV`: the number of leases, then
+/// for each: how many quotas it has, its member, microseconds, fuel.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 local t = redis.call('TIME')
 local day = math.floor(tonumber(t[1]) / 86400)
-for i = 1, #KEYS / 2 do
-  local hash, leases = KEYS[2 * i - 1], KEYS[2 * i]
-  redis.call('ZREM', leases, ARGV[1])
-  if tonumber(redis.call('HGET', hash, 'day')) ~= day then
-    redis.call('HSET', hash, 'day', day, 'used_us', 0, 'used_fuel', 0)
+local key = 1
+for lease = 1, tonumber(ARGV[1]) do
+  local at = 2 + (lease - 1) * 4
+  local quotas, member = tonumber(ARGV[at]), ARGV[at + 1]
+  local micros, fuel = ARGV[at + 2], ARGV[at + 3]
+  for i = 1, quotas do
+    local hash, leases = KEYS[key], KEYS[key + 1]
+    key = key + 2
+    redis.call('ZREM', leases, member)
+    if tonumber(redis.call('HGET', hash, 'day')) ~= day then
+      redis.call('HSET', hash, 'day', day, 'used_us', 0, 'used_fuel', 0)
+    end
+    redis.call('HINCRBY', hash, 'used_us', micros)
+    redis.call('HINCRBY', hash, 'used_fuel', fuel)
+    redis.call('PEXPIRE', hash, 172800000)
   end
-  redis.call('HINCRBY', hash, 'used_us', ARGV[2])
-  redis.call('HINCRBY', hash, 'used_fuel', ARGV[3])
-  redis.call('PEXPIRE', hash, 172800000)
 end
 return 1
 "#,

@@ -19,7 +19,7 @@ use wasi::filesystem::types::{
 
 /// How many times `race` reads its file: enough that a window between a check and an open is
 /// met many times over while the name is swapped.
-const RACE_READS: usize = 20_000;
+const RACE_READS: usize = 5_000;
 
 /// How long `hold` sleeps between checks: it waits in a host call, where a stop reaches it.
 const HOLD_NAP: Duration = Duration::from_secs(1);
