@@ -1,7 +1,7 @@
 //! A quota'd echo over HTTP, with and without the shared store (`--state`), in one run: wrk
 //! (one thread, 16 connections: a client's fair share of calls) against `toolcell serve
-//! --http` with a tenant whose quota is far above the load (so every call goes through the
-//! admission and none is refused). Prints p50, p99, calls a second, the server's CPU per call,
+//! --http` with a tenant whose quota (in flight, a daily budget) is far above the load (so
+//! every call goes through the admission and is charged, and none is refused). Prints p50, p99, calls a second, the server's CPU per call,
 //! and, with the store, the commands the store ran per call (Redis's own count: what
 //! "one round trip per admitted call" means) and its CPU per call.
 //!
@@ -17,7 +17,12 @@ use std::time::{Duration, Instant};
 const CONNECTIONS: usize = 16;
 const WARMUP: &str = "2s";
 const RUN: &str = "5s";
-const QUOTA: &str = "[quota.bench]\nrate = 10000\nburst = 10000\nin_flight = 16\n";
+/// A daily budget only: its use is charged after each answer, batched, so each admitted call
+/// costs the store one round trip.
+const BUDGET: &str = "[quota.bench]\ndaily_ms = 5000000000\n";
+/// A bound on calls in flight too: each call's place is given back before its answer leaves,
+/// a second round trip, so that the next call finds it free on any replica.
+const BOUNDED: &str = "[quota.bench]\nin_flight = 16\ndaily_ms = 5000000000\n";
 
 fn binary() -> PathBuf {
     let binary = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/toolcell");
@@ -102,13 +107,19 @@ impl Redis {
         (!reply.is_empty()).then_some(reply)
     }
 
-    /// How many commands the server has run, all kinds together (`INFO commandstats`), but
-    /// the ones this bench sends to ask.
+    /// How many requests toolcell has made of the server: its script calls (`EVALSHA`, and
+    /// `EVAL` the first time), each one round trip, and the plain commands it sends (`SET`,
+    /// `GET`, `MGET`, `PING`); what the scripts run inside is not a round trip and not counted
+    /// (`INFO commandstats`).
     fn commands(&self) -> u64 {
         self.command("INFO commandstats")
             .unwrap_or_default()
             .lines()
-            .filter(|line| !line.starts_with("cmdstat_info") && !line.starts_with("cmdstat_quit"))
+            .filter(|line| {
+                ["evalsha", "eval", "set", "get", "mget", "ping"]
+                    .iter()
+                    .any(|name| line.starts_with(&format!("cmdstat_{name}:")))
+            })
             .filter_map(|line| line.split("calls=").nth(1))
             .filter_map(|rest| rest.split(',').next()?.parse::<u64>().ok())
             .sum()
@@ -132,11 +143,11 @@ struct Measured {
     store_cpu_per_call: Option<Duration>,
 }
 
-fn serve(dir: &Path, token: &str, redis: Option<&Redis>) -> Measured {
+fn serve(dir: &Path, tokens: &str, token: &str, redis: Option<&Redis>) -> Measured {
     let mut command = Command::new(binary());
     command
         .args(["serve", "--http", "127.0.0.1:0", "--tokens"])
-        .arg(dir.join("tokens.toml"))
+        .arg(dir.join(tokens))
         .env(toolcell::cache::CACHE_DIR_ENV, dir.join("cache"))
         .env(toolcell::cache::CACHE_KEY_ENV, dir.join("cache.key"));
     if let Some(redis) = redis {
@@ -244,18 +255,36 @@ fn main() {
         .expect("toolcell token");
     let printed = String::from_utf8(made.stdout).expect("UTF-8");
     let (token, table) = printed.split_once('\n').expect("token, then table");
-    std::fs::write(dir.path().join("tokens.toml"), format!("{table}\n{QUOTA}")).expect("tokens");
+    std::fs::write(dir.path().join("budget.toml"), format!("{table}\n{BUDGET}")).expect("tokens");
+    std::fs::write(
+        dir.path().join("bounded.toml"),
+        format!("{table}\n{BOUNDED}"),
+    )
+    .expect("tokens");
     let redis = Redis::start();
-    let without = serve(dir.path(), token, None);
-    let with = serve(dir.path(), token, Some(&redis));
+    let runs = [
+        (
+            "daily budget, in the process",
+            serve(dir.path(), "budget.toml", token, None),
+        ),
+        (
+            "daily budget, --state",
+            serve(dir.path(), "budget.toml", token, Some(&redis)),
+        ),
+        (
+            "in_flight and budget, in the process",
+            serve(dir.path(), "bounded.toml", token, None),
+        ),
+        (
+            "in_flight and budget, --state",
+            serve(dir.path(), "bounded.toml", token, Some(&redis)),
+        ),
+    ];
     println!(
-        "| quota'd echo over HTTP ({CONNECTIONS} connections, wrk) | p50 | p99 | calls/s | server CPU per call | store commands per call | store CPU per call |"
+        "| quota'd echo over HTTP ({CONNECTIONS} connections, wrk) | p50 | p99 | calls/s | server CPU per call | store round trips per call | store CPU per call |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (what, measured) in [
-        ("in the process (no --state)", &without),
-        ("--state (redis-server on loopback)", &with),
-    ] {
+    for (what, measured) in &runs {
         println!(
             "| {what} | {} µs | {} µs | {:.0} | {:.1} µs | {} | {} |",
             measured.p50_us,

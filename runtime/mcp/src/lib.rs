@@ -211,20 +211,24 @@ impl McpServer {
     }
 
     /// Count a call served over HTTP in the metrics, and charge it to the quotas that admitted
-    /// it.
+    /// it (giving its in-flight places back before its answer leaves, where a quota bounds
+    /// them: a client that sends its next call on receiving this one's answer finds its place
+    /// free, on any replica).
     #[cfg(feature = "http")]
-    fn count(
+    async fn count(
         &self,
         report: &CallReport,
         started: std::time::Instant,
         hold: Option<&http::CallHold>,
     ) {
         if let Some(admission) = hold.and_then(|hold| hold.admission.as_ref()) {
-            admission.charge(
-                report.elapsed,
-                report.cost.fuel,
-                std::time::SystemTime::now(),
-            );
+            admission
+                .finish(
+                    report.elapsed,
+                    report.cost.fuel,
+                    std::time::SystemTime::now(),
+                )
+                .await;
         }
         if let Some((metrics, _)) = &self.http {
             metrics.call(
@@ -610,7 +614,7 @@ impl McpServer {
                                 }
                             };
                             #[cfg(feature = "http")]
-                            server.count(&report, started, _running.1.as_deref());
+                            server.count(&report, started, _running.1.as_deref()).await;
                             if matches!(report.response, ToolResponse::Cancelled) {
                                 return Err(rmcp::task_manager::TaskExit::Cancelled);
                             }
@@ -641,7 +645,7 @@ impl McpServer {
             progress.done().await;
         }
         #[cfg(feature = "http")]
-        self.count(&report, started, hold.as_deref());
+        self.count(&report, started, hold.as_deref()).await;
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {

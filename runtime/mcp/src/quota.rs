@@ -535,6 +535,19 @@ enum Held {
 }
 
 impl Admission {
+    /// A call that was admitted ended, having run for `elapsed` and burnt `fuel` (if
+    /// metered): charge it to the day it ended in, and, in a shared store where a quota bounds
+    /// the calls in flight, give its places back now (one round trip), before its answer is
+    /// sent; otherwise they are given back when the admission drops (in a shared store,
+    /// batched with other calls' ends, off the call's path).
+    pub async fn finish(&self, elapsed: Duration, fuel: Option<u64>, wall: SystemTime) {
+        self.charge(elapsed, fuel, wall);
+        #[cfg(feature = "state")]
+        if let Held::Shared(lease) = &*self.0 {
+            lease.release_now().await;
+        }
+    }
+
     /// Charge a call that ended, having run for `elapsed` and burnt `fuel` (if metered), to
     /// the day it ended in.
     pub fn charge(&self, elapsed: Duration, fuel: Option<u64>, wall: SystemTime) {
@@ -659,13 +672,53 @@ mod shared {
     #[derive(Debug)]
     pub(super) struct Lease {
         leases: Arc<Leases>,
+        store: Arc<Store>,
         member: String,
         keys: Vec<String>,
         /// What the call used (microseconds, fuel), charged when the lease is given back.
         used: Mutex<(u64, u64)>,
+        /// Whether a quota bounds the calls in flight: then the lease is given back before the
+        /// call's answer leaves, not after.
+        bounded: bool,
+        /// Given back already.
+        released: std::sync::atomic::AtomicBool,
     }
 
     impl Lease {
+        /// Give the lease back now (charging its call's use), if a quota bounds the calls in
+        /// flight; a failure leaves it to expire.
+        pub(super) async fn release_now(&self) {
+            if !self.bounded || self.released.swap(true, Ordering::Relaxed) {
+                return;
+            }
+            self.leases
+                .held
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .remove(&self.member);
+            let (micros, fuel) = *self
+                .used
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            let (member, keys) = (&self.member, &self.keys);
+            let _ = self
+                .store
+                .run(|mut connection| async move {
+                    let mut invocation = RELEASE.prepare_invoke();
+                    for key in keys {
+                        invocation.key(key);
+                    }
+                    invocation
+                        .arg(1)
+                        .arg(keys.len() / 2)
+                        .arg(member)
+                        .arg(micros)
+                        .arg(fuel);
+                    invocation.invoke_async::<i64>(&mut connection).await
+                })
+                .await;
+        }
+
         pub(super) fn charge(&self, micros: u64, fuel: u64) {
             let mut used = self
                 .used
@@ -678,6 +731,9 @@ mod shared {
 
     impl Drop for Lease {
         fn drop(&mut self) {
+            if self.released.load(Ordering::Relaxed) {
+                return;
+            }
             self.leases
                 .held
                 .lock()
@@ -759,6 +815,11 @@ mod shared {
                 keys.iter().skip(1).step_by(2).cloned().collect(),
             );
         let lease = Lease {
+            store: Arc::clone(store),
+            bounded: limiters
+                .iter()
+                .any(|limiter| limiter.quota().in_flight.is_some()),
+            released: std::sync::atomic::AtomicBool::new(false),
             leases: Arc::clone(leases),
             member: member.clone(),
             keys: keys.clone(),
@@ -796,7 +857,14 @@ mod shared {
         let Some((index, kind, retry_after)) = refused else {
             return Ok(Admission(Arc::new(Held::Shared(lease))));
         };
-        // Refused: nothing was taken; the lease was never added.
+        // Refused: nothing was taken; the lease was never added, and there is nothing to give
+        // back.
+        lease.released.store(true, Ordering::Relaxed);
+        leases
+            .held
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .remove(&lease.member);
         let limiter = limiters
             .get(index.saturating_sub(1))
             .copied()
