@@ -182,7 +182,7 @@ enum Keeper {
     Local {
         /// `None` only if the system's random source failed at start: then no question can be
         /// sealed, and a call that needs an answer is denied, unanswered.
-        key: Option<SealKey>,
+        key: Option<Box<SealKey>>,
         /// Each spent token's id, and until when (ms since 1970) it must stay spent.
         spent: Mutex<HashMap<String, u64>>,
     },
@@ -215,7 +215,7 @@ impl Approvals {
             .ok();
         Approvals {
             keeper: Keeper::Local {
-                key,
+                key: key.map(Box::new),
                 spent: Mutex::default(),
             },
         }
@@ -235,7 +235,7 @@ impl Approvals {
         match &self.keeper {
             Keeper::Local { key, .. } => {
                 let _ = refresh;
-                Ok(key.clone())
+                Ok(key.as_deref().cloned())
             }
             #[cfg(feature = "state")]
             Keeper::Shared(store) => store.seal_key(refresh).await.map(Some),

@@ -260,7 +260,11 @@ impl Metrics {
     /// The metrics in Prometheus's text format, with the slots in use and `usage`: each of the
     /// tenants' quotas of the file in use, with its calls in flight and the day's use, as its
     /// ledger keeps them ([`crate::quota::Ledger::usage`]).
-    pub fn render(&self, runtime: &Runtime, usage: &[(Arc<Limiter>, (u32, u64, u64))]) -> String {
+    pub fn render(
+        &self,
+        runtime: &Runtime,
+        usage: &[(Arc<Limiter>, crate::quota::Usage)],
+    ) -> String {
         self.slots
             .set(i64::try_from(runtime.calls_in_flight()).unwrap_or(i64::MAX));
         // A tenant no longer in the file leaves no gauge behind.

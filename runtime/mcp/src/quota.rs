@@ -624,7 +624,7 @@ impl Ledger {
         &self,
         limiters: &[Arc<Limiter>],
         wall: SystemTime,
-    ) -> Vec<(Arc<Limiter>, (u32, u64, u64))> {
+    ) -> Vec<(Arc<Limiter>, Usage)> {
         match self {
             Ledger::Local => limiters
                 .iter()
@@ -636,6 +636,13 @@ impl Ledger {
     }
 }
 
+/// A lease given back: its member, its quotas' keys, and its call's use (microseconds, fuel).
+#[cfg(feature = "state")]
+type Returned = (String, Vec<String>, u64, u64);
+
+/// What a quota's holder has used: calls in flight, milliseconds and fuel today.
+pub type Usage = (u32, u64, u64);
+
 /// The leases this replica holds in the shared store, renewed together.
 #[cfg(feature = "state")]
 #[derive(Debug, Default)]
@@ -645,7 +652,7 @@ pub struct Leases {
     /// Leases given back and not yet written: each lease's member, its quotas' keys, and what
     /// its call used (microseconds, fuel). Written together, in one script call, by
     /// [`Leases::give_back`]: under load many calls' ends share one round trip.
-    returned: Mutex<Vec<(String, Vec<String>, u64, u64)>>,
+    returned: Mutex<Vec<Returned>>,
     /// Wakes [`Leases::give_back`].
     returning: tokio::sync::Notify,
 }
@@ -967,7 +974,7 @@ mod shared {
     pub(super) async fn usage(
         store: &Arc<Store>,
         limiters: &[Arc<Limiter>],
-    ) -> Vec<(Arc<Limiter>, (u32, u64, u64))> {
+    ) -> Vec<(Arc<Limiter>, super::Usage)> {
         let mut usage = Vec::new();
         for limiter in limiters {
             let [hash, leases] = keys(limiter);
