@@ -3,7 +3,7 @@
 use crate::support::{call, port, result_text};
 use std::time::SystemTime;
 use toolcell::registry::Registry;
-use toolcell::{Class, DenyReason, FailureKind, ToolPort, ToolRequest, ToolResponse};
+use toolcell::{Class, FailureKind, ToolPort, ToolRequest, ToolResponse};
 
 #[test]
 fn echo_returns_its_text_unchanged() {
@@ -56,12 +56,17 @@ fn clock_without_the_grant_reads_the_fixed_time() {
 }
 
 #[test]
-fn an_unknown_tool_is_denied_for_want_of_a_grant() {
+fn an_unknown_tool_is_its_own_failure_naming_the_nearest_tools() {
     assert_eq!(
         call("no_such_tool", "{}"),
-        ToolResponse::Denied {
-            reason: DenyReason::NoGrant
-        }
+        ToolResponse::failed(FailureKind::UnknownTool, r#"no tool named "no_such_tool""#)
+    );
+    assert_eq!(
+        call("reed_file", r#"{"path":"x"}"#),
+        ToolResponse::failed(
+            FailureKind::UnknownTool,
+            r#"no tool named "reed_file"; did you mean read_file?"#
+        )
     );
 }
 

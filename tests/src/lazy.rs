@@ -385,7 +385,10 @@ fn reload_adds_replaces_removes_and_keeps_what_it_refuses() {
     assert!(runtime.registry().get("numbered_001").is_none());
     assert!(matches!(
         answer(&runtime, "numbered_001", "{}"),
-        ToolResponse::Denied { .. }
+        ToolResponse::Failed {
+            kind: toolcell::FailureKind::UnknownTool,
+            ..
+        }
     ));
 }
 

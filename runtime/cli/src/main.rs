@@ -1,5 +1,5 @@
-//! The `toolcell` binary: see `toolcell_cli::cli`.
+//! The `toolcell` binary: see the `toolcell_cli` library.
 
 fn main() -> std::process::ExitCode {
-    toolcell_cli::cli::main()
+    toolcell_cli::main()
 }

@@ -17,10 +17,14 @@
 //! `parentbased_` one of these, which lets callers decide (see [`sampler`]). A name this
 //! version does not know stops the start, rather than sampling otherwise than asked.
 
+#[cfg(feature = "otel")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otel")]
 use opentelemetry_otlp::WithExportConfig as _;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::time::Duration;
+#[cfg(feature = "otel")]
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -54,12 +58,14 @@ pub const DEFAULT_LOG_FILTER: &str = "warn,rmcp=error";
 /// What must be done before the process exits: send the spans still queued.
 #[derive(Debug)]
 pub struct Telemetry {
+    #[cfg(feature = "otel")]
     provider: Option<SdkTracerProvider>,
 }
 
 impl Telemetry {
     /// Send what is queued and stop the exporter (a failure is said on stderr).
     pub fn shutdown(self) {
+        #[cfg(feature = "otel")]
         if let Some(provider) = self.provider
             && let Err(error) = provider.shutdown_with_timeout(OTLP_EXPORT_TIMEOUT)
         {
@@ -71,6 +77,7 @@ impl Telemetry {
 /// The sampler named `name` (the names of `$OTEL_TRACES_SAMPLER`), with `arg` the ratio of a
 /// ratio sampler (default 1). `parentbased_*` samplers follow the caller's sampled flag where
 /// a call joins a trace, and the named sampler for calls that start one.
+#[cfg(feature = "otel")]
 pub fn sampler(name: &str, arg: Option<&str>) -> Result<opentelemetry_sdk::trace::Sampler, String> {
     use opentelemetry_sdk::trace::Sampler;
     let ratio = || -> Result<f64, String> {
@@ -106,6 +113,7 @@ pub fn sampler(name: &str, arg: Option<&str>) -> Result<opentelemetry_sdk::trace
 
 /// The sampler the operator chose: `flag` (`--otlp-sampler`), else [`SAMPLER_ENV`], else
 /// [`DEFAULT_SAMPLER`]; its ratio from [`SAMPLER_ARG_ENV`].
+#[cfg(feature = "otel")]
 fn chosen_sampler(flag: Option<&str>) -> Result<opentelemetry_sdk::trace::Sampler, String> {
     let from_env = std::env::var(SAMPLER_ENV)
         .ok()
@@ -128,8 +136,31 @@ pub fn init(endpoint: Option<&str>, sampler: Option<&str>) -> Result<Telemetry, 
         .with_filter(filter);
     let Some(endpoint) = endpoint else {
         tracing_subscriber::registry().with(logs).init();
-        return Ok(Telemetry { provider: None });
+        return Ok(Telemetry {
+            #[cfg(feature = "otel")]
+            provider: None,
+        });
     };
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = (endpoint, sampler, logs);
+        Err(
+            "traces (--otlp-endpoint) are the `otel` feature of toolcell-cli: cargo run \
+             --release --features otel -- ... (or --features full)"
+                .to_owned(),
+        )
+    }
+    #[cfg(feature = "otel")]
+    traces(endpoint, sampler, logs)
+}
+
+/// Install the logs and the traces sent to `endpoint`.
+#[cfg(feature = "otel")]
+fn traces(
+    endpoint: &str,
+    sampler: Option<&str>,
+    logs: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync + 'static,
+) -> Result<Telemetry, String> {
     let url = traces_url(endpoint)?;
     let sampler = chosen_sampler(sampler)?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -167,6 +198,7 @@ pub fn init(endpoint: Option<&str>, sampler: Option<&str>) -> Result<Telemetry, 
 
 /// The traces URL of an OTLP/HTTP endpoint: `BASE/v1/traces`, as `$OTEL_EXPORTER_OTLP_ENDPOINT`
 /// is read, unless it already ends so.
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 fn traces_url(endpoint: &str) -> Result<String, String> {
     if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
         return Err(format!(
@@ -202,6 +234,7 @@ mod tests {
         assert!(traces_url("127.0.0.1:4317").is_err());
     }
 
+    #[cfg(feature = "otel")]
     #[test]
     fn samplers_are_the_specifications_names_and_unknown_ones_are_refused() {
         use opentelemetry_sdk::trace::Sampler;

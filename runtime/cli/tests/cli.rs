@@ -114,10 +114,30 @@ fn exit_status_names_the_outcome() {
         stderr(&output)
     );
 
-    // Denied: the port knows no such tool.
-    let output = toolcell(&["call", "no_such_tool", "{}"]);
-    assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("no grant"), "{}", stderr(&output));
+    // Not found: no such tool, and the nearest names (a typo is not a denial).
+    let output = toolcell(&["call", "reed_file", r#"{"path":"x"}"#]);
+    assert_eq!(output.status.code(), Some(7));
+    assert!(
+        stderr(&output).contains(r#"no tool named "reed_file"; did you mean read_file?"#),
+        "{}",
+        stderr(&output)
+    );
+    let output = toolcell(&["bench", "ecoh", r#"{"text":"x"}"#, "--calls", "1"]);
+    assert_eq!(output.status.code(), Some(7));
+    assert!(
+        stderr(&output).contains("did you mean echo?"),
+        "{}",
+        stderr(&output)
+    );
+    // An unknown property is named, with the one it likely meant.
+    let output = toolcell(&["call", "echo", r#"{"txt":"hi"}"#]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output)
+            .contains(r#""text" is a required property; "txt" was given: did you mean "text"?"#),
+        "{}",
+        stderr(&output)
+    );
 
     // Usage: an unknown flag, a missing tools directory.
     assert_eq!(
@@ -283,7 +303,8 @@ fn the_audit_file_gets_one_whole_line_per_call_and_no_secret() {
         .iter()
         .map(|line| line["outcome"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(outcomes, ["result", "failed", "result", "denied"]);
+    assert_eq!(outcomes, ["result", "failed", "result", "failed"]);
+    assert_eq!(lines[3]["failure"], "unknown_tool", "{}", lines[3]);
     let first = r#"{"text":"a","token":"s3cr3t-value"}"#;
     assert_eq!(
         lines[0]["arguments"],

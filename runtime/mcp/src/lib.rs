@@ -81,6 +81,10 @@ use toolcell::{
     Call, CallContext, CallOptions, CallReport, DenyReason, Runtime, StopToken, ToolResponse,
 };
 
+/// How long calls in flight may run on after SIGTERM, by default, before they are stopped
+/// (`toolcell serve --http --grace-secs`).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
@@ -464,8 +468,9 @@ impl McpServer {
         } = call;
         let name = request.name.as_ref();
         if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
+            // A protocol error, as MCP asks for an unknown tool, naming the nearest tools.
             return Err(McpError::invalid_params(
-                format!("no tool named {name:?}; use {FIND_TOOL} to search for one"),
+                self.runtime.registry().unknown_tool(name),
                 None,
             ));
         }

@@ -608,7 +608,9 @@ pub(crate) struct FastCallParts {
     pub(crate) meta: Option<JsonObject>,
     /// A retry's sealed question (`requestState`) and its answers (`inputResponses`): only the
     /// HTTP front's reading takes them (stdio's fast path leaves such a retry to rmcp).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) request_state: Option<String>,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) input_responses: Option<rmcp::model::InputResponses>,
 }
 

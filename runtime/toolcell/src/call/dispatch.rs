@@ -7,10 +7,11 @@
 //! | `find_tool` | no match, or not JSON with a string `query` | `Local("No tool matches.")` |
 //! | `call_tool` | `{"name": n, "arguments": a}`, `n` known and not core | `Port { tool: n, arguments: a as JSON text }` |
 //! | `call_tool` | `n` is a core tool | `Local`: call it directly |
-//! | `call_tool` | `n` unknown, or `name` missing | `Local`: `No tool named "<n>"` |
+//! | `call_tool` | `n` unknown, or `name` missing | `Local`: `No tool named "<n>"; did you mean ...?` (at most three names) |
 //! | `call_tool` | arguments not a JSON object | `Local`: `... needs a JSON object ...` |
 //! | anything else | anything | `Port { tool: name, arguments }` unchanged: the port decides |
 
+use crate::call::names;
 use crate::call::registry::Registry;
 pub use crate::call::registry::{CALL_TOOL, FIND_TOOL};
 use serde_json::{Map, Value};
@@ -67,8 +68,11 @@ fn call_tool(registry: &Registry, arguments: &str) -> Dispatch {
     };
     let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
     let Some(entry) = registry.get(name) else {
+        let suggested = names::did_you_mean(&registry.nearest(name));
+        let stop = if suggested.is_empty() { "." } else { "" };
         return Dispatch::Local(format!(
-            "No tool named \"{name}\". Use {FIND_TOOL} to search for one."
+            "No tool named {}{suggested}{stop} Use {FIND_TOOL} to search for one.",
+            names::echoed(name),
         ));
     };
     if entry.core {
@@ -157,6 +161,10 @@ mod tests {
             (
                 r#"{"name":"nope","arguments":{}}"#,
                 r#"No tool named "nope""#,
+            ),
+            (
+                r#"{"name":"ecoh","arguments":{}}"#,
+                r#"No tool named "ecoh"; did you mean echo? Use find_tool"#,
             ),
             (r#"{"arguments":{}}"#, r#"No tool named """#),
             (r#"{"name":7,"arguments":{}}"#, r#"No tool named """#),

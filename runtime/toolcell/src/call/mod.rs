@@ -6,6 +6,7 @@
 pub(crate) mod cap;
 pub(crate) mod dispatch;
 pub(crate) mod limits;
+pub(crate) mod names;
 pub(crate) mod port;
 pub(crate) mod proto;
 pub(crate) mod registry;

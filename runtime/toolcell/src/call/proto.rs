@@ -92,6 +92,9 @@ pub enum ToolResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
+    /// No tool has the name the call gave (the message names the nearest ones). Nothing ran,
+    /// and the gate was not asked: a misspelt name is not a permission problem.
+    UnknownTool,
     /// The arguments are not valid for the tool: not JSON, too large, or refused by the tool.
     InvalidInput,
     /// A resource the arguments name does not exist (the tool said so).
@@ -118,7 +121,8 @@ pub enum FailureKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DenyReason {
-    /// Nothing grants this call: the tool is unknown to the port, or no policy lets it run.
+    /// Nothing grants this call: no policy lets this tool run here. (A tool that does not
+    /// exist is [`FailureKind::UnknownTool`], not a denial.)
     NoGrant,
     /// The tool itself refused the call.
     Tool {

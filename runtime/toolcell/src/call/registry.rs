@@ -4,6 +4,7 @@
 //! [`FIND_TOOL`] and [`CALL_TOOL`]; every other tool is found
 //! through `find_tool` and called through `call_tool` (seed 000).
 
+use crate::call::names;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -99,6 +100,25 @@ impl Registry {
     /// Every entry, in registry order.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The names nearest to `name`, a name no entry has: at most
+    /// [`MAX_SUGGESTIONS`](crate::call::names::MAX_SUGGESTIONS), nearest first.
+    pub fn nearest(&self, name: &str) -> Vec<&str> {
+        names::nearest(
+            name,
+            self.entries.iter().map(|entry| entry.schema.name.as_str()),
+        )
+    }
+
+    /// What a caller reads for a tool that does not exist: `no tool named "reed_file"; did you
+    /// mean read_file?` (the name escaped and cut, at most a few suggestions).
+    pub fn unknown_tool(&self, name: &str) -> String {
+        format!(
+            "no tool named {}{}",
+            names::echoed(name),
+            names::did_you_mean(&self.nearest(name))
+        )
     }
 }
 

@@ -118,21 +118,39 @@ impl std::fmt::Display for ApprovalRequest {
     }
 }
 
+/// A character that prints as nothing or as blank space (non-ASCII spaces, fillers,
+/// zero-width and invisible operators, bidirectional controls, tags): what can hide text.
+fn invisible(c: char) -> bool {
+    (c.is_whitespace() && !c.is_ascii())
+        || matches!(
+            c,
+            '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}' | '\u{180E}'
+                | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202F}' | '\u{205F}'..='\u{206F}'
+                | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// One line of a guest's output as a person should read it on a terminal: as written, but
+/// control and [invisible](invisible) characters (tabs aside) written `\u{...}`, so that it
+/// can neither drive the terminal nor hide what it says.
+pub(crate) fn escaped_line(line: &str) -> String {
+    let mut shown = String::with_capacity(line.len());
+    for c in line.chars() {
+        if (c.is_control() && c != '\t') || invisible(c) {
+            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 /// `text` as a person should read it in a question: what Rust's `{:?}` escapes (controls,
 /// quotes, bidirectional overrides, unassigned and unprintable characters), and also the
 /// characters that print as nothing or as blank space (non-ASCII spaces, fillers, zero-width
 /// and invisible operators), written `\u{...}`, so a file name cannot hide what it is. Quoted
 /// if `quoted`, or if it is not plain printable ASCII without spaces.
 pub fn shown_to_a_person(text: &str, quoted: bool) -> String {
-    fn invisible(c: char) -> bool {
-        (c.is_whitespace() && !c.is_ascii())
-            || matches!(
-                c,
-                '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}' | '\u{180E}'
-                    | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202F}' | '\u{205F}'..='\u{206F}'
-                    | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}'
-            )
-    }
     let plain = text
         .chars()
         .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');

@@ -358,7 +358,7 @@ impl RuntimeBuilder {
                     signers: Vec::new(),
                     executable: Executable::Native(native),
                 })),
-                Err(message) => errors.push(LoadError { source, message }),
+                Err(message) => errors.push(LoadError::new(source, message)),
             }
         }
         let catalog = catalog(tools, &loader.natives, &mut errors, None);

@@ -184,6 +184,7 @@ impl Loader {
                     errors.push(LoadError {
                         source: tool.source.clone(),
                         message,
+                        guest_stderr: String::new(),
                     });
                 }
             }
@@ -215,6 +216,7 @@ impl Loader {
                 LoadError {
                     source: source.clone(),
                     message,
+                    guest_stderr: String::new(),
                 },
                 previous,
             )
@@ -416,6 +418,7 @@ impl Loader {
                     source: tool
                         .map_or_else(|| text.clone(), |tool| format!("{text} (tool {tool})")),
                     message,
+                    guest_stderr: String::new(),
                 }),
             }
         }
@@ -572,6 +575,7 @@ pub(crate) fn catalog(
                     tool.info.name
                 ),
                 source: tool.source.clone(),
+                guest_stderr: String::new(),
             });
             continue;
         }
@@ -583,6 +587,7 @@ pub(crate) fn catalog(
                     tool.info.name, first.source
                 ),
                 source: tool.source.clone(),
+                guest_stderr: String::new(),
             });
             continue;
         }

@@ -409,7 +409,10 @@ impl Runtime {
         options: &CallOptions,
     ) -> CallReport {
         let Some(tool) = catalog.tools.get(name) else {
-            return refused(DenyReason::NoGrant.into());
+            return CallReport::host_answer(ToolResponse::failed(
+                FailureKind::UnknownTool,
+                catalog.registry.unknown_tool(name),
+            ));
         };
         if arguments.len() > MAX_ARGUMENT_BYTES {
             return CallReport::host_answer(ToolResponse::failed(
@@ -1031,16 +1034,31 @@ mod tests {
         assert_eq!(report.gate, GateDecision::NotReached);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
 
-        // An unknown tool is the gate's denial, and nothing runs.
-        let report = runtime.run_blocking(&Call::new("3", "rm", "{}"));
-        assert_eq!(
-            (report.response, report.gate),
-            (
-                ToolResponse::Denied {
-                    reason: DenyReason::NoGrant
-                },
-                GateDecision::Deny
-            )
+        // An unknown tool is a failure of its own kind, naming the nearest tools; the gate
+        // is not asked (a typo is not a permission problem), and nothing runs.
+        // (This runtime's cap is a few bytes: the words are checked uncut below.)
+        let report = runtime.run_blocking(&Call::new("3", "ecoh", "{}"));
+        assert!(
+            matches!(
+                (&report.response, report.gate),
+                (
+                    ToolResponse::Failed {
+                        kind: FailureKind::UnknownTool,
+                        ..
+                    },
+                    GateDecision::NotReached
+                )
+            ),
+            "{report:?}"
         );
+        assert_eq!(
+            runtime.registry().unknown_tool("ecoh"),
+            r#"no tool named "ecoh"; did you mean echo?"#
+        );
+        assert_eq!(
+            runtime.registry().unknown_tool("rm"),
+            r#"no tool named "rm""#
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 }

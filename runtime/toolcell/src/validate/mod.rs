@@ -16,8 +16,10 @@
 //! (with `panic = "abort"` there is no unwinding: the check then runs to its end, which the
 //! limits bound, but the call still answers at its deadline).
 
+use crate::call::names;
 use crate::call::stop::StopToken;
 use crate::tool::schema::{self, MAX_ARGUMENT_DEPTH, REGEX_SIZE_LIMIT, SchemaCost};
+use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -31,6 +33,10 @@ pub const MAX_LISTED_VIOLATIONS: usize = 20;
 /// The most characters of one violation's description: a violation quotes the failing value,
 /// which may be most of a megabyte of arguments.
 pub const MAX_VIOLATION_CHARS: usize = 400;
+
+/// The most allowed property names a refusal of an unknown one lists: enough to show what an
+/// object takes, bounded for a schema with hundreds.
+pub const MAX_LISTED_ALLOWED: usize = 12;
 
 /// How long compiling one tool's schema may take at load. Compiling a schema within the size
 /// limits takes milliseconds; one that takes longer is refused rather than allowed to stall
@@ -62,6 +68,8 @@ const WATCH_KEYWORD: &str = "x-toolcell-watch";
 #[derive(Clone)]
 pub(crate) struct ArgumentSchema {
     validator: Arc<jsonschema::Validator>,
+    /// The schema as the tool gave it, where a refusal looks up the names an object allows.
+    schema: Arc<Value>,
     cost: SchemaCost,
     subject: Subject,
 }
@@ -149,6 +157,7 @@ impl ArgumentSchema {
             })?;
         Ok(ArgumentSchema {
             validator: Arc::new(validator),
+            schema: Arc::new(schema.clone()),
             cost,
             subject,
         })
@@ -225,7 +234,15 @@ impl ArgumentSchema {
                 path
             };
             // A violation may quote a subschema: without the host's own keyword.
-            let mut what = violation.to_string();
+            let mut what = match violation.kind() {
+                ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    self.unexpected(&violation.schema_path().to_string(), unexpected)
+                }
+                ValidationErrorKind::Required { property } => {
+                    required(violation.to_string(), property, violation.instance())
+                }
+                _ => violation.to_string(),
+            };
             for watch in [
                 format!(",\"{WATCH_KEYWORD}\":true"),
                 format!("\"{WATCH_KEYWORD}\":true,"),
@@ -240,6 +257,58 @@ impl ArgumentSchema {
             message.push_str(&format!("\n- at {at}: {what}"));
         }
         Err(message)
+    }
+
+    /// What a refusal says of properties an object's schema does not allow
+    /// (`additionalProperties: false`): each by name (escaped and cut), with the nearest name
+    /// the object does allow, when one is near. `schema_path` is the pointer to the
+    /// `additionalProperties` keyword; the names allowed are the `properties` beside it (none
+    /// when the path went through a `$ref`, which a pointer cannot follow).
+    fn unexpected(&self, schema_path: &str, unexpected: &[String]) -> String {
+        let beside = schema_path
+            .strip_suffix("/additionalProperties")
+            .unwrap_or_default();
+        // None when the path cannot be followed; the object's `properties` (perhaps none).
+        let allowed: Option<Vec<&str>> = self.schema.pointer(beside).map(|object| {
+            object
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().map(String::as_str).collect())
+                .unwrap_or_default()
+        });
+        let candidates = allowed.as_deref().unwrap_or_default();
+        let mut said = String::new();
+        for (index, name) in unexpected.iter().enumerate() {
+            if said.len() > MAX_VIOLATION_CHARS {
+                said.push_str(&format!("; and {} more", unexpected.len() - index));
+                break;
+            }
+            if index > 0 {
+                said.push_str("; ");
+            }
+            said.push_str(&format!("{} is not a property here", names::echoed(name)));
+            if let Some(near) = names::nearest(name, candidates.iter().copied()).first() {
+                said.push_str(&format!(" (did you mean {near:?}?)"));
+            }
+        }
+        match allowed {
+            None => {}
+            Some(allowed) if allowed.is_empty() => said.push_str("; it takes no properties"),
+            Some(allowed) => {
+                let listed: Vec<String> = allowed
+                    .iter()
+                    .take(MAX_LISTED_ALLOWED)
+                    .map(|name| format!("{name:?}"))
+                    .collect();
+                let more = if allowed.len() > MAX_LISTED_ALLOWED {
+                    ", ..."
+                } else {
+                    ""
+                };
+                said.push_str(&format!("; it takes {}{more}", listed.join(", ")));
+            }
+        }
+        said
     }
 
     /// Check `arguments` as a call's first stage: where the call is if the work is small,
@@ -284,6 +353,22 @@ impl ArgumentSchema {
             () = tokio::time::sleep_until(deadline.into()) => Checked::TimedOut,
             () = stop.stopped() => Checked::Stopped,
         }
+    }
+}
+
+/// A missing required property, and the property given in its place when one was given
+/// under a near name (`"text" is a required property; "txt" was given: did you mean
+/// "text"?`): the likeliest mistake, for a person and for a model.
+fn required(said: String, property: &Value, object: &Value) -> String {
+    let (Some(property), Some(object)) = (property.as_str(), object.as_object()) else {
+        return said;
+    };
+    match names::nearest(property, object.keys().map(String::as_str)).first() {
+        Some(given) => format!(
+            "{said}; {} was given: did you mean {property:?}?",
+            names::echoed(given)
+        ),
+        None => said,
     }
 }
 
@@ -471,6 +556,44 @@ mod tests {
             assert!(error.contains(needle), "{needle} missing from {error}");
         }
         assert!(error.lines().count() >= 5, "{error}");
+    }
+
+    #[test]
+    fn an_unknown_property_is_named_with_the_nearest_allowed_one() {
+        // Forbidden by the schema: named, with the name it likely meant, and what is allowed.
+        let error = schema()
+            .check("t", r#"{"txt":"hi","nested":{"flgg":true}}"#)
+            .expect_err("invalid");
+        for needle in [
+            r#""txt" is not a property here (did you mean "text"?); it takes "count", "nested", "text""#,
+            r#""text" is a required property; "txt" was given: did you mean "text"?"#,
+            r#"at /nested: "flgg" is not a property here (did you mean "flag"?); it takes "flag""#,
+        ] {
+            assert!(error.contains(needle), "{needle} missing from {error}");
+        }
+        // Not forbidden: the missing property still names the near one given in its place.
+        let open = ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": { "text": { "type": "string" } },
+            "required": ["text"]
+        }))
+        .expect("compiles");
+        let error = open.check("t", r#"{"txt":"hi"}"#).expect_err("invalid");
+        assert!(
+            error.contains(r#""txt" was given: did you mean "text"?"#),
+            "{error}"
+        );
+        // An object that takes nothing says so; a huge unknown name is cut.
+        let none = ArgumentSchema::compile(
+            &json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        )
+        .expect("compiles");
+        let huge = "k".repeat(100_000);
+        let error = none
+            .check("t", &format!(r#"{{"{huge}":1}}"#))
+            .expect_err("invalid");
+        assert!(error.contains("it takes no properties"), "{error}");
+        assert!(error.len() < 2 * MAX_VIOLATION_CHARS, "{}", error.len());
     }
 
     #[test]

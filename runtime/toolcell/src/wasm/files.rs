@@ -38,6 +38,7 @@ pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>,
             refused.push(LoadError {
                 source: path.display().to_string(),
                 message: "its name is not UTF-8".to_owned(),
+                guest_stderr: String::new(),
             });
             continue;
         }
@@ -56,6 +57,7 @@ pub(crate) fn scan_tools_dir(dir: &Path) -> std::io::Result<(Vec<ComponentFile>,
             Err(message) => refused.push(LoadError {
                 source: path.display().to_string(),
                 message,
+                guest_stderr: String::new(),
             }),
         }
     }

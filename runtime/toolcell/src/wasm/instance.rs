@@ -72,24 +72,32 @@ fn new_store(
     Ok(store)
 }
 
-/// Run the guest's `describe()` in a fresh, powerless instance.
+/// Run the guest's `describe()` in a fresh, powerless instance: what it answered (or why it
+/// did not), and the end of what it wrote to stderr meanwhile (at most [`STDERR_TAIL_BYTES`]).
 pub(crate) async fn describe(
     engine: &Engine,
     pre: &GuestPre<CallState>,
     limits: &Limits,
-) -> Result<Info, String> {
+) -> (Result<Info, String>, String) {
     let deadline = Instant::now() + limits.timeout;
-    let mut store = new_store(engine, &Grants::default(), limits, None, deadline)
-        .map_err(|error| format!("could not make an instance: {}", error_text(&error)))?;
+    let mut store = match new_store(engine, &Grants::default(), limits, None, deadline) {
+        Ok(store) => store,
+        Err(error) => {
+            let why = format!("could not make an instance: {}", error_text(&error));
+            return (Err(why), String::new());
+        }
+    };
     let run = async { pre.describe(&mut store).await };
-    match tokio::time::timeout(limits.timeout, run).await {
+    let described = match tokio::time::timeout(limits.timeout, run).await {
         Ok(Ok(info)) => Ok(info),
         Ok(Err(error)) => Err(format!("describe() failed: {}", error_text(&error))),
         Err(_) => Err(format!(
             "describe() ran past its {} ms deadline",
             limits.timeout.as_millis()
         )),
-    }
+    };
+    let stderr = store.data().stderr.captured().text;
+    (described, stderr_tail(&stderr).to_owned())
 }
 
 /// Run the guest's `call(arguments)` in a fresh instance holding `grants`, under `limits`,

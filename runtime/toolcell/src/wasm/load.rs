@@ -15,17 +15,46 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 /// A component that could not be loaded, and why.
+///
+/// It is for the person who runs toolcell (`toolcell describe`, `list`, the log), never for a
+/// model: a tool that fails to load is not in the model's list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
     /// Where it came from: a file path, or `builtin:<name>`.
     pub source: String,
     /// What is wrong with it.
     pub message: String,
+    /// What the guest wrote to its stderr while it was described, when `describe()` trapped
+    /// or its answer broke a rule: the end of it (at most
+    /// [`STDERR_TAIL_BYTES`](crate::limits::STDERR_TAIL_BYTES)), so that a Python or
+    /// JavaScript author sees their exception. Empty for any other refusal.
+    pub guest_stderr: String,
+}
+
+impl LoadError {
+    /// A refusal of the component from `source`, for `message`, with no guest output.
+    pub fn new(source: impl Into<String>, message: impl Into<String>) -> LoadError {
+        LoadError {
+            source: source.into(),
+            message: message.into(),
+            guest_stderr: String::new(),
+        }
+    }
 }
 
 impl fmt::Display for LoadError {
+    /// `SOURCE: MESSAGE`, then, if the guest wrote to stderr, its lines, each after `  | `,
+    /// with control and invisible characters escaped (`\u{1b}`): a guest's words must not
+    /// drive the terminal they are shown on.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.source, self.message)
+        write!(f, "{}: {}", self.source, self.message)?;
+        if !self.guest_stderr.is_empty() {
+            f.write_str("\n  the guest wrote to stderr:")?;
+            for line in self.guest_stderr.lines() {
+                write!(f, "\n  | {}", crate::gate::escaped_line(line))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -51,9 +80,11 @@ pub(crate) async fn load(
     source: &str,
     bytes: &[u8],
 ) -> Result<(LoadedTool, CacheOutcome), LoadError> {
-    let refuse = |message: String| LoadError {
-        source: source.to_owned(),
-        message,
+    let refuse = |message: String| LoadError::new(source, message);
+    // A refusal of what `describe()` did, with what the guest wrote to stderr meanwhile.
+    let refuse_described = |message: String, stderr: &str| LoadError {
+        guest_stderr: stderr.to_owned(),
+        ..LoadError::new(source, message)
     };
     let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
     let pre = link(linker, &component).map_err(&refuse)?;
@@ -62,10 +93,9 @@ pub(crate) async fn load(
         timeout: DESCRIBE_TIMEOUT,
         ..Limits::default()
     };
-    let info = instance::describe(engine, &pre, &limits)
-        .await
-        .map_err(&refuse)?;
-    let info = ToolInfo::from_guest(info).map_err(&refuse)?;
+    let (described, stderr) = instance::describe(engine, &pre, &limits).await;
+    let info = described.map_err(|why| refuse_described(why, &stderr))?;
+    let info = ToolInfo::from_guest(info).map_err(|why| refuse_described(why, &stderr))?;
     let schema = ArgumentSchema::compile_bounded(&info.input_schema)
         .await
         .map_err(|why| refuse(format!("tool {:?}: {why}", info.name)))?;

@@ -10,10 +10,11 @@ use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use toolcell::audit::{Head, VerifyOptions, head_path, verify};
+use toolcell::audit::{Head, VerifyOptions, verify};
 
 /// The longest signed-head file read: one head, a key id and a signature are a few hundred
 /// bytes.
+#[cfg(feature = "oci")]
 pub const MAX_SIGNED_HEAD_BYTES: u64 = 64 * 1024;
 
 /// What is appended to an audit file's name for its signed head.
@@ -59,6 +60,7 @@ pub enum AuditCommand {
 }
 
 /// A signed head, as its file holds it.
+#[cfg_attr(not(feature = "oci"), allow(dead_code))]
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SignedHead {
@@ -153,6 +155,22 @@ pub fn signed_path(path: &Path) -> PathBuf {
 
 /// Check `file`'s chain, then sign its head with `key` into `out` (default: FILE.head.sig).
 fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
+    #[cfg(not(feature = "oci"))]
+    {
+        let _ = (file, key, out);
+        Err(WITHOUT_KEYS.to_owned())
+    }
+    #[cfg(feature = "oci")]
+    sign_with(file, key, out)
+}
+
+/// What `audit sign` and `audit verify --key` say in a build without keys.
+#[cfg(not(feature = "oci"))]
+const WITHOUT_KEYS: &str = "signed heads need keys, which are the `oci` feature of toolcell-cli \
+    (cargo run --release --features oci -- ..., or --features full)";
+
+#[cfg(feature = "oci")]
+fn sign_with(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
     let key = toolcell_oci::signing::SigningKey::read(key).map_err(|why| why.to_string())?;
     // A head is signed only over a chain that holds: a signature must not bless a broken one.
     // (The series before a rotated file is not checked here; its first line's link is.)
@@ -162,8 +180,8 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
     };
     let verified = verify(&[file.to_owned()], &options)
         .map_err(|broken| format!("the audit chain is broken: {broken}"))?;
-    let head = Head::read(&head_path(file))
-        .map_err(|error| format!("{}: {error}", head_path(file).display()))?
+    let head = Head::read(&toolcell::audit::head_path(file))
+        .map_err(|error| format!("{}: {error}", toolcell::audit::head_path(file).display()))?
         .ok_or_else(|| format!("{} has no head: it has no lines", file.display()))?;
     if verified.last.as_ref() != Some(&head) {
         return Err("the file changed while it was checked; sign again".to_owned());
@@ -207,12 +225,24 @@ fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<String, String> {
 }
 
 /// `O_NOFOLLOW`, as `open` takes it.
+#[cfg(feature = "oci")]
 fn no_follow() -> i32 {
     rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }
 
 /// The head signed in the file at `path`, if `key` (a public key file) made the signature.
 fn signed_head(path: &Path, key: &Path) -> Result<Head, String> {
+    #[cfg(not(feature = "oci"))]
+    {
+        let _ = (path, key);
+        Err(WITHOUT_KEYS.to_owned())
+    }
+    #[cfg(feature = "oci")]
+    signed_head_with(path, key)
+}
+
+#[cfg(feature = "oci")]
+fn signed_head_with(path: &Path, key: &Path) -> Result<Head, String> {
     let key = toolcell_oci::signing::TrustedKey::read(key).map_err(|why| why.to_string())?;
     let why = |what: String| format!("the signed head {}: {what}", path.display());
     let mut text = String::new();

@@ -5,7 +5,12 @@
 //! The whole-project benchmark, with the native and process-per-call baselines beside it, is
 //! `just bench` (BENCHMARKS.md); this is the question a tool author asks of their own tool.
 
+use crate::args::{Cli, Command};
+use crate::exit;
+use crate::runtime::{Needs, with_runtime_for};
 use serde::Serialize;
+use std::io::Write as _;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcell::ToolPort as _;
 use toolcell::{CallOptions, Runtime, ToolResponse};
@@ -180,6 +185,49 @@ fn percentile(times: &[Duration], q: f64) -> Duration {
     }
     let rank = ((times.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
     times[rank.min(times.len() - 1)]
+}
+
+/// `toolcell bench NAME [ARGUMENTS]`.
+pub(crate) fn command(cli: &Cli) -> ExitCode {
+    let Command::Bench {
+        name,
+        arguments,
+        calls,
+        warmup,
+        threads,
+        json,
+        keep_resident_mib,
+    } = &cli.command
+    else {
+        return ExitCode::from(exit::USAGE);
+    };
+    let options = BenchOptions {
+        calls: *calls,
+        warmup: *warmup,
+        threads: *threads,
+    };
+    with_runtime_for(
+        cli,
+        Needs {
+            keep_resident_mib: *keep_resident_mib,
+            ..Needs::default()
+        },
+        |runtime| match run(&runtime, name, arguments, options) {
+            Ok(report) => {
+                let text = if *json {
+                    serde_json::to_string(&report).unwrap_or_default()
+                } else {
+                    report.to_string()
+                };
+                if writeln!(std::io::stdout().lock(), "{text}").is_err() {
+                    return ExitCode::from(exit::FAILED);
+                }
+                ExitCode::SUCCESS
+            }
+            // The first call did not answer with a result: say why, as `call` would.
+            Err(response) => crate::commands::call::respond(&runtime, &response, false),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,51 @@
+//! `toolcell list` and `toolcell find`: what tools there are, as a person or the model sees
+//! them.
+
+use crate::args::Cli;
+use crate::exit;
+use crate::runtime::with_runtime;
+use std::io::Write as _;
+use std::process::ExitCode;
+use toolcell::registry::FIND_TOOL;
+use toolcell::{Runtime, ToolPort as _};
+
+pub(crate) fn list(cli: &Cli, json: bool) -> ExitCode {
+    with_runtime(cli, |runtime| print(runtime, json))
+}
+
+/// Search the tools, as the model's `find_tool` does.
+pub(crate) fn find(cli: &Cli, query: &str) -> ExitCode {
+    with_runtime(cli, |runtime| {
+        let arguments = serde_json::json!({ "query": query }).to_string();
+        crate::commands::call::respond(
+            &runtime,
+            &runtime.call(&toolcell::ToolRequest::new("cli", FIND_TOOL, &arguments)),
+            false,
+        )
+    })
+}
+
+fn print(runtime: Runtime, json: bool) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    for entry in runtime.registry().entries() {
+        let name = &entry.schema.name;
+        let line = if json {
+            serde_json::json!({
+                "name": name,
+                "description": entry.schema.description,
+                "parameters": entry.schema.parameters,
+                "core": entry.core,
+                "source": runtime.source(name),
+                "info": runtime.info(name),
+            })
+            .to_string()
+        } else {
+            let core = if entry.core { "core" } else { "    " };
+            format!("{name:<16} {core}  {}", entry.schema.description)
+        };
+        if writeln!(out, "{line}").is_err() {
+            return ExitCode::from(exit::FAILED);
+        }
+    }
+    ExitCode::SUCCESS
+}
