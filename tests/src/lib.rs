@@ -26,6 +26,8 @@ mod cli;
 #[cfg(test)]
 mod concurrency;
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
 mod containment;
 #[cfg(test)]
 mod deploy;
@@ -60,6 +62,8 @@ mod no_ambient_authority;
 #[cfg(test)]
 mod oci;
 #[cfg(test)]
+mod parts;
+#[cfg(test)]
 mod python_tools;
 #[cfg(test)]
 mod review_lazy;
@@ -86,6 +90,10 @@ mod every_guest_has_a_test {
 mod guest_tests {
     pub(crate) use crate::builtin_tools::compute;
     pub(crate) use crate::capabilities::envy;
+    pub(crate) use crate::conformance::{
+        json_schema_2020_12_tool, test_audio_content, test_embedded_resource, test_error_handling,
+        test_image_content, test_multiple_content_types, test_simple_text,
+    };
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::{prowler, seeker};
@@ -94,5 +102,6 @@ mod guest_tests {
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
+    pub(crate) use crate::parts::{contract_v2, painter};
     pub(crate) use crate::structured::{old_contract, structured};
 }

@@ -198,25 +198,29 @@ fn slow_arguments() -> String {
     format!(r#"{{"xs":[{}1]}}"#, "-1,".repeat(100_000))
 }
 
-/// How long the slowest of `echoes` echo calls took, made one after another on `runtime`
-/// while something else runs.
-fn slowest_echo(runtime: &Runtime, echoes: usize) -> Duration {
-    (0..echoes)
-        .map(|i| {
-            let started = Instant::now();
-            let report =
-                runtime.run_blocking(&Call::new(format!("e{i}"), "echo", r#"{"text":"hi"}"#));
-            assert_eq!(report.response, ToolResponse::text("hi"));
-            started.elapsed()
-        })
-        .max()
-        .unwrap_or_default()
+/// Make `echoes` echo calls one after another on `runtime` while something else runs; when
+/// the last one answered.
+fn echoes_answered(runtime: &Runtime, echoes: usize) -> Instant {
+    for i in 0..echoes {
+        let report = runtime.run_blocking(&Call::new(format!("e{i}"), "echo", r#"{"text":"hi"}"#));
+        assert_eq!(report.response, ToolResponse::text("hi"));
+    }
+    Instant::now()
 }
 
+/// How far past its deadline a call may end on a loaded 2-core machine (the suite runs its
+/// tests in parallel beside other builds): the property is that it ends at its deadline, not
+/// how precisely, which the benches measure.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
 /// The guest whose schema is slow but inside every limit: its calls end at their deadline and
-/// at their stop, and echo keeps answering within 50 ms while two of them run.
+/// at their stop, and echo keeps answering while two of them run: twenty echoes, one after
+/// another, all answer before either attacker's deadline (they do not wait behind the check).
 #[test]
 pub(crate) fn slow_schema() {
+    /// Long enough that twenty echoes fit in it on a loaded machine (each takes well under a
+    /// millisecond idle), short enough to keep the test quick.
+    const ATTACK_DEADLINE: Duration = Duration::from_millis(1500);
     let _guard = exclusive();
     let runtime = Arc::new(
         builder()
@@ -237,26 +241,36 @@ pub(crate) fn slow_schema() {
             std::thread::spawn(move || {
                 let call = Call::new(format!("a{i}"), "slow_schema", arguments).with_options(
                     CallOptions {
-                        timeout: Some(Duration::from_millis(300)),
+                        timeout: Some(ATTACK_DEADLINE),
                         ..CallOptions::default()
                     },
                 );
                 let started = Instant::now();
                 let report = runtime.run_blocking(&call);
-                (report.response, started.elapsed())
+                (report.response, started, Instant::now())
             })
         })
         .collect();
-    let slowest = slowest_echo(&runtime, 20);
+    let echoed = echoes_answered(&runtime, 20);
     for attacker in attackers {
-        let (response, took) = attacker.join().expect("the attacker's thread");
-        assert_eq!(response, ToolResponse::TimedOut { limit_ms: 300 });
-        assert!(took < Duration::from_millis(400), "ended after {took:?}");
+        let (response, started, ended) = attacker.join().expect("the attacker's thread");
+        assert_eq!(
+            response,
+            ToolResponse::TimedOut {
+                limit_ms: ATTACK_DEADLINE.as_millis() as u64
+            }
+        );
+        let took = ended.duration_since(started);
+        assert!(
+            took < ATTACK_DEADLINE + DEADLINE_MARGIN,
+            "ended after {took:?}"
+        );
+        assert!(
+            echoed < started + ATTACK_DEADLINE,
+            "the echoes waited behind an attacker: they ended {:?} after it started",
+            echoed.duration_since(started)
+        );
     }
-    assert!(
-        slowest < Duration::from_millis(50),
-        "an echo during the attack took {slowest:?}"
-    );
 
     // Stopped: ends at the stop, long before its deadline.
     let stop = StopToken::new();
@@ -278,8 +292,8 @@ pub(crate) fn slow_schema() {
     assert_eq!(report.response, ToolResponse::Cancelled);
     let after = answered_at.duration_since(stopped_at);
     assert!(
-        after < Duration::from_millis(50),
-        "answered {after:?} after the stop"
+        after < DEADLINE_MARGIN,
+        "answered {after:?} after the stop (its deadline was a minute away)"
     );
     // The watch unwound both checks: the blocking threads are free, and the host answers.
     crate::support::assert_echo_still_works_on(&runtime);
@@ -304,8 +318,9 @@ fn limits_admit_what_real_tools_declare() {
     assert_eq!(runtime.load_errors(), &[]);
 }
 
-/// `toolcell serve` answers `ping` within 50 ms while two calls' slow arguments are being
-/// checked, and both calls answer at their deadline.
+/// `toolcell serve` answers `ping` while two calls' slow arguments are being checked: ten
+/// pings, one after another, all answer before the calls' deadline (they do not wait behind
+/// the checks), and both calls answer at that deadline.
 #[test]
 fn the_server_answers_others_while_arguments_are_checked() {
     let _guard = exclusive();
@@ -313,7 +328,7 @@ fn the_server_answers_others_while_arguments_are_checked() {
     let policy = tempfile::NamedTempFile::new().expect("policy file");
     std::fs::write(
         policy.path(),
-        "[tools.slow_schema]\nlimits = { timeout_ms = 500 }\n",
+        "[tools.slow_schema]\nlimits = { timeout_ms = 1500 }\n",
     )
     .expect("write the policy");
     let mut server = crate::mcp::Server::start(&[
@@ -326,30 +341,28 @@ fn the_server_answers_others_while_arguments_are_checked() {
     let sent = Instant::now();
     server.call(1, "slow_schema", arguments.clone());
     server.call(2, "slow_schema", arguments);
-    let mut slowest = Duration::ZERO;
     for id in 10..20 {
-        let started = Instant::now();
         server.send(json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }));
         let pong = server.response(id);
         assert_eq!(pong["result"], json!({}), "{pong}");
-        slowest = slowest.max(started.elapsed());
     }
+    let pinged = sent.elapsed();
     for id in [1, 2] {
         let answer = server.response(id);
         assert_eq!(answer["result"]["isError"], true, "{answer}");
         assert!(
-            crate::mcp::text(&answer).contains("500 ms deadline"),
+            crate::mcp::text(&answer).contains("1500 ms deadline"),
             "{answer}"
         );
     }
     let took = sent.elapsed();
     assert!(
-        took < Duration::from_millis(1500),
+        took < Duration::from_millis(1500) + DEADLINE_MARGIN,
         "the calls took {took:?}"
     );
     assert!(
-        slowest < Duration::from_millis(50),
-        "a ping during the attack took {slowest:?}"
+        pinged < Duration::from_millis(1500),
+        "the pings waited behind the checks: the tenth answered after {pinged:?}"
     );
     let (_, exited_cleanly, _, _) = server.close();
     assert!(exited_cleanly);

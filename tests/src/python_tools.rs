@@ -97,3 +97,63 @@ fn csv_query_in_python_answers_fails_and_is_validated() {
     let again = call(&format!(r#"{{"csv":{table},"limit":1}}"#));
     assert_eq!(again, limited, "the call after the crash");
 }
+
+/// A Python tool written against `toolcell:tool@0.1.0` and rebuilt against today's `wit/`
+/// builds an `Info` without `output_schema`: Python raises, and the guest can only trap. The
+/// component is refused with the Python exception it wrote to stderr (escaped, bounded), as
+/// `toolcell describe` shows it to the person; never to a model (the tool is not listed).
+#[test]
+fn a_python_tool_whose_describe_raises_is_refused_with_its_exception() {
+    let bytes = {
+        let _guard = crate::support::exclusive();
+        crate::toolchains::python_component(
+            &crate::toolchains::root().join("tests/python/old_info"),
+            "old_info",
+        )
+    };
+    let runtime = crate::support::builder()
+        .builtin_tools(false)
+        .component("python:old_info", bytes.clone())
+        .build()
+        .expect("the runtime builds");
+    let [refused] = runtime.load_errors() else {
+        panic!("one refusal expected: {:?}", runtime.load_errors())
+    };
+    assert!(
+        refused.message.starts_with("describe() failed"),
+        "{refused}"
+    );
+    assert!(
+        refused.guest_stderr.contains("TypeError")
+            && refused.guest_stderr.contains("output_schema"),
+        "the exception is kept: {refused:?}"
+    );
+    assert!(
+        refused.guest_stderr.len() <= toolcell::limits::STDERR_TAIL_BYTES,
+        "{}",
+        refused.guest_stderr.len()
+    );
+    assert!(runtime.registry().get("old_info").is_none());
+    // What the person sees: the refusal, then the guest's lines.
+    let shown = refused.to_string();
+    assert!(
+        shown.contains("\n  the guest wrote to stderr:\n  | ") && shown.contains("TypeError"),
+        "{shown}"
+    );
+
+    // `toolcell describe` prints it, and exits 1.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("old_info.wasm");
+    std::fs::write(&file, &bytes).expect("write the component");
+    let output = crate::support::toolcell_command()
+        .arg("describe")
+        .arg(&file)
+        .output()
+        .expect("run toolcell describe");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the guest wrote to stderr") && stderr.contains("output_schema"),
+        "{stderr}"
+    );
+}

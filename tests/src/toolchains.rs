@@ -99,14 +99,18 @@ pub fn js_tooling() -> PathBuf {
 
 /// The component built from `guest-tools/python/<name>/app.py`.
 pub fn python_tool(name: &str) -> Vec<u8> {
-    let source = root().join("guest-tools/python").join(name);
+    python_component(&root().join("guest-tools/python").join(name), name)
+}
+
+/// The component built from the Python module `app.py` in `source` (labelled `name`).
+pub fn python_component(source: &Path, name: &str) -> Vec<u8> {
     built(&format!("python-{name}"), &[source.join("app.py")], |out| {
         let mut command = Command::new(componentize_py());
         command
             .arg("-d")
             .arg(root().join("wit"))
             .args(["-w", "guest", "componentize", "-p"])
-            .arg(&source)
+            .arg(source)
             .args(["app", "-o"])
             .arg(out)
             // Keep the source tree clean of bytecode caches.
@@ -183,4 +187,36 @@ fn built(label: &str, sources: &[PathBuf], build: impl FnOnce(&Path) -> Command)
         std::fs::rename(&partial, &out).expect("the built tool");
     }
     std::fs::read(&out).expect("the built tool")
+}
+
+/// The official MCP conformance suite (`@modelcontextprotocol/conformance`, pinned by
+/// `tests/conformance/package-lock.json`), installed with `npm ci` into
+/// `target/conformance-suite` if it is missing or was installed from another lock: the path of
+/// its command (run it with `node`).
+pub fn conformance_suite() -> PathBuf {
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let suite = root().join("target/conformance-suite");
+    let manifest = root().join("tests/conformance");
+    let lock = std::fs::read(manifest.join("package-lock.json")).expect("the suite's lock");
+    let installed = suite.join("node_modules/.package-lock.json.toolcell");
+    if std::fs::read(&installed).ok().as_deref() != Some(&lock[..]) {
+        std::fs::create_dir_all(&suite).expect("target/conformance-suite");
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(manifest.join(file), suite.join(file)).expect("the npm manifest");
+        }
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&suite)
+            .status()
+            .expect("npm is needed for the conformance test");
+        assert!(
+            status.success(),
+            "npm ci in target/conformance-suite failed"
+        );
+        std::fs::write(&installed, &lock).expect("the install's stamp");
+    }
+    suite.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
 }

@@ -15,6 +15,7 @@ struct Args {}
 
 impl Tool for Clock {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -14,6 +14,7 @@ struct Args {
 
 impl Tool for Echo {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

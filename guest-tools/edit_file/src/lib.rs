@@ -26,6 +26,7 @@ struct Args {
 
 impl Tool for EditFile {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(

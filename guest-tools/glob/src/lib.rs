@@ -25,6 +25,7 @@ struct Args {
 
 impl Tool for Glob {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(

@@ -34,6 +34,7 @@ struct Args {
 
 impl Tool for Grep {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(

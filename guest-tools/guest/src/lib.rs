@@ -17,6 +17,7 @@
 //!
 //! impl Tool for Echo {
 //!     type Args = Args;
+//!     type Output = String;
 //!     fn describe() -> Info {
 //!         toolcell_guest::info("echo", "Returns its text argument unchanged.", serde_json::json!({
 //!             "type": "object",
@@ -48,7 +49,8 @@ pub mod bindings {
 use serde::de::DeserializeOwned;
 
 pub use bindings::exports::toolcell::tool::tool::{
-    Capability, CapabilityKind, Info, ResourceRef, ToolError,
+    Capability, CapabilityKind, EmbeddedResource, Info, Media, Part, ResourceContents,
+    ResourceLink, ResourceRef, ToolError,
 };
 
 /// One tool: what it says about itself and how it runs a call.
@@ -58,11 +60,77 @@ pub trait Tool {
     /// [`Tool::call`] is not run.
     type Args: DeserializeOwned;
 
+    /// What a call returns: `String` for text (most tools), or `Vec<Part>` for a result of
+    /// parts (text, [`image`]s, [`audio`], [`embedded_text`] resources, [`link`]s).
+    type Output: IntoParts;
+
     /// What the tool says about itself: read once by the host, when it loads the component.
     fn describe() -> Info;
 
     /// Run one call. Return `Err` for any failure the model should read; never panic for one.
-    fn call(args: Self::Args) -> Result<String, ToolError>;
+    fn call(args: Self::Args) -> Result<Self::Output, ToolError>;
+}
+
+/// What a call may return: its parts.
+pub trait IntoParts {
+    /// The result as the contract carries it.
+    fn into_parts(self) -> Vec<Part>;
+}
+
+impl IntoParts for String {
+    fn into_parts(self) -> Vec<Part> {
+        vec![Part::Text(self)]
+    }
+}
+
+impl IntoParts for Vec<Part> {
+    fn into_parts(self) -> Vec<Part> {
+        self
+    }
+}
+
+impl IntoParts for Part {
+    fn into_parts(self) -> Vec<Part> {
+        vec![self]
+    }
+}
+
+/// An image part: `mime_type` is `image/png`, `image/jpeg`, `image/gif` or `image/webp`, and
+/// `data` must begin as that type's files do (the host checks both).
+pub fn image(mime_type: &str, data: Vec<u8>) -> Part {
+    Part::Image(Media {
+        mime_type: mime_type.to_owned(),
+        data,
+    })
+}
+
+/// An audio part: `mime_type` is `audio/wav`, `audio/mpeg`, `audio/ogg`, `audio/webm` or
+/// `audio/flac`, true to `data`.
+pub fn audio(mime_type: &str, data: Vec<u8>) -> Part {
+    Part::Audio(Media {
+        mime_type: mime_type.to_owned(),
+        data,
+    })
+}
+
+/// A text resource carried whole: `uri` names it, `mime_type` says what it is (`text/plain`,
+/// `text/markdown`, `text/csv`, `application/json`, ...).
+pub fn embedded_text(uri: &str, mime_type: &str, text: &str) -> Part {
+    Part::Resource(EmbeddedResource {
+        uri: uri.to_owned(),
+        mime_type: Some(mime_type.to_owned()),
+        contents: ResourceContents::Text(text.to_owned()),
+    })
+}
+
+/// A link to a resource the client may open itself.
+pub fn link(uri: &str, name: &str) -> Part {
+    Part::ResourceLink(ResourceLink {
+        uri: uri.to_owned(),
+        name: name.to_owned(),
+        description: None,
+        mime_type: None,
+    })
 }
 
 /// An [`Info`] with the given name, description and JSON Schema, and the conservative
@@ -176,10 +244,10 @@ pub fn workspace_path() -> String {
 
 /// Parse `arguments` as `T::Args` and run `T::call`. Used by [`export_tool!`]; public so a
 /// tool's own tests can drive the same path the host does.
-pub fn run<T: Tool>(arguments: &str) -> Result<String, ToolError> {
+pub fn run<T: Tool>(arguments: &str) -> Result<Vec<Part>, ToolError> {
     let args = serde_json::from_str::<T::Args>(arguments)
         .map_err(|error| ToolError::InvalidInput(format!("arguments: {error}")))?;
-    T::call(args)
+    T::call(args).map(IntoParts::into_parts)
 }
 
 /// Export a [`Tool`] as this component's `toolcell:tool/tool` interface. Use it once per crate.
@@ -194,7 +262,9 @@ macro_rules! export_tool {
                 <$tool as $crate::Tool>::describe()
             }
 
-            fn call(arguments: ::std::string::String) -> Result<::std::string::String, $crate::ToolError> {
+            fn call(
+                arguments: ::std::string::String,
+            ) -> Result<::std::vec::Vec<$crate::Part>, $crate::ToolError> {
                 $crate::run::<$tool>(&arguments)
             }
         }

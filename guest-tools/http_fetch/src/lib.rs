@@ -43,6 +43,7 @@ fn get() -> String {
 
 impl Tool for HttpFetch {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -81,6 +81,6 @@ export const tool = {
     }
     const picked = {};
     for (const pointer of args.pointers) picked[pointer] = pick(document, pointer);
-    return JSON.stringify(picked);
+    return [{ tag: "text", val: JSON.stringify(picked) }];
   },
 };

@@ -14,6 +14,7 @@ struct Args {
 
 impl Tool for ListDir {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(

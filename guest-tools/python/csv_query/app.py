@@ -46,7 +46,7 @@ class Tool(exports.Tool):
             output_schema=None,
         )
 
-    def call(self, arguments: str) -> str:
+    def call(self, arguments: str) -> list[tool.Part]:
         args = json.loads(arguments)
         try:
             reader = csv.DictReader(io.StringIO(args["csv"], newline=""), strict=True)
@@ -64,4 +64,4 @@ class Tool(exports.Tool):
                         break
         except csv.Error as error:
             raise Err(tool.ToolError_InvalidInput(f"the CSV does not parse: {error}"))
-        return json.dumps(rows)
+        return [tool.Part_Text(json.dumps(rows))]

@@ -27,6 +27,7 @@ struct Args {
 
 impl Tool for ReadFile {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(

@@ -100,6 +100,10 @@ pub(crate) enum Command {
         /// Also print what the guest wrote to its stdout and stderr, on stderr.
         #[arg(long)]
         diagnostics: bool,
+        /// Write each image, sound and binary resource of the result to DIR (part-N.png, ...)
+        /// rather than only naming it.
+        #[arg(long, value_name = "DIR")]
+        save_parts: Option<std::path::PathBuf>,
     },
     /// Measure what calls to one tool cost: each in a fresh instance, through the same
     /// pipeline as `call` (validation, gate, cap, audit).
@@ -133,6 +137,11 @@ pub(crate) enum Command {
         /// How many calls may run at once; more wait for a slot.
         #[arg(long, value_name = "N", default_value_t = toolcell::limits::POOL_SLOTS)]
         pool_slots: u32,
+        /// The result cap: a text result is cut to this many bytes; a result of parts
+        /// (images, audio, resources), counted as the client receives it (bytes as base64),
+        /// larger than this is a failure.
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_RESULT_CAP)]
+        cap: usize,
         /// Keep this much of each instance slot's memory mapped between calls (default 2):
         /// faster for tools that use tens of MiB, at the price of holding that memory.
         #[arg(long, value_name = "MIB")]

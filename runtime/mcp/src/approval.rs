@@ -190,8 +190,8 @@ enum Keeper {
     Shared(Arc<crate::state::Store>),
 }
 
-/// The stateless era's questions: sealed into tokens when asked ([`Approvals::ask`]), opened
-/// and spent when answered ([`Approvals::answers`]).
+/// The stateless era's questions: sealed into tokens when asked (`Approvals::ask`), opened
+/// and spent when answered (`Approvals::answers`).
 pub struct Approvals {
     keeper: Keeper,
 }

@@ -22,6 +22,7 @@
 pub mod approval;
 #[cfg(feature = "http")]
 pub mod auth;
+mod content;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -200,11 +201,17 @@ impl McpServer {
         }
     }
 
-    /// A call's answer as MCP sends it: the text the model reads (within the cap), and for a
-    /// tool that declared an output schema the result it was checked as, beside it.
+    /// A call's answer as MCP sends it: the text the model reads (within the cap), or the
+    /// result's parts as content blocks (images, audio, resources: checked and within the cap
+    /// already); and for a tool that declared an output schema the result it was checked as,
+    /// beside them.
     fn result(&self, report: CallReport) -> CallToolResult {
         let response = report.response;
-        let content = vec![ContentBlock::text(self.runtime.model_text(&response))];
+        let content = if report.parts.is_empty() || response.is_error() {
+            vec![ContentBlock::text(self.runtime.model_text(&response))]
+        } else {
+            report.parts.iter().map(content::block).collect()
+        };
         if response.is_error() {
             CallToolResult::error(content)
         } else {

@@ -15,7 +15,7 @@
 //! server's key's, when it is another client's, for another tool or other arguments, or when
 //! its id was spent; an answer after its deadline is a denial. The same format serves one
 //! server and many: the key is made per process without a store, and kept in the store with
-//! one ([`crate::state::Store::seal_key`]), so every replica opens every replica's tokens.
+//! one (`state::Store::seal_key`), so every replica opens every replica's tokens.
 
 use base64::Engine as _;
 use hmac::Mac as _;

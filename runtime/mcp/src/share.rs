@@ -1,8 +1,8 @@
 //! Fair shares: how much of the server one client (a tenant, or a peer address without tokens)
 //! may hold at once, so that clients busy to their limits leave room for the others.
 //!
-//! Two bounds, each counted per client as places taken and given back when dropped ([`Counts`],
-//! [`Place`]):
+//! Two bounds, each counted per client as places taken and given back when dropped (`Counts`,
+//! `Place`):
 //!
 //! - **Calls** ([`calls_per_client`]): `tools/call` requests in flight, waiting for an instance
 //!   slot or running, *and the tasks they became* (a call still running after a second becomes a

@@ -20,8 +20,8 @@
 //! - **Across replicas** (`--state`, [`crate::state`]): a task's record lives in the shared
 //!   store, so `tasks/get` and `tasks/cancel` through any replica answer; a cancellation that
 //!   reaches another replica is picked up by the one running the task within
-//!   [`CANCEL_POLL_EVERY`](crate::state::CANCEL_POLL_EVERY); a task whose replica stops
-//!   (no heartbeat for [`HEARTBEAT_TTL`](crate::state::HEARTBEAT_TTL)) is answered `failed`.
+//!   `state::CANCEL_POLL_EVERY`; a task whose replica stops
+//!   (no heartbeat for `state::HEARTBEAT_TTL`) is answered `failed`.
 //!   While the store cannot be reached, calls are answered directly rather than made tasks,
 //!   `tasks/get` and `tasks/cancel` are refused (naming the store), and a task that ends meanwhile
 //!   keeps its end in its replica (which answers `tasks/get` from it) until it is written.

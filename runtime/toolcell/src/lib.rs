@@ -137,6 +137,14 @@ pub use wasm::load::LoadError;
 
 pub mod policy;
 
+/// Results beyond text: the parts a tool may return, and the host's rules for them.
+pub mod content {
+    pub use crate::call::content::{
+        AUDIO_TYPES, Contents, IMAGE_TYPES, MAX_LINK_TEXT_BYTES, MAX_PARTS, MAX_URI_BYTES, Media,
+        Part, RESOURCE_TYPES, as_text, base64_len, check, sniff,
+    };
+}
+
 /// What became of a call: the report, the gate's decision and grants, captured output.
 pub mod report {
     pub use crate::call::report::{CallReport, Captured, Cost, GateDecision, Granted, GrantedBy};

@@ -4,8 +4,10 @@ use crate::args::{Cli, Command};
 use crate::exit;
 use crate::runtime::{Needs, interrupted, with_runtime_for};
 use std::io::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
+use toolcell::content::{Contents, Part};
 use toolcell::{CallOptions, CallReport, Runtime, StopToken, ToolResponse};
 
 pub(crate) fn run(cli: &Cli) -> ExitCode {
@@ -18,6 +20,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
         memory_mib,
         fuel,
         diagnostics,
+        save_parts,
     } = &cli.command
     else {
         return ExitCode::from(exit::USAGE);
@@ -68,7 +71,11 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
             if diagnostics {
                 print_diagnostics(&report);
             }
-            let status = respond(&runtime, &report.response, json);
+            let status = if report.parts.is_empty() {
+                respond(&runtime, &report.response, json)
+            } else {
+                respond_parts(&report, json, save_parts.as_deref())
+            };
             if runtime.audit_failures() > 0 {
                 eprintln!("toolcell: the call ran, but its audit record could not be written");
                 return ExitCode::from(exit::AUDIT_FAILED);
@@ -114,4 +121,82 @@ pub(crate) fn respond(runtime: &Runtime, response: &ToolResponse, json: bool) ->
         return ExitCode::from(exit::FAILED);
     }
     ExitCode::from(status)
+}
+
+/// Print a result of parts: as JSON (the response, and each part as the audit keeps it:
+/// bytes as their size and sha256), or each part in turn, text as text and anything else as a
+/// line naming it (and, with `save`, the file it was written to).
+fn respond_parts(report: &CallReport, json: bool, save: Option<&Path>) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let mut line = serde_json::to_value(&report.response).unwrap_or_default();
+        if let Some(object) = line.as_object_mut() {
+            object.insert(
+                "parts".to_owned(),
+                serde_json::to_value(&report.parts).unwrap_or_default(),
+            );
+        }
+        return match writeln!(out, "{line}") {
+            Ok(()) => ExitCode::from(exit::status(&report.response)),
+            Err(_) => ExitCode::from(exit::FAILED),
+        };
+    }
+    for (index, part) in report.parts.iter().enumerate() {
+        let mut shown = part.as_text();
+        if let (Some(dir), Some((bytes, extension))) = (save, binary(part)) {
+            let path = dir.join(format!("part-{index}.{extension}"));
+            if let Err(error) = save_file(&path, bytes) {
+                eprintln!("toolcell: writing {}: {error}", path.display());
+                return ExitCode::from(exit::FAILED);
+            }
+            shown.push_str(&format!(" saved to {}", path.display()));
+        }
+        if writeln!(out, "{shown}").is_err() {
+            return ExitCode::from(exit::FAILED);
+        }
+    }
+    ExitCode::from(exit::status(&report.response))
+}
+
+/// A part's bytes and the file extension for its type, if it is bytes.
+fn binary(part: &Part) -> Option<(&[u8], &'static str)> {
+    let (data, mime_type): (&[u8], Option<&str>) = match part {
+        Part::Image(media) | Part::Audio(media) => (&media.data, Some(&media.mime_type)),
+        Part::Resource {
+            contents: Contents::Blob(blob),
+            mime_type,
+            ..
+        } => (blob, mime_type.as_deref()),
+        _ => return None,
+    };
+    let extension = match mime_type.unwrap_or_default() {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "audio/wav" => "wav",
+        "audio/mpeg" => "mp3",
+        "audio/ogg" => "ogg",
+        "audio/webm" => "webm",
+        "audio/flac" => "flac",
+        "application/pdf" => "pdf",
+        "application/json" => "json",
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        "text/csv" => "csv",
+        _ => "bin",
+    };
+    Some((data, extension))
+}
+
+/// Write `bytes` to `path`, replacing a file there but never following a symlink.
+fn save_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    file.write_all(bytes)
 }

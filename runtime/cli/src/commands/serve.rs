@@ -9,6 +9,7 @@ use std::process::ExitCode;
 pub(crate) fn run(cli: &Cli) -> ExitCode {
     let Command::Serve {
         pool_slots,
+        cap,
         keep_resident_mib,
         http,
         tokens,
@@ -74,6 +75,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
             ..Needs::default()
         },
         |runtime| {
+            let runtime = runtime.with_cap(*cap);
             #[cfg(feature = "http")]
             let served = match http {
                 Some(options) => toolcell_mcp::http::serve_http(runtime, options),

@@ -38,9 +38,13 @@ export const tool = {
     };
   },
 
+  // The result's parts: text ({ tag: "text", val }), an image or audio ({ tag: "image",
+  // val: { mimeType: "image/png", data: Uint8Array } }), a resource carried whole
+  // ({ tag: "resource", val: { uri, mimeType, contents: { tag: "text", val } } }) or a link to
+  // one ({ tag: "resource-link", val: {...} }); see wit/tool.wit.
   call(argumentsText) {
     const name = JSON.parse(argumentsText).name.trim();
     if (name === "") throw toolError("invalid-input", "the name is blank");
-    return `Hello, ${name}!`;
+    return [{ tag: "text", val: `Hello, ${name}!` }];
   },
 };

@@ -31,11 +31,16 @@ class Tool(exports.Tool):
             output_schema=None,
         )
 
-    def call(self, arguments: str) -> str:
-        """The result text, or raise Err(tool.ToolError_InvalidInput(...)) (or _NotFound,
+    def call(self, arguments: str) -> list[tool.Part]:
+        """The result's parts, or raise Err(tool.ToolError_InvalidInput(...)) (or _NotFound,
         _Denied, _Failed) for a failure the model reads. Any other exception is a crash:
-        toolcell reports it as a trap."""
+        toolcell reports it as a trap (and shows what it wrote to stderr).
+
+        A part is text (tool.Part_Text), an image or audio (tool.Part_Image(tool.Media(
+        mime_type="image/png", data=png_bytes))), a resource carried whole
+        (tool.Part_Resource(tool.EmbeddedResource(...))) or a link to one
+        (tool.Part_ResourceLink(...)); see wit/tool.wit."""
         name = json.loads(arguments)["name"].strip()
         if not name:
             raise Err(tool.ToolError_InvalidInput("the name is blank"))
-        return f"Hello, {name}!"
+        return [tool.Part_Text(f"Hello, {name}!")]

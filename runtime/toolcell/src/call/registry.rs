@@ -102,8 +102,7 @@ impl Registry {
         &self.entries
     }
 
-    /// The names nearest to `name`, a name no entry has: at most
-    /// [`MAX_SUGGESTIONS`](crate::call::names::MAX_SUGGESTIONS), nearest first.
+    /// The names nearest to `name`, a name no entry has: at most three, nearest first.
     pub fn nearest(&self, name: &str) -> Vec<&str> {
         names::nearest(
             name,

@@ -36,6 +36,12 @@ pub struct CallReport {
     /// The result as JSON, when the tool declared an output schema and the result fits it
     /// (what MCP serves as `structuredContent`); the response's text is the same JSON.
     pub structured: Option<serde_json::Value>,
+    /// The result's parts, when it is more than one text (a `toolcell:tool@0.3.0` tool's
+    /// images, audio, resources, or several texts): checked by the host, and what MCP sends
+    /// as content blocks. The response's text is then [`as_text`](crate::content::as_text) of
+    /// them, for a caller that only takes text. Empty for a text result, and for any
+    /// outcome but a result.
+    pub parts: Vec<crate::call::content::Part>,
     /// What the call's guest used, where the host measured it.
     pub cost: Cost,
 }
@@ -68,6 +74,7 @@ impl CallReport {
             elapsed: Duration::ZERO,
             granted: Vec::new(),
             structured: None,
+            parts: Vec::new(),
             cost: Cost::default(),
         }
     }

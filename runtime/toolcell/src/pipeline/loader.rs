@@ -307,10 +307,14 @@ impl Loader {
                         source: &found.source,
                     });
                 }
-                let (loaded, outcome) = wasm
-                    .load(&entry, &found.source, bytes)
-                    .await
-                    .map_err(|error| refuse(error.message))?;
+                let (loaded, outcome) =
+                    wasm.load(&entry, &found.source, bytes)
+                        .await
+                        .map_err(|error| {
+                            let (mut refused, previous) = refuse(error.message);
+                            refused.guest_stderr = error.guest_stderr;
+                            (refused, previous)
+                        })?;
                 wasm.code().record(outcome);
                 let code = Arc::new(LazyCode::new(
                     digest.clone(),

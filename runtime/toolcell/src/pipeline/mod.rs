@@ -27,6 +27,7 @@ pub(crate) mod native;
 pub(crate) mod source;
 
 use crate::call::cap::cap_text;
+use crate::call::content::{self, Part};
 use crate::call::dispatch::{Dispatch, dispatch};
 use crate::call::limits::{CallOptions, Limits, MAX_ARGUMENT_BYTES};
 use crate::call::port::ToolPort;
@@ -381,6 +382,9 @@ impl Runtime {
             let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "cap").entered();
             self.cap(report.response)
         };
+        if !matches!(report.response, ToolResponse::Result { .. }) {
+            report.parts.clear();
+        }
         if self.audit.is_some() {
             let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "audit").entered();
             self.audit(
@@ -577,12 +581,21 @@ impl Runtime {
                     .await
             }
         };
+        // A result of parts keeps the host's rules (media types true to their bytes, plain
+        // URIs, the cap counted as the model receives it) or is a failure, checked before
+        // anything of the call is kept.
+        if !report.parts.is_empty()
+            && let Err(why) = content::check(&report.parts, self.cap)
+        {
+            report.response = ToolResponse::failed(FailureKind::InvalidOutput, why);
+            report.parts.clear();
+        }
         // A declared output schema holds for every result, before anything of the call is
         // kept: a result that breaks it is a failure, and the tool's file changes are dropped.
         if let Some(output) = &schemas.output {
             let response = std::mem::replace(&mut report.response, ToolResponse::Cancelled);
             let (response, structured) = self
-                .check_output(name, output, response, &limits, options)
+                .check_output(name, output, response, &report.parts, &limits, options)
                 .await;
             report.response = response;
             report.structured = structured;
@@ -626,11 +639,38 @@ impl Runtime {
         name: &str,
         schema: &ArgumentSchema,
         response: ToolResponse,
+        parts: &[Part],
         limits: &Limits,
         options: &CallOptions,
     ) -> (ToolResponse, Option<Value>) {
         let ToolResponse::Result { text, .. } = &response else {
             return (response, None);
+        };
+        // A result of parts holds its JSON object as its one text part.
+        let text = if parts.is_empty() {
+            text.as_str()
+        } else {
+            let mut texts = parts.iter().filter_map(|part| match part {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            });
+            match (texts.next(), texts.next()) {
+                (Some(one), None) => one,
+                _ => {
+                    let failure = ToolResponse::failed(
+                        FailureKind::InvalidOutput,
+                        format!(
+                            "{name} declares an output schema, so its result must hold its JSON \
+                             object as one text part; this one has {}",
+                            parts
+                                .iter()
+                                .filter(|part| matches!(part, Part::Text { .. }))
+                                .count()
+                        ),
+                    );
+                    return (failure, None);
+                }
+            }
         };
         if text.len() > self.cap {
             let failure = ToolResponse::failed(

@@ -522,7 +522,11 @@ mod tests {
             "properties": {
                 "text": { "type": "string" },
                 "count": { "type": "integer", "minimum": 0 },
-                "nested": { "type": "object", "properties": { "flag": { "type": "boolean" } } }
+                "nested": {
+                    "type": "object",
+                    "properties": { "flag": { "type": "boolean" } },
+                    "additionalProperties": false
+                }
             },
             "required": ["text"],
             "additionalProperties": false

@@ -1,5 +1,10 @@
 //! The host bindings generated from `wit/`. The only module that calls `bindgen!`; everything
-//! else speaks the host's own types ([`ToolInfo`](crate::ToolInfo)).
+//! else speaks the host's own types ([`ToolInfo`](crate::ToolInfo), [`Part`]).
+//!
+//! Three versions of the contract load: `toolcell:tool@0.3.0` (`wit/`, results of parts),
+//! 0.2.0 (one string, and an output schema) and 0.1.0 (one string). An older component's
+//! answers are read as a new one's: its `info` without an output schema where it has none,
+//! its string as one text part.
 
 mod generated {
     wasmtime::component::bindgen!({
@@ -9,8 +14,16 @@ mod generated {
     });
 }
 
-/// The contract as it was in 0.1.0 (no `output-schema`): components built against it still
-/// load, and read as if they declared no output schema.
+/// The contract as it was in 0.2.0 (a result is one string).
+mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "wit-0.2.0",
+        world: "guest",
+        exports: { default: async },
+    });
+}
+
+/// The contract as it was in 0.1.0 (no `output-schema`, a result is one string).
 mod v0_1 {
     wasmtime::component::bindgen!({
         path: "wit-0.1.0",
@@ -21,16 +34,20 @@ mod v0_1 {
 
 pub(crate) use generated::exports::toolcell::tool::tool::{Info, ToolError};
 
+use crate::call::content::{Contents, Media, Part};
 use crate::tool::info::{Capability, CapabilityKind, MAX_SCHEMA_TEXT_BYTES, ResourceRef, ToolInfo};
 use generated::exports::toolcell::tool::tool as wit;
 use serde_json::Value;
+use std::sync::Arc;
 use wasmtime::component::InstancePre;
 use wasmtime::{AsContextMut, Result};
 
 /// A component ready to instantiate, by the version of the contract it exports.
 pub(crate) enum GuestPre<T: 'static> {
-    /// `toolcell:tool@0.2.0`, the current contract.
+    /// `toolcell:tool@0.3.0`, the current contract.
     Current(generated::GuestPre<T>),
+    /// `toolcell:tool@0.2.0`.
+    V0_2(v0_2::GuestPre<T>),
     /// `toolcell:tool@0.1.0`.
     V0_1(v0_1::GuestPre<T>),
 }
@@ -39,21 +56,64 @@ impl<T: 'static> Clone for GuestPre<T> {
     fn clone(&self) -> Self {
         match self {
             GuestPre::Current(pre) => GuestPre::Current(pre.clone()),
+            GuestPre::V0_2(pre) => GuestPre::V0_2(pre.clone()),
             GuestPre::V0_1(pre) => GuestPre::V0_1(pre.clone()),
         }
     }
 }
 
+/// The current contract's capability, from an older version's (the same cases, another
+/// generated type).
+macro_rules! capabilities_from {
+    ($version:ident, $capabilities:expr) => {{
+        use $version::exports::toolcell::tool::tool::{CapabilityKind as Kind, ResourceRef as Ref};
+        $capabilities
+            .into_iter()
+            .map(|capability| wit::Capability {
+                kind: match capability.kind {
+                    Kind::FilesystemRead => wit::CapabilityKind::FilesystemRead,
+                    Kind::FilesystemWrite => wit::CapabilityKind::FilesystemWrite,
+                    Kind::Network => wit::CapabilityKind::Network,
+                    Kind::Env => wit::CapabilityKind::Env,
+                    Kind::Clock => wit::CapabilityKind::Clock,
+                },
+                target: match capability.target {
+                    Ref::Argument(pointer) => wit::ResourceRef::Argument(pointer),
+                    Ref::Fixed(resource) => wit::ResourceRef::Fixed(resource),
+                    Ref::Whole => wit::ResourceRef::Whole,
+                },
+            })
+            .collect()
+    }};
+}
+
+/// The current contract's tool error, from an older version's.
+macro_rules! tool_error_from {
+    ($version:ident, $error:expr) => {{
+        use $version::exports::toolcell::tool::tool::ToolError as Old;
+        match $error {
+            Old::InvalidInput(message) => ToolError::InvalidInput(message),
+            Old::NotFound(message) => ToolError::NotFound(message),
+            Old::Denied(message) => ToolError::Denied(message),
+            Old::Failed(message) => ToolError::Failed(message),
+        }
+    }};
+}
+
 impl<T: Send + 'static> GuestPre<T> {
-    /// The component behind `instance_pre`, if it exports either version of the contract
-    /// (the current one is tried first). The error is the current version's.
+    /// The component behind `instance_pre`, if it exports any version of the contract (the
+    /// newest is tried first). The error is the current version's.
     pub(crate) fn new(instance_pre: InstancePre<T>) -> Result<GuestPre<T>> {
-        match generated::GuestPre::new(instance_pre.clone()) {
-            Ok(pre) => Ok(GuestPre::Current(pre)),
-            Err(current) => match v0_1::GuestPre::new(instance_pre) {
-                Ok(pre) => Ok(GuestPre::V0_1(pre)),
-                Err(_) => Err(current),
-            },
+        let current = match generated::GuestPre::new(instance_pre.clone()) {
+            Ok(pre) => return Ok(GuestPre::Current(pre)),
+            Err(error) => error,
+        };
+        if let Ok(pre) = v0_2::GuestPre::new(instance_pre.clone()) {
+            return Ok(GuestPre::V0_2(pre));
+        }
+        match v0_1::GuestPre::new(instance_pre) {
+            Ok(pre) => Ok(GuestPre::V0_1(pre)),
+            Err(_) => Err(current),
         }
     }
 
@@ -64,6 +124,19 @@ impl<T: Send + 'static> GuestPre<T> {
                 let guest = pre.instantiate_async(&mut store).await?;
                 guest.toolcell_tool_tool().call_describe(&mut store).await
             }
+            GuestPre::V0_2(pre) => {
+                let guest = pre.instantiate_async(&mut store).await?;
+                let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
+                Ok(Info {
+                    name: info.name,
+                    description: info.description,
+                    input_schema: info.input_schema,
+                    read_only: info.read_only,
+                    concurrency_safe: info.concurrency_safe,
+                    capabilities: capabilities_from!(v0_2, info.capabilities),
+                    output_schema: info.output_schema,
+                })
+            }
             GuestPre::V0_1(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
                 let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
@@ -73,74 +146,77 @@ impl<T: Send + 'static> GuestPre<T> {
                     input_schema: info.input_schema,
                     read_only: info.read_only,
                     concurrency_safe: info.concurrency_safe,
-                    capabilities: info
-                        .capabilities
-                        .into_iter()
-                        .map(|capability| wit::Capability {
-                            kind: match capability.kind {
-                                v0_1::exports::toolcell::tool::tool::CapabilityKind::FilesystemRead => {
-                                    wit::CapabilityKind::FilesystemRead
-                                }
-                                v0_1::exports::toolcell::tool::tool::CapabilityKind::FilesystemWrite => {
-                                    wit::CapabilityKind::FilesystemWrite
-                                }
-                                v0_1::exports::toolcell::tool::tool::CapabilityKind::Network => {
-                                    wit::CapabilityKind::Network
-                                }
-                                v0_1::exports::toolcell::tool::tool::CapabilityKind::Env => {
-                                    wit::CapabilityKind::Env
-                                }
-                                v0_1::exports::toolcell::tool::tool::CapabilityKind::Clock => {
-                                    wit::CapabilityKind::Clock
-                                }
-                            },
-                            target: match capability.target {
-                                v0_1::exports::toolcell::tool::tool::ResourceRef::Argument(p) => {
-                                    wit::ResourceRef::Argument(p)
-                                }
-                                v0_1::exports::toolcell::tool::tool::ResourceRef::Fixed(r) => {
-                                    wit::ResourceRef::Fixed(r)
-                                }
-                                v0_1::exports::toolcell::tool::tool::ResourceRef::Whole => {
-                                    wit::ResourceRef::Whole
-                                }
-                            },
-                        })
-                        .collect(),
+                    capabilities: capabilities_from!(v0_1, info.capabilities),
                     output_schema: None,
                 })
             }
         }
     }
 
-    /// Instantiate it in `store` and run `call(arguments)`.
+    /// Instantiate it in `store` and run `call(arguments)`: the parts it answered (an older
+    /// component's string is one text part), or its error.
     pub(crate) async fn call(
         &self,
         mut store: impl AsContextMut<Data = T>,
         arguments: &str,
-    ) -> Result<std::result::Result<String, ToolError>> {
+    ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
         match self {
             GuestPre::Current(pre) => {
-                let guest = pre.instantiate_async(&mut store).await?;
-                guest
-                    .toolcell_tool_tool()
-                    .call_call(&mut store, arguments)
-                    .await
-            }
-            GuestPre::V0_1(pre) => {
-                use v0_1::exports::toolcell::tool::tool::ToolError as Old;
                 let guest = pre.instantiate_async(&mut store).await?;
                 let answer = guest
                     .toolcell_tool_tool()
                     .call_call(&mut store, arguments)
                     .await?;
-                Ok(answer.map_err(|error| match error {
-                    Old::InvalidInput(message) => ToolError::InvalidInput(message),
-                    Old::NotFound(message) => ToolError::NotFound(message),
-                    Old::Denied(message) => ToolError::Denied(message),
-                    Old::Failed(message) => ToolError::Failed(message),
-                }))
+                Ok(answer.map(|parts| parts.into_iter().map(Part::from).collect()))
             }
+            GuestPre::V0_2(pre) => {
+                let guest = pre.instantiate_async(&mut store).await?;
+                let answer = guest
+                    .toolcell_tool_tool()
+                    .call_call(&mut store, arguments)
+                    .await?;
+                Ok(answer
+                    .map(|text| vec![Part::text(text)])
+                    .map_err(|error| tool_error_from!(v0_2, error)))
+            }
+            GuestPre::V0_1(pre) => {
+                let guest = pre.instantiate_async(&mut store).await?;
+                let answer = guest
+                    .toolcell_tool_tool()
+                    .call_call(&mut store, arguments)
+                    .await?;
+                Ok(answer
+                    .map(|text| vec![Part::text(text)])
+                    .map_err(|error| tool_error_from!(v0_1, error)))
+            }
+        }
+    }
+}
+
+impl From<wit::Part> for Part {
+    fn from(part: wit::Part) -> Self {
+        let media = |media: wit::Media| Media {
+            mime_type: media.mime_type,
+            data: Arc::from(media.data),
+        };
+        match part {
+            wit::Part::Text(text) => Part::Text { text },
+            wit::Part::Image(image) => Part::Image(media(image)),
+            wit::Part::Audio(audio) => Part::Audio(media(audio)),
+            wit::Part::Resource(resource) => Part::Resource {
+                uri: resource.uri,
+                mime_type: resource.mime_type,
+                contents: match resource.contents {
+                    wit::ResourceContents::Text(text) => Contents::Text(text),
+                    wit::ResourceContents::Blob(blob) => Contents::Blob(Arc::from(blob)),
+                },
+            },
+            wit::Part::ResourceLink(link) => Part::ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                description: link.description,
+                mime_type: link.mime_type,
+            },
         }
     }
 }

@@ -5,6 +5,7 @@
 //! deadline twice: an epoch callback interrupts a guest running wasm, and a timer around the
 //! whole call future stops a guest that waits inside a host call, where epochs do not reach.
 
+use crate::call::content::{self, Part};
 use crate::call::report::{CallReport, Cost};
 use crate::wasm::bindings::{GuestPre, Info, ToolError};
 
@@ -164,13 +165,26 @@ pub(crate) async fn call(
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
         () = &mut stopped => return report(ToolResponse::Cancelled, &store, limits, started),
     };
-    let response = match outcome {
-        Ok(Ok(Ok(text))) => ToolResponse::text(text),
-        Ok(Ok(Err(error))) => from_tool_error(error),
-        Ok(Err(error)) => from_guest_error(&error, store.data(), limit_ms),
-        Err(_elapsed) => ToolResponse::TimedOut { limit_ms },
+    let (response, parts) = match outcome {
+        Ok(Ok(Ok(parts))) => answered(parts),
+        Ok(Ok(Err(error))) => (from_tool_error(error), Vec::new()),
+        Ok(Err(error)) => (from_guest_error(&error, store.data(), limit_ms), Vec::new()),
+        Err(_elapsed) => (ToolResponse::TimedOut { limit_ms }, Vec::new()),
     };
-    report(response, &store, limits, started)
+    CallReport {
+        parts,
+        ..report(response, &store, limits, started)
+    }
+}
+
+/// A guest's answer as the response and the report's parts: one text (or none) is a text
+/// result with no parts; anything else is its parts, read as text for the response.
+fn answered(mut parts: Vec<Part>) -> (ToolResponse, Vec<Part>) {
+    match parts.as_mut_slice() {
+        [] => (ToolResponse::text(String::new()), Vec::new()),
+        [Part::Text { text }] => (ToolResponse::text(std::mem::take(text)), Vec::new()),
+        _ => (ToolResponse::text(content::as_text(&parts)), parts),
+    }
 }
 
 fn report(

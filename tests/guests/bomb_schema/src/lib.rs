@@ -11,6 +11,7 @@ const LEVELS: usize = 26;
 
 impl Tool for Bomb {
     type Args = Value;
+    type Output = String;
 
     fn describe() -> Info {
         let mut defs = Map::new();

@@ -18,6 +18,7 @@ struct Args {
 
 impl Tool for Compute {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         toolcell_guest::info(

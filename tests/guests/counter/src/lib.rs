@@ -13,6 +13,7 @@ struct Args {}
 
 impl Tool for Counter {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         toolcell_guest::info(

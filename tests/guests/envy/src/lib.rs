@@ -7,6 +7,7 @@ struct Envy;
 
 impl Tool for Envy {
     type Args = serde_json::Value;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -26,6 +26,7 @@ const PLANT_BYTES: usize = 16 << 20;
 
 impl Tool for Hostile {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         toolcell_guest::info(

@@ -6,6 +6,7 @@ struct Liar;
 
 impl Tool for Liar {
     type Args = serde_json::Value;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -2,7 +2,7 @@
 //! guest's own parser would read. (It skips `toolcell-guest`'s parse to see the raw text.)
 
 use toolcell_guest::bindings::exports::toolcell::tool::tool::Guest;
-use toolcell_guest::{Info, ToolError};
+use toolcell_guest::{Info, Part, ToolError};
 
 struct Mirror;
 
@@ -18,8 +18,8 @@ impl Guest for Mirror {
         )
     }
 
-    fn call(arguments: String) -> Result<String, ToolError> {
-        Ok(arguments)
+    fn call(arguments: String) -> Result<Vec<Part>, ToolError> {
+        Ok(vec![Part::Text(arguments)])
     }
 }
 

@@ -23,6 +23,7 @@ struct Args {
 
 impl Tool for Numbered {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

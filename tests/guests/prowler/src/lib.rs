@@ -38,6 +38,7 @@ fn parent(path: &str) -> &str {
 
 impl Tool for Prowler {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -95,6 +95,7 @@ fn raw(dir: &Descriptor, name: &str) -> serde_json::Value {
 
 impl Tool for Seeker {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         let mut info = toolcell_guest::info(

@@ -7,6 +7,7 @@ struct Shifty;
 
 impl Tool for Shifty {
     type Args = serde_json::Value;
+    type Output = String;
 
     fn describe() -> Info {
         let n = wasi::random::random::get_random_u64() % 1_000_000;

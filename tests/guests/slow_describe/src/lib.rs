@@ -6,6 +6,7 @@ struct Slow;
 
 impl Tool for Slow {
     type Args = serde_json::Value;
+    type Output = String;
 
     fn describe() -> Info {
         let mut n = 0u64;

@@ -9,6 +9,7 @@ struct Slow;
 
 impl Tool for Slow {
     type Args = Value;
+    type Output = String;
 
     fn describe() -> Info {
         let branches: Vec<Value> = (0..2000)

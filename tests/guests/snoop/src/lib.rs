@@ -25,6 +25,7 @@ fn attempt<T: std::fmt::Debug, E: std::fmt::Debug>(result: Result<T, E>) -> Stri
 
 impl Tool for Snoop {
     type Args = Args;
+    type Output = String;
 
     fn describe() -> Info {
         toolcell_guest::info(

@@ -3,7 +3,7 @@
 //! the result cap. It may take a while first (`sleep_ms`), as a long call does.
 
 use serde::Deserialize;
-use toolcell_guest::{Info, Tool, ToolError};
+use toolcell_guest::{Info, Part, Tool, ToolError};
 
 struct Structured;
 
@@ -11,7 +11,8 @@ struct Structured;
 struct Args {
     a: i64,
     b: i64,
-    /// "none" (honest), "type" (a string sum), "text" (not JSON), "huge" (megabytes).
+    /// "none" (honest), "type" (a string sum), "text" (not JSON), "huge" (megabytes),
+    /// "picture" (honest, with an image beside), "twice" (the object in two text parts).
     #[serde(default)]
     lie: String,
     /// Take this long first (a long call).
@@ -21,6 +22,7 @@ struct Args {
 
 impl Tool for Structured {
     type Args = Args;
+    type Output = Vec<Part>;
 
     fn describe() -> Info {
         let info = toolcell_guest::info(
@@ -51,14 +53,24 @@ impl Tool for Structured {
         info
     }
 
-    fn call(args: Args) -> Result<String, ToolError> {
+    fn call(args: Args) -> Result<Vec<Part>, ToolError> {
         std::thread::sleep(std::time::Duration::from_millis(args.sleep_ms));
         let sum = args.a.saturating_add(args.b);
+        let honest = serde_json::json!({ "sum": sum }).to_string();
         Ok(match args.lie.as_str() {
-            "type" => serde_json::json!({ "sum": sum.to_string() }).to_string(),
-            "text" => format!("the sum is {sum}"),
-            "huge" => serde_json::json!({ "sum": sum, "pad": "x".repeat(1 << 20) }).to_string(),
-            _ => serde_json::json!({ "sum": sum }).to_string(),
+            "type" => vec![Part::Text(
+                serde_json::json!({ "sum": sum.to_string() }).to_string(),
+            )],
+            "text" => vec![Part::Text(format!("the sum is {sum}"))],
+            "huge" => vec![Part::Text(
+                serde_json::json!({ "sum": sum, "pad": "x".repeat(1 << 20) }).to_string(),
+            )],
+            "picture" => vec![
+                Part::Text(honest),
+                toolcell_guest::image("image/gif", b"GIF89a\x01\0\x01\0\0\0\0;".to_vec()),
+            ],
+            "twice" => vec![Part::Text(honest.clone()), Part::Text(honest)],
+            _ => vec![Part::Text(honest)],
         })
     }
 }

@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({ path: "wit", world: "guest" });
 
-use exports::toolcell::tool::tool::{Guest, Info, ToolError};
+use exports::toolcell::tool::tool::{Guest, Info, Part, ToolError};
 
 /// The arguments, as a JSON Schema: what the model is told, and what toolcell enforces.
 const SCHEMA: &str = r#"{
@@ -32,16 +32,21 @@ impl Guest for Tool {
         }
     }
 
-    /// The result text, or a `ToolError` the model reads: `InvalidInput`, `NotFound`,
-    /// `Denied` or `Failed`. A panic is a crash: toolcell reports it as a trap.
-    fn call(arguments: String) -> Result<String, ToolError> {
+    /// The result's parts, or a `ToolError` the model reads: `InvalidInput`, `NotFound`,
+    /// `Denied` or `Failed`. A panic is a crash: toolcell reports it as a trap (and shows
+    /// what the tool wrote to stderr).
+    ///
+    /// A part is text, an image or audio (`Part::Image(Media { mime_type, data })`), a
+    /// resource carried whole (`Part::Resource(EmbeddedResource { .. })`) or a link to one
+    /// (`Part::ResourceLink(..)`); see `wit/tool.wit`.
+    fn call(arguments: String) -> Result<Vec<Part>, ToolError> {
         let arguments: serde_json::Value = serde_json::from_str(&arguments)
             .map_err(|error| ToolError::InvalidInput(error.to_string()))?;
         let name = arguments["name"].as_str().unwrap_or_default().trim();
         if name.is_empty() {
             return Err(ToolError::InvalidInput("the name is blank".into()));
         }
-        Ok(format!("Hello, {name}!"))
+        Ok(vec![Part::Text(format!("Hello, {name}!"))])
     }
 }
 

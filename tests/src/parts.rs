@@ -1,0 +1,302 @@
+//! Results beyond text (`toolcell:tool@0.3.0`): a tool returns parts (text, images, audio,
+//! embedded resources, links); the host checks each (types from its list and true to their
+//! bytes, plain URIs, the cap counted as base64) and passes them on: to MCP clients as content
+//! blocks, to the CLI as text and files, to an agent loop as text. Components built against
+//! 0.2.0 keep loading.
+
+use crate::support::{exclusive, toolcell_binary, toolcell_command, tools_dir};
+use serde_json::{Value, json};
+use toolcell::content::{Contents, Part};
+use toolcell::limits::DEFAULT_RESULT_CAP;
+use toolcell::{
+    CallOptions, CallReport, FailureKind, Runtime, ToolPort as _, ToolRequest, ToolResponse,
+};
+
+fn runtime(cap: usize) -> Runtime {
+    crate::support::builder()
+        .builtin_tools(false)
+        .component("painter.wasm", crate::guests::PAINTER)
+        .component("structured.wasm", crate::guests::STRUCTURED)
+        .component("contract_v2.wasm", crate::guests::CONTRACT_V2)
+        .build()
+        .expect("runtime")
+        .with_cap(cap)
+}
+
+fn call(runtime: &Runtime, tool: &str, arguments: Value) -> CallReport {
+    runtime.call_with_report(
+        &ToolRequest::new("t", tool, arguments.to_string()),
+        &CallOptions::default(),
+    )
+}
+
+/// The message of an InvalidOutput failure, or a panic naming what came instead.
+fn invalid_output(report: &CallReport) -> &str {
+    match &report.response {
+        ToolResponse::Failed {
+            kind: FailureKind::InvalidOutput,
+            message,
+        } => message,
+        other => panic!("not an invalid_output failure: {other:?}"),
+    }
+}
+
+/// Every kind of part passes the host's checks and reaches the report whole, in order; the
+/// response's text (what an agent loop reads) names each.
+#[test]
+pub(crate) fn painter() {
+    let runtime = runtime(DEFAULT_RESULT_CAP);
+    let report = call(&runtime, "painter", json!({"make": "honest"}));
+    let kinds: Vec<&str> = report
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Text { .. } => "text",
+            Part::Image(_) => "image",
+            Part::Audio(_) => "audio",
+            Part::Resource {
+                contents: Contents::Text(_),
+                ..
+            } => "resource text",
+            Part::Resource { .. } => "resource blob",
+            Part::ResourceLink { .. } => "link",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "text",
+            "image",
+            "audio",
+            "resource text",
+            "resource blob",
+            "link"
+        ],
+        "{report:?}"
+    );
+    let Part::Image(image) = &report.parts[1] else {
+        unreachable!()
+    };
+    assert_eq!(image.mime_type, "image/png");
+    assert!(image.data.starts_with(b"\x89PNG"));
+    let ToolResponse::Result { text, .. } = &report.response else {
+        panic!("not a result: {:?}", report.response)
+    };
+    assert_eq!(
+        text,
+        "a picture:\n[image: image/png, 70 bytes]\n[audio: audio/wav, 16 bytes]\n\
+         [resource: test://notes (text/markdown)]\n# notes\n\
+         [resource: test://blob (application/octet-stream), 4 bytes]\n\
+         [link: report <file:///report.pdf>]"
+    );
+    // Two text parts (no output schema) are parts too: each its own block for MCP.
+    let report = call(&runtime, "painter", json!({"make": "texts"}));
+    assert_eq!(report.parts, [Part::text("one"), Part::text("two")]);
+}
+
+/// A part that breaks a rule fails the whole result with `invalid_output`, saying which part
+/// and why; nothing of it is passed on.
+#[test]
+fn parts_that_break_the_rules_are_typed_failures() {
+    let runtime = runtime(DEFAULT_RESULT_CAP);
+    for (make, why) in [
+        (
+            "svg",
+            "part 0 of the result: image type \"image/svg+xml\" is not allowed",
+        ),
+        (
+            "liar",
+            "part 0 of the result: the image's bytes are not image/png (they begin 3c68746d6c3e3c73...)",
+        ),
+        (
+            "many",
+            "the result has 65 parts; a result may have at most 64",
+        ),
+        ("uri", "URI \"not a uri at all\" is not a URI"),
+    ] {
+        let report = call(&runtime, "painter", json!({"make": make}));
+        let message = invalid_output(&report);
+        assert!(message.contains(why), "{make}: {message}");
+        assert!(report.parts.is_empty(), "{make}: parts passed on");
+    }
+}
+
+/// The cap counts an image as the model receives it, base64: an image whose base64 and type
+/// fit exactly passes, one byte of base64 more fails (never cut); a larger cap admits it.
+#[test]
+fn the_cap_counts_bytes_as_base64() {
+    let cap = 4096;
+    let runtime = runtime(cap);
+    // 3,060 bytes are 4,080 of base64, and "image/png" 9 more: 4,089, within 4,096.
+    let fits = call(&runtime, "painter", json!({"make": "huge", "bytes": 3060}));
+    assert!(
+        matches!(fits.response, ToolResponse::Result { .. }),
+        "{:?}",
+        fits.response
+    );
+    // 3,063 bytes are 4,084 of base64: 4,093. 3,066 are 4,088: 4,097, one over.
+    let over = call(&runtime, "painter", json!({"make": "huge", "bytes": 3066}));
+    assert!(
+        invalid_output(&over)
+            .contains("4097 bytes as the model receives it (text, and bytes as base64), more than the result cap of 4096"),
+        "{:?}",
+        over.response
+    );
+    let roomy = self::runtime(8192);
+    let report = call(&roomy, "painter", json!({"make": "huge", "bytes": 3066}));
+    assert!(matches!(report.response, ToolResponse::Result { .. }));
+}
+
+/// A tool with an output schema returns its object as one text part, and may put parts
+/// beside it; its object split over two text parts is a failure.
+#[test]
+fn a_structured_result_holds_its_object_in_one_text_part() {
+    let runtime = runtime(DEFAULT_RESULT_CAP);
+    let report = call(
+        &runtime,
+        "structured",
+        json!({"a": 2, "b": 3, "lie": "picture"}),
+    );
+    assert_eq!(report.structured, Some(json!({"sum": 5})));
+    assert_eq!(report.parts.len(), 2);
+    assert!(matches!(&report.parts[1], Part::Image(image) if image.mime_type == "image/gif"));
+    let report = call(
+        &runtime,
+        "structured",
+        json!({"a": 2, "b": 3, "lie": "twice"}),
+    );
+    assert!(
+        invalid_output(&report)
+            .contains("must hold its JSON object as one text part; this one has 2"),
+        "{:?}",
+        report.response
+    );
+    assert_eq!(report.structured, None);
+}
+
+/// A component built against 0.2.0 loads and runs: its string is one text part, checked
+/// against the output schema it declared.
+#[test]
+pub(crate) fn contract_v2() {
+    let runtime = runtime(DEFAULT_RESULT_CAP);
+    assert_eq!(runtime.load_errors(), &[]);
+    let report = call(&runtime, "contract_v2", json!({"text": "héllo"}));
+    assert_eq!(report.response, ToolResponse::text(r#"{"chars":5}"#));
+    assert_eq!(report.structured, Some(json!({"chars": 5})));
+    assert!(report.parts.is_empty());
+    let report = call(&runtime, "contract_v2", json!({"text": "lie"}));
+    assert!(
+        invalid_output(&report).contains("not JSON"),
+        "{:?}",
+        report.response
+    );
+}
+
+/// `toolcell call` prints text as text and names every other part; with `--save-parts` it
+/// writes the bytes of images, sounds and binary resources to files; with `--json` each part
+/// is described by its type, size and digest.
+#[test]
+fn the_cli_prints_parts_and_saves_their_bytes() {
+    let tools = tools_dir(&[("painter", crate::guests::PAINTER)]);
+    let saved = tempfile::tempdir().expect("temp dir");
+    let output = toolcell_command()
+        .args(["--tools"])
+        .arg(tools.path())
+        .args([
+            "--no-builtin",
+            "call",
+            "painter",
+            r#"{"make":"honest"}"#,
+            "--save-parts",
+        ])
+        .arg(saved.path())
+        .output()
+        .expect("run toolcell");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let dir = saved.path().display();
+    assert_eq!(
+        stdout,
+        format!(
+            "a picture:\n[image: image/png, 70 bytes] saved to {dir}/part-1.png\n\
+             [audio: audio/wav, 16 bytes] saved to {dir}/part-2.wav\n\
+             [resource: test://notes (text/markdown)]\n# notes\n\
+             [resource: test://blob (application/octet-stream), 4 bytes] saved to {dir}/part-4.bin\n\
+             [link: report <file:///report.pdf>]\n"
+        )
+    );
+    let png = std::fs::read(saved.path().join("part-1.png")).expect("the image");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() == 70);
+    assert_eq!(
+        std::fs::read(saved.path().join("part-4.bin")).expect("the blob"),
+        [0, 1, 2, 255]
+    );
+
+    let output = toolcell_command()
+        .args(["--tools"])
+        .arg(tools.path())
+        .args([
+            "--no-builtin",
+            "call",
+            "painter",
+            r#"{"make":"honest"}"#,
+            "--json",
+        ])
+        .output()
+        .expect("run toolcell");
+    let line: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    assert_eq!(line["outcome"], "result");
+    assert_eq!(line["parts"][1]["type"], "image");
+    assert_eq!(line["parts"][1]["data"]["bytes"], 70);
+    assert_eq!(line["parts"][5]["type"], "resource_link");
+
+    // A part that breaks a rule: the failure, exit 1, nothing saved.
+    let output = toolcell_command()
+        .args(["--tools"])
+        .arg(tools.path())
+        .args(["--no-builtin", "call", "painter", r#"{"make":"svg"}"#])
+        .output()
+        .expect("run toolcell");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("image type \"image/svg+xml\" is not allowed"),
+        "{output:?}"
+    );
+}
+
+/// A real MCP client (the Python `mcp` package) receives each part as the content block MCP
+/// defines (image and audio as base64 of the very bytes, resources and links), over stdio in
+/// both eras and over HTTP; a part that breaks a rule is an error result; a misspelt tool is
+/// named with the one it meant.
+#[test]
+fn parts_reach_a_real_mcp_client_as_content_blocks() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[
+        ("painter", crate::guests::PAINTER),
+        ("test_image_content", crate::guests::TEST_IMAGE_CONTENT),
+        ("test_audio_content", crate::guests::TEST_AUDIO_CONTENT),
+        (
+            "test_embedded_resource",
+            crate::guests::TEST_EMBEDDED_RESOURCE,
+        ),
+    ]);
+    for mode in ["auto", "legacy"] {
+        let (passed, said) = crate::mcp::run_client(
+            "parts.py",
+            [
+                "stdio".as_ref(),
+                mode.as_ref(),
+                toolcell_binary().as_os_str(),
+                tools.path().as_os_str(),
+            ],
+        );
+        assert!(passed, "stdio, {mode}: {said}");
+    }
+    let server = crate::http::Server::start(&["--tools", &tools.path().to_string_lossy()]);
+    for mode in ["auto", "legacy"] {
+        let (passed, said) =
+            crate::mcp::run_client("parts.py", ["http", mode, server.url().as_str()]);
+        assert!(passed, "http, {mode}: {said}\nserver: {}", server.stderr());
+    }
+}
