@@ -9,9 +9,9 @@ fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The package `cargo build -p PACKAGE` names, and the binary `install -D target/release/BIN`
-/// takes, in the Dockerfile.
-fn dockerfile_build() -> (String, String) {
+/// The package `cargo build -p PACKAGE` names, the binary `install -D target/release/BIN`
+/// takes, and the features `--features` names, in the Dockerfile.
+fn dockerfile_build() -> (String, String, Vec<String>) {
     let text = std::fs::read_to_string(root().join("deploy/Dockerfile")).expect("the Dockerfile");
     // The RUN instruction that builds (its continued lines included), not comments.
     let mut instruction = String::new();
@@ -39,12 +39,32 @@ fn dockerfile_build() -> (String, String) {
         .find_map(|word| word.strip_prefix("target/release/"))
         .map(str::to_owned)
         .expect("the Dockerfile installs a binary from target/release");
-    (package, binary)
+    let features = words
+        .windows(2)
+        .filter(|pair| pair[0] == "--features" || pair[0] == "-F")
+        .flat_map(|pair| pair[1].split(','))
+        .map(str::to_owned)
+        .collect();
+    (package, binary, features)
+}
+
+/// The image serves over HTTP with a shared store (the manifest's `--http` and `--state`),
+/// which are the CLI's `http` feature: the default build leaves them out.
+#[test]
+fn the_image_has_what_the_manifest_runs() {
+    let (_, _, features) = dockerfile_build();
+    let manifest = std::fs::read_to_string(root().join("deploy/kubernetes/toolcell.yaml"))
+        .expect("the manifest");
+    assert!(manifest.contains("- --http"), "the manifest serves over HTTP");
+    assert!(
+        features.iter().any(|feature| feature == "full" || feature == "http"),
+        "the Dockerfile builds the CLI with features {features:?}, without `http`"
+    );
 }
 
 #[test]
 fn the_dockerfile_builds_the_package_that_has_its_binary() {
-    let (package, binary) = dockerfile_build();
+    let (package, binary, _) = dockerfile_build();
     let metadata = std::process::Command::new(env!("CARGO"))
         .args([
             "metadata",
