@@ -55,9 +55,14 @@ fn the_image_has_what_the_manifest_runs() {
     let (_, _, features) = dockerfile_build();
     let manifest = std::fs::read_to_string(root().join("deploy/kubernetes/toolcell.yaml"))
         .expect("the manifest");
-    assert!(manifest.contains("- --http"), "the manifest serves over HTTP");
     assert!(
-        features.iter().any(|feature| feature == "full" || feature == "http"),
+        manifest.contains("- --http"),
+        "the manifest serves over HTTP"
+    );
+    assert!(
+        features
+            .iter()
+            .any(|feature| feature == "full" || feature == "http"),
         "the Dockerfile builds the CLI with features {features:?}, without `http`"
     );
 }
