@@ -35,9 +35,14 @@ demo:
 # The benchmark (see BENCHMARKS.md): divan's statistics for the in-process cases, then one run
 # of every case side by side, with p99 and the ratios.
 bench:
-    cargo build --release
+    cargo build --release --features full
     cargo bench -p toolcell-tests --bench micro
     cargo bench -p toolcell-tests --bench calls
+
+# This tree beside an earlier commit's build, in one run: echo in process, over stdio and over
+# HTTP (tests/bench-against.sh; the earlier build is kept under target/bench-against/).
+bench-against commit:
+    bash tests/bench-against.sh {{commit}}
 
 # Build every fuzz target (instrumented) and run each briefly from its seeds (fuzz/README.md;
 # cargo install cargo-fuzz --version 0.13.2 --locked). About 14 minutes to build on 2 cores.

@@ -405,7 +405,7 @@ fn main() {
         for _ in 0..SERVED_ROUNDS {
             rounds.push((serve(baseline), serve(&binary)));
         }
-        compared.push((window, rounds));
+        compared.push((format!("stdio, {window} in flight"), rounds));
     }
     // A gated write asked of the client (it answers at once), against the same write allowed
     // by the policy, in each era: what asking a person costs the server, beyond the person.
@@ -455,7 +455,24 @@ fn main() {
         if !bench.selects(&name) {
             continue;
         }
-        match serve_echo_http(&binary, &warm, &cache.path().join("cache.key"), fast_path) {
+        let key = cache.path().join("cache.key");
+        if let Some(baseline) = &baseline {
+            let mut rounds = Vec::new();
+            for _ in 0..SERVED_ROUNDS {
+                let before = serve_echo_http(baseline, &warm, &key, fast_path);
+                let after = serve_echo_http(&binary, &warm, &key, fast_path);
+                match (before, after) {
+                    (Some(before), Some(after)) => rounds.push((before, after)),
+                    _ => break,
+                }
+            }
+            compared.push((
+                format!("HTTP, {path}, {HTTP_CONNECTIONS} connections"),
+                rounds,
+            ));
+            continue;
+        }
+        match serve_echo_http(&binary, &warm, &key, fast_path) {
             Some(run) => {
                 bench.cases.push(Case {
                     name,
@@ -507,21 +524,21 @@ fn print_compared(
     cases: &[Case],
     baseline: &std::path::Path,
     binary: &std::path::Path,
-    compared: &[(usize, Vec<(Served, Served)>)],
+    compared: &[(String, Vec<(Served, Served)>)],
 ) {
     println!();
     println!("baseline: {}", baseline.display());
     println!("this build: {}", binary.display());
     println!();
     println!(
-        "| in flight | round | baseline calls/s | this build calls/s | ratio | baseline CPU per call | this build CPU per call | / in-process p50 |"
+        "| served | round | baseline calls/s | this build calls/s | ratio | baseline CPU per call | this build CPU per call | / in-process p50 |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let in_process = in_process_p50(cases);
-    for (window, rounds) in compared {
+    for (served, rounds) in compared {
         for (round, (before, after)) in rounds.iter().enumerate() {
             println!(
-                "| {window} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x |",
+                "| {served} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x |",
                 round + 1,
                 before.calls_per_second,
                 after.calls_per_second,

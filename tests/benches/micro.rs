@@ -178,27 +178,34 @@ fn echo_record() -> toolcell::audit::AuditRecord {
 }
 
 /// One audit record, chained: the lock on the head, its read, the line's hash, the append and
-/// the head's rewrite.
-#[divan::bench]
+/// the head's rewrite; from 1, 2 and 4 threads on one handle (group commit: records that
+/// arrive while one is written go together in one append and one head rewrite).
+#[divan::bench(threads = [1, 2, 4])]
 fn audit_record_chained(bencher: Bencher) {
     let audit =
         toolcell::audit::Audit::open(&AUDIT_DIR.path().join("chained.jsonl")).expect("audit");
-    bencher.bench_local(|| audit.record(black_box(echo_record())).expect("record"));
+    bencher.bench(|| audit.record(black_box(echo_record())).expect("record"));
 }
 
-/// The same record as one plain appended line, as the audit wrote it before the chain: the
-/// floor `audit_record_chained` is compared with.
-#[divan::bench]
+/// The same record as one plain appended line, as the audit wrote it before the chain (one
+/// lock around the file, as a shared writer needs): the floor `audit_record_chained` is
+/// compared with.
+#[divan::bench(threads = [1, 2, 4])]
 fn audit_record_plain_append(bencher: Bencher) {
     use std::io::Write as _;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(AUDIT_DIR.path().join("plain.jsonl"))
-        .expect("file");
-    bencher.bench_local(|| {
+    let file = std::sync::Mutex::new(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(AUDIT_DIR.path().join("plain.jsonl"))
+            .expect("file"),
+    );
+    bencher.bench(|| {
         let mut line = serde_json::to_vec(black_box(&echo_record())).expect("json");
         line.push(b'\n');
-        file.write_all(&line).expect("write");
+        file.lock()
+            .expect("the file")
+            .write_all(&line)
+            .expect("write");
     });
 }

@@ -452,6 +452,7 @@ fn outcome(response: &ToolResponse) -> String {
         }
         ToolResponse::TimedOut { limit_ms } => format!("timed_out:{limit_ms}"),
         ToolResponse::Cancelled => "cancelled".to_owned(),
+        other => other.outcome().to_owned(),
     }
 }
 

@@ -60,6 +60,7 @@ pub(crate) fn painter() {
             } => "resource text",
             Part::Resource { .. } => "resource blob",
             Part::ResourceLink { .. } => "link",
+            _ => "a kind this test does not know",
         })
         .collect();
     assert_eq!(

@@ -49,6 +49,7 @@ pub(crate) fn status(response: &ToolResponse) -> u8 {
         ToolResponse::Denied { .. } => DENIED,
         ToolResponse::TimedOut { .. } => TIMED_OUT,
         ToolResponse::Cancelled => CANCELLED,
+        _ => FAILED,
     }
 }
 

@@ -33,6 +33,13 @@ pub(crate) fn block(part: &Part) -> ContentBlock {
                 blob: STANDARD.encode(blob),
                 meta: None,
             },
+            // A kind of contents this server does not know yet: what the host reads as text.
+            _ => ResourceContents::TextResourceContents {
+                uri: uri.clone(),
+                mime_type: mime_type.clone(),
+                text: toolcell::content::as_text(std::slice::from_ref(part)),
+                meta: None,
+            },
         }),
         Part::ResourceLink {
             uri,
@@ -45,6 +52,8 @@ pub(crate) fn block(part: &Part) -> ContentBlock {
             link.mime_type = mime_type.clone();
             ContentBlock::resource_link(link)
         }
+        // A kind of part this server does not know yet: what the host reads as text.
+        _ => ContentBlock::text(toolcell::content::as_text(std::slice::from_ref(part))),
     }
 }
 

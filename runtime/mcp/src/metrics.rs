@@ -208,13 +208,7 @@ impl Metrics {
             } else {
                 "unknown".to_owned()
             };
-        let outcome = match response {
-            ToolResponse::Result { .. } => "result",
-            ToolResponse::Failed { .. } => "failed",
-            ToolResponse::Denied { .. } => "denied",
-            ToolResponse::TimedOut { .. } => "timed_out",
-            ToolResponse::Cancelled => "cancelled",
-        };
+        let outcome = response.outcome();
         if outcome == "denied" {
             self.denials
                 .get_or_create(&ToolLabel { tool: tool.clone() })

@@ -126,6 +126,8 @@ impl KeyRing {
                 }
                 Signer::Key(_) => {}
                 Signer::Identity(identity) => identities.push(identity),
+                // A kind of signer this source cannot check: never taken as checked.
+                other => return Err(format!("a signer this build cannot check: {other}")),
             }
         }
         if !identities.is_empty() && self.root.is_none() {
@@ -137,7 +139,7 @@ impl KeyRing {
             .iter()
             .filter_map(|signer| match signer {
                 Signer::Key(path) => self.keys.get(path),
-                Signer::Identity(_) => None,
+                _ => None,
             })
             .collect();
         let root = if identities.is_empty() {

@@ -12,7 +12,7 @@
 //! as bytes, native Rust tools), a [`Policy`] and one wasm engine. Each [`Call`] carries its
 //! [`CallContext`] (agent, workspace, working directory), so one runtime serves many agents
 //! and workspaces. There is one way to run a call in each style: [`Runtime::run`] (async),
-//! [`Runtime::run_blocking`], and seed 000's seam [`ToolPort`], which [`Runtime`] implements
+//! [`Runtime::run_blocking`], and the agent loop's tool seam, [`ToolPort`], which [`Runtime`] implements
 //! for a loop that speaks [`ToolRequest`] / [`ToolResponse`] in the runtime's default context.
 //!
 //! ```no_run
@@ -82,7 +82,7 @@
 //!     }
 //! }
 //!
-//! // Seed 000's seam, in the runtime's default context.
+//! // The agent loop's tool seam, in the runtime's default context.
 //! let response = runtime.call(&ToolRequest::new("2", "echo", r#"{"text":"hi"}"#));
 //! assert!(matches!(response, ToolResponse::Result { .. }));
 //! # Ok(())
@@ -164,7 +164,7 @@ pub mod native {
     pub use crate::tool::error::ToolError;
 }
 
-/// Seed 000's pieces for a loop that dispatches itself: the registry, `find_tool` /
+/// The tool seam's pieces for a loop that dispatches itself: the registry, `find_tool` /
 /// `call_tool`, the result cap, tool names.
 pub mod registry {
     pub use crate::call::cap::{TRUNCATION_MARKER, cap_result, cap_text};

@@ -61,6 +61,11 @@ pub(crate) fn pull(cli: &Cli, text: &str, update: bool, insecure: &[String]) -> 
                     );
                 }
                 toolcell::policy::Signer::Identity(identity) => identities.push(identity.clone()),
+                other => {
+                    return Err(usage(format!(
+                        "the policy names a signer this build cannot check: {other}"
+                    )));
+                }
             }
         }
         let trust_root = match &policy.registry().trust_root {

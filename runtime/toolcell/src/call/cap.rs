@@ -20,7 +20,7 @@ pub fn cap_result(text: &str, cap: usize) -> (String, bool) {
 }
 
 /// Cuts `text` so that it is at most `cap` bytes **with** the marker: the pipeline's hard
-/// bound on every text a model reads (seed 000's [`cap_result`] bounds the tool's text and adds
+/// bound on every text a model reads (the seam's [`cap_result`] bounds the tool's text and adds
 /// the marker beyond it). A text of at most `cap` bytes is untouched; a longer one keeps what
 /// fits before [`TRUNCATION_MARKER`], cut on a character boundary; a cap shorter than the
 /// marker keeps as much of the marker as fits. Returns the text and whether it cut.

@@ -54,6 +54,7 @@ pub const RESOURCE_TYPES: &[&str] = &[
 /// One part of a tool's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Part {
     /// Text for the model.
     Text {
@@ -103,6 +104,7 @@ pub struct Media {
 /// What an embedded resource holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Contents {
     /// Text.
     Text(String),

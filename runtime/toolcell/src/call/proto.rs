@@ -40,6 +40,7 @@ impl ToolRequest {
 /// class of a tool's results is set by policy, never by the tool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Class {
     /// May be shown to anyone who sees the conversation.
     #[default]
@@ -53,6 +54,7 @@ pub enum Class {
 /// What became of one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolResponse {
     /// The tool ran and produced text for the model.
     Result {
@@ -91,6 +93,7 @@ pub enum ToolResponse {
 /// The kinds of [`ToolResponse::Failed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FailureKind {
     /// No tool has the name the call gave (the message names the nearest ones). Nothing ran,
     /// and the gate was not asked: a misspelt name is not a permission problem.
@@ -120,6 +123,7 @@ pub enum FailureKind {
 /// The reasons of [`ToolResponse::Denied`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DenyReason {
     /// Nothing grants this call: no policy lets this tool run here. (A tool that does not
     /// exist is [`FailureKind::UnknownTool`], not a denial.)

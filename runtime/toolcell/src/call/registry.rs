@@ -2,7 +2,7 @@
 //!
 //! The model's `tools` array is fixed for an epoch and holds only the core tools plus
 //! [`FIND_TOOL`] and [`CALL_TOOL`]; every other tool is found
-//! through `find_tool` and called through `call_tool` (seed 000).
+//! through `find_tool` and called through `call_tool` (the agent loop's tool seam).
 
 use crate::call::names;
 use serde::{Deserialize, Serialize};

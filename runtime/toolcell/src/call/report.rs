@@ -1,11 +1,11 @@
-//! What became of one call: seed 002's per-call record, the gate's decision and grants, and
+//! What became of one call: the executor's per-call record, the gate's decision and grants, and
 //! what the guest wrote on the side. Every executor fills one; the pipeline adds who called.
 
 use crate::call::proto::ToolResponse;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// What became of one call, with what the guest wrote on the side: seed 002's per-call
+/// What became of one call, with what the guest wrote on the side: the executor's per-call
 /// record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CallReport {
@@ -83,6 +83,7 @@ impl CallReport {
 /// Why a capability was granted to a call, as the audit record tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum GrantedBy {
     /// The policy allows it.
     Policy,
@@ -109,6 +110,7 @@ pub struct Granted {
 /// What the gate decided for one call, as its report and audit record tell it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum GateDecision {
     /// The call never reached the gate: the loop answered it (`find_tool`), or its arguments
     /// were refused first.

@@ -54,6 +54,7 @@ use std::time::Duration;
 
 /// A person's answer to an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Approval {
     /// Approve this call.
     Once,

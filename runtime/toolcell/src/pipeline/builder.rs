@@ -318,7 +318,7 @@ impl RuntimeBuilder {
                     }),
             ),
             wasm,
-            io,
+            io: super::Io::new(io),
             workspaces: Default::default(),
             write_locks: Default::default(),
             default_context: CallContext::default(),

@@ -1,7 +1,7 @@
 //! What travels with each call: who makes it and where ([`CallContext`]), and the call itself
 //! ([`Call`]).
 //!
-//! Seed 002's routed call carries the workspace, the agent and the working directory on every
+//! A routed call (the agent loop's executor contract) carries the workspace, the agent and the working directory on every
 //! invocation; so does this. One [`Runtime`](crate::Runtime), with one engine, serves any
 //! number of agents and workspaces at once.
 
@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 /// Why a working directory was refused ([`CallContext::with_cwd`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CwdError {
     /// The context has no workspace, so no directory in it.
     #[error("a working directory needs a workspace")]

@@ -738,6 +738,7 @@ impl Runtime {
 /// Why a runtime could not be built at all. (A tool that cannot be loaded does not stop the
 /// build: it is a [`LoadError`] in [`Runtime::load_errors`].)
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A tools directory could not be listed.
     #[error("reading the tools directory {}: {source}", dir.display())]

@@ -3,7 +3,7 @@
 //!
 //! For each call, in this order and in this one place:
 //!
-//! 1. **dispatch** (seed 000's table): `find_tool` and a refused `call_tool` are answered here;
+//! 1. **dispatch** (the agent loop's dispatch table): `find_tool` and a refused `call_tool` are answered here;
 //!    `call_tool` is unwrapped to the tool it names;
 //! 2. **validate**: the arguments' size, then the tool's JSON Schema;
 //! 3. **gate**: each capability the tool declares, resolved from the arguments in the call's
@@ -67,12 +67,47 @@ use tracing::Instrument as _;
 /// --otlp-endpoint`).
 pub const CALL_SPAN_TARGET: &str = "toolcell::call";
 
+/// The runtime's own tokio runtime (its workers drive calls made from synchronous code, its
+/// blocking pool checks arguments), which may be dropped anywhere: a tokio runtime dropped
+/// inside async code panics, so there it is shut down in the background instead (its
+/// workers end on their own), and a [`Runtime`] can be dropped in a `#[tokio::main]` too.
+pub(crate) struct Io {
+    handle: tokio::runtime::Handle,
+    owned: Option<tokio::runtime::Runtime>,
+}
+
+impl Io {
+    pub(crate) fn new(runtime: tokio::runtime::Runtime) -> Io {
+        Io {
+            handle: runtime.handle().clone(),
+            owned: Some(runtime),
+        }
+    }
+
+    /// A handle to spawn on, or to block on from a thread outside any runtime.
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+}
+
+impl Drop for Io {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.owned.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 /// A path a call writes: its workspace's root, and the path in it.
 pub(crate) type WriteKey = (PathBuf, String);
 
 /// The pipeline: a registry of wasm and native tools, the gate, the executors, the result cap
 /// and the audit record. Build one with [`Runtime::builder`]; share it between threads (it is
-/// `Send + Sync`) and call it with any number of [`CallContext`]s at once.
+/// `Send + Sync`) and call it with any number of [`CallContext`]s at once. It owns a tokio
+/// runtime of its own (for calls made from synchronous code); dropping it is safe anywhere,
+/// inside async code too (that runtime is then shut down in the background).
 ///
 /// ```no_run
 /// use toolcell::{Call, Runtime, ToolResponse};
@@ -95,7 +130,7 @@ pub struct Runtime {
     pub(crate) gate: Gate,
     pub(crate) wasm: WasmExecutor,
     /// Drives calls made from synchronous code.
-    pub(crate) io: tokio::runtime::Runtime,
+    pub(crate) io: Io,
     pub(crate) workspaces: Mutex<HashMap<PathBuf, Weak<Workspace>>>,
     /// One lock per (workspace, path) a call of a tool that is not concurrency-safe holds a
     /// write grant on, while it runs.
@@ -196,12 +231,6 @@ impl Runtime {
     /// ([`RuntimeBuilder::pool_slots`](crate::RuntimeBuilder::pool_slots)); more wait for one.
     pub fn pool_slots(&self) -> usize {
         self.wasm.pool_slots()
-    }
-
-    /// The wasm engine every component of this runtime is compiled for and runs in: one per
-    /// runtime, whatever the number of workspaces and agents it serves.
-    pub fn engine(&self) -> &wasmtime::Engine {
-        self.wasm.engine()
     }
 
     /// Whether this runtime meters fuel ([`RuntimeBuilder::fuel_metering`](crate::RuntimeBuilder::fuel_metering)):
@@ -955,7 +984,7 @@ impl Runtime {
         F::Output: Send,
     {
         if tokio::runtime::Handle::try_current().is_err() {
-            return self.io.block_on(future);
+            return self.io.handle().block_on(future);
         }
         std::thread::scope(|scope| {
             let handle = self.io.handle();
@@ -988,7 +1017,7 @@ fn refused(refusal: Refusal) -> CallReport {
     }
 }
 
-/// The runtime is the real port behind seed 000's seam: a loop that holds it as its
+/// The runtime is the real port behind the agent loop's tool seam: a loop that holds it as its
 /// `ToolPort` gets the whole pipeline for every call, in the default context.
 impl ToolPort for Runtime {
     fn call(&self, request: &ToolRequest) -> ToolResponse {
@@ -1016,6 +1045,37 @@ mod tests {
     use crate::call::proto::Class;
     use crate::pipeline::native::FnTool;
     use std::sync::atomic::AtomicUsize;
+
+    /// A runtime built, called and dropped inside async code (where dropping a tokio runtime
+    /// panics) is shut down in the background; dropped outside, as before.
+    #[test]
+    fn a_runtime_can_be_dropped_inside_async_code() {
+        let build = || {
+            Runtime::builder()
+                .builtin_tools(false)
+                .cache_dir(None)
+                .pool_slots(1)
+                .build()
+                .expect("runtime")
+        };
+        let outer = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the outer runtime");
+        let answered = outer.block_on(async {
+            let runtime = build();
+            let report = runtime
+                .run(&Call::new("1", "find_tool", r#"{"query":"x"}"#))
+                .await;
+            drop(runtime);
+            report.response
+        });
+        assert!(
+            matches!(answered, ToolResponse::Result { .. }),
+            "{answered:?}"
+        );
+        drop(build());
+    }
 
     #[test]
     fn the_pipeline_dispatches_then_caps_and_records_the_tool_that_ran() {

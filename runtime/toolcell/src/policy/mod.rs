@@ -62,6 +62,7 @@ use std::time::Duration;
 /// What a policy says about one capability for one resource.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Access {
     /// Never.
     #[default]
@@ -116,6 +117,7 @@ pub struct ToolPolicy {
 
 /// Who may have signed a tool (an entry of a policy's `signed_by`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Signer {
     /// Whoever holds the private half of this public key (a PEM file).
     Key(PathBuf),

@@ -1,4 +1,4 @@
-//! A tool's own failure ([`ToolError`], seed 003's vocabulary): what a native tool returns and
+//! A tool's own failure ([`ToolError`], the native tool trait's vocabulary): what a native tool returns and
 //! what a wasm tool's `tool-error` becomes, mapped to one typed response.
 
 use crate::call::proto::{DenyReason, FailureKind, ToolResponse};
@@ -6,6 +6,7 @@ use crate::call::proto::{DenyReason, FailureKind, ToolResponse};
 /// A tool's own failure: the same vocabulary as the WIT's `tool-error`, so a native tool's
 /// failure reads exactly like a wasm tool's.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The arguments are not valid for this tool (beyond what the schema says).
     InvalidInput(String),

@@ -32,6 +32,7 @@ pub const MAX_SCHEMA_TEXT_BYTES: usize = 4 * crate::tool::schema::MAX_SCHEMA_BYT
 /// A kind of authority a call may need (the WIT `capability-kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CapabilityKind {
     /// Read files and list directories below a root.
     FilesystemRead,
@@ -48,6 +49,7 @@ pub enum CapabilityKind {
 /// Where a capability's resource comes from (the WIT `resource-ref`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ResourceRef {
     /// A JSON pointer into the call's arguments.
     Argument(String),

@@ -70,6 +70,7 @@ pub const MAX_CACHE_ENTRY_BYTES: u64 = 1 << 30;
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheOutcome {
     /// Read from a verified cache entry.
     Hit,

@@ -15,6 +15,12 @@
 //! - **Several writers.** Every record is written holding an exclusive `flock` on the head
 //!   file, and takes its `seq` and `prev` from the head as it is then: two processes appending
 //!   to one file (two `toolcell call`s) extend one chain, never fork it.
+//! - **Group commit.** Within one process, records that arrive while another is being written
+//!   wait for it and are then written together by one of them: one lock, one read of the head,
+//!   their lines in one append, one rewrite of the head. Each [`Audit::record`] returns only
+//!   once its own line is written (or with the error that kept it out), so a call is never
+//!   answered before its line is in the file: a crash loses no answered call's line. A batch
+//!   is at most the records of the threads waiting at that moment (each waits for its own).
 //! - **Rotation.** With a size limit ([`Audit::rotate_at`]), a record that would take the file
 //!   past it first renames `FILE` to `FILE.N` (one more than the highest N there is) and its
 //!   head to `FILE.N.head`; the new `FILE` goes on from the last hash of the one before (its
@@ -26,11 +32,12 @@
 //! failure is returned, never ignored. The files are created readable by their owner only.
 
 use super::AuditRecord;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead as _, Read as _, Seek as _, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// The `prev` of a chain's first line: no line came before it.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -119,6 +126,46 @@ pub struct Audit {
     head_path: PathBuf,
     rotate_at: Option<u64>,
     files: Mutex<Files>,
+    /// Records waiting to be written, and what became of those a batch took (module docs).
+    queue: Mutex<Queue>,
+}
+
+/// The group commit's queue: records that arrived while a batch was being written, by ticket,
+/// and the outcome of each record a batch wrote for a thread still waiting for the file lock.
+#[derive(Debug, Default)]
+struct Queue {
+    next_ticket: u64,
+    waiting: Vec<(u64, AuditRecord)>,
+    done: HashMap<u64, Result<Head, Failed>>,
+}
+
+/// Why a record of a batch was not written, kept for the thread that waits for it (an
+/// `io::Error` cannot be cloned; its kind and words can).
+#[derive(Debug, Clone)]
+struct Failed {
+    kind: std::io::ErrorKind,
+    message: String,
+}
+
+impl Failed {
+    fn of(error: &std::io::Error) -> Failed {
+        Failed {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+
+    fn error(self) -> std::io::Error {
+        std::io::Error::new(self.kind, self.message)
+    }
+}
+
+/// A mutex's guard, whether or not a thread panicked holding it (the data is a queue and open
+/// files, left consistent at every step).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[derive(Debug)]
@@ -127,6 +174,8 @@ struct Files {
     head: File,
     /// The head this handle wrote last.
     written: Option<Head>,
+    /// How many batches this handle has written (group commit; its tests read it).
+    batches: u64,
 }
 
 impl Audit {
@@ -149,7 +198,9 @@ impl Audit {
                 log,
                 head,
                 written: None,
+                batches: 0,
             }),
+            queue: Mutex::new(Queue::default()),
         })
     }
 
@@ -167,16 +218,75 @@ impl Audit {
     }
 
     /// Append `record` as one line, linked to the chain (its `seq` and `prev` are set here),
-    /// and move the head to it. On failure nothing partial is left behind (as far as the file
-    /// system allows) and the error is returned.
-    pub fn record(&self, mut record: AuditRecord) -> std::io::Result<Head> {
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        let files = &mut *files;
-        // The head this handle holds must be the one at the head's path: one removed (or
-        // replaced) while the file was open is opened again, as `open` would, so that every
-        // writer locks and extends the same head.
+    /// and move the head to it; returns once the line is written, perhaps together with other
+    /// threads' records (group commit, see the module docs). On failure nothing partial is
+    /// left behind (as far as the file system allows) and the error is returned.
+    pub fn record(&self, record: AuditRecord) -> std::io::Result<Head> {
+        let ticket = {
+            let mut queue = lock(&self.queue);
+            let ticket = queue.next_ticket;
+            queue.next_ticket = queue.next_ticket.wrapping_add(1);
+            queue.waiting.push((ticket, record));
+            ticket
+        };
+        let mut files = lock(&self.files);
+        // Whoever held the files before may have written this record in its batch; if not,
+        // it is still waiting, and this thread writes every waiting record.
+        let batch = {
+            let mut queue = lock(&self.queue);
+            if let Some(done) = queue.done.remove(&ticket) {
+                return done.map_err(Failed::error);
+            }
+            std::mem::take(&mut queue.waiting)
+        };
+        let mut outcomes = self.write_batch(&mut files, batch);
+        let mine = outcomes.remove(&ticket);
+        // The others' outcomes are left before the files are let go: each finds its own as
+        // soon as it holds them.
+        lock(&self.queue).done.extend(
+            outcomes
+                .into_iter()
+                .map(|(ticket, outcome)| (ticket, outcome.map_err(|error| Failed::of(&error)))),
+        );
+        drop(files);
+        mine.unwrap_or_else(|| {
+            Err(std::io::Error::other(
+                "the audit record was lost from its batch",
+            ))
+        })
+    }
+
+    /// Write `batch` in order, holding the head's lock once: each record's outcome by ticket.
+    fn write_batch(
+        &self,
+        files: &mut Files,
+        batch: Vec<(u64, AuditRecord)>,
+    ) -> HashMap<u64, std::io::Result<Head>> {
+        let tickets: Vec<u64> = batch.iter().map(|(ticket, _)| *ticket).collect();
+        let mut outcomes = HashMap::with_capacity(tickets.len());
+        if let Err(error) = self.write_locked(files, batch, &mut outcomes) {
+            let failed = Failed::of(&error);
+            for ticket in tickets {
+                outcomes
+                    .entry(ticket)
+                    .or_insert_with(|| Err(failed.clone().error()));
+            }
+        }
+        outcomes
+    }
+
+    /// Link and append `batch` under the head's lock, rotating where the limit says, and
+    /// rewrite the head once at the end (and before a rotation). Records written are put in
+    /// `outcomes` as they are; an error leaves the rest to the caller.
+    fn write_locked(
+        &self,
+        files: &mut Files,
+        batch: Vec<(u64, AuditRecord)>,
+        outcomes: &mut HashMap<u64, std::io::Result<Head>>,
+    ) -> std::io::Result<()> {
         let mut reopened = 0;
-        let _locked = loop {
+        let locked = loop {
+            // The lock is taken on a head file that is at the head's path once it is held.
             let locked = Locked::exclusive(&files.head)?;
             if same_file(&files.head, &self.head_path) {
                 break locked;
@@ -198,33 +308,50 @@ impl Audit {
             // Another process rotated the file (or it was removed): write where the path is now.
             files.log = open_regular(&self.path, true)?;
         }
-        (record.seq, record.prev) = match &head {
-            Some(head) => (head.seq.saturating_add(1), head.hash.clone()),
-            None => (0, GENESIS.to_owned()),
-        };
-        let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-        let next = Head {
-            seq: record.seq,
-            hash: crate::digest::sha256_hex(&line),
-        };
-        line.push(b'\n');
+        files.batches = files.batches.saturating_add(1);
+        let mut current = head;
         let mut before = files.log.metadata()?.len();
-        if let (Some(limit), Some(head)) = (self.rotate_at, &head)
-            && before > 0
-            && before.saturating_add(line.len() as u64) > limit
+        let mut lines = Vec::new();
+        let mut pending: Vec<(u64, Head)> = Vec::new();
+        for (ticket, mut record) in batch {
+            (record.seq, record.prev) = match &current {
+                Some(head) => (head.seq.saturating_add(1), head.hash.clone()),
+                None => (0, GENESIS.to_owned()),
+            };
+            let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+            let next = Head {
+                seq: record.seq,
+                hash: crate::digest::sha256_hex(&line),
+            };
+            line.push(b'\n');
+            let size = before.saturating_add(lines.len() as u64);
+            if let (Some(limit), Some(head)) = (self.rotate_at, &current)
+                && size > 0
+                && size.saturating_add(line.len() as u64) > limit
+            {
+                // What is written so far goes into the file being rotated, with its head.
+                append(&mut files.log, &lines, before)?;
+                lines.clear();
+                write_head(&files.head, head)?;
+                files.written = Some(head.clone());
+                outcomes.extend(pending.drain(..).map(|(ticket, head)| (ticket, Ok(head))));
+                self.rotate(&mut files.log, head)?;
+                before = 0;
+            }
+            lines.extend_from_slice(&line);
+            pending.push((ticket, next.clone()));
+            current = Some(next);
+        }
+        append(&mut files.log, &lines, before)?;
+        if let Some(head) = &current
+            && !pending.is_empty()
         {
-            self.rotate(&mut files.log, head)?;
-            before = 0;
+            write_head(&files.head, head)?;
+            files.written = Some(head.clone());
         }
-        let written = files.log.write_all(&line).and_then(|()| files.log.flush());
-        if written.is_err() && files.log.metadata().is_ok_and(|meta| meta.is_file()) {
-            // A short write (a full disk) would leave half a line: cut it off.
-            let _ = files.log.set_len(before);
-        }
-        written?;
-        write_head(&files.head, &next)?;
-        files.written = Some(next.clone());
-        Ok(next)
+        drop(locked);
+        outcomes.extend(pending.into_iter().map(|(ticket, head)| (ticket, Ok(head))));
+        Ok(())
     }
 
     /// Rename the file to `FILE.N` and its head to `FILE.N.head` (the head as it stands), and
@@ -310,6 +437,7 @@ pub struct VerifyOptions {
 
 /// Why a chain does not verify: the first place it breaks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Broken {
     /// A file could not be read.
     #[error("{file}: {why}")]
@@ -655,6 +783,19 @@ impl Drop for Locked<'_> {
     }
 }
 
+/// Append `lines` (whole lines) to the log, whose length was `before`, with one write: a short
+/// write (a full disk) would leave half a line, so the file is cut back to `before`.
+fn append(log: &mut File, lines: &[u8], before: u64) -> std::io::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let written = log.write_all(lines).and_then(|()| log.flush());
+    if written.is_err() && log.metadata().is_ok_and(|meta| meta.is_file()) {
+        let _ = log.set_len(before);
+    }
+    written
+}
+
 /// The head in an open head file: `None` when it is empty.
 fn read_head(file: &File) -> std::io::Result<Option<Head>> {
     let mut bytes = [0u8; 256];
@@ -983,6 +1124,78 @@ mod tests {
         });
         let verified = check(&path).expect("one chain");
         assert_eq!(verified.lines, 100);
+    }
+
+    /// Records that arrive while another is being written wait, and are written together in
+    /// one batch; each caller gets its own line's head, and the chain is whole.
+    #[test]
+    fn waiting_records_are_written_as_one_batch_and_each_gets_its_own_head() {
+        const WRITERS: usize = 4;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::open(&path).expect("open");
+        audit.record(record(0)).expect("the first record");
+        let heads = std::thread::scope(|scope| {
+            // A writer holds the files (as a slow batch would) while four records arrive.
+            let held = lock(&audit.files);
+            let writers: Vec<_> = (1..=WRITERS)
+                .map(|n| {
+                    let audit = &audit;
+                    scope.spawn(move || audit.record(record(n)).expect("record"))
+                })
+                .collect();
+            while lock(&audit.queue).waiting.len() < WRITERS {
+                std::thread::yield_now();
+            }
+            drop(held);
+            writers
+                .into_iter()
+                .map(|writer| writer.join().expect("the writer"))
+                .collect::<Vec<Head>>()
+        });
+        assert_eq!(
+            lock(&audit.files).batches,
+            2,
+            "the first record, then one batch"
+        );
+        let mut seqs: Vec<u64> = heads.iter().map(|head| head.seq).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        let written = lines(&path);
+        for head in &heads {
+            let line = &written[usize::try_from(head.seq).expect("small")];
+            assert_eq!(crate::digest::sha256_hex(line.as_bytes()), head.hash);
+        }
+        let verified = check(&path).expect("one chain");
+        assert_eq!(verified.lines, 5);
+        assert_eq!(
+            verified.last.as_ref(),
+            heads.iter().max_by_key(|head| head.seq)
+        );
+    }
+
+    /// Many threads on one handle (group commit) and a second handle (another process's
+    /// writer) extend one chain.
+    #[test]
+    fn concurrent_writers_on_one_handle_and_another_extend_one_chain() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let (shared, other) = (
+            Audit::open(&path).expect("shared"),
+            Audit::open(&path).expect("other"),
+        );
+        std::thread::scope(|scope| {
+            for audit in [&shared, &shared, &shared, &other] {
+                scope.spawn(move || {
+                    for n in 0..100 {
+                        audit.record(record(n)).expect("record");
+                    }
+                });
+            }
+        });
+        let verified = check(&path).expect("one chain");
+        assert_eq!(verified.lines, 400);
+        assert!(verified.head_checked);
     }
 
     #[test]
