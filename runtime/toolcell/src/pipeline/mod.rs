@@ -59,12 +59,15 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 /// The `tracing` target of a call's spans: `call` (with the tool, its digest, the agent, the
-/// deadline, the gate's decision, the outcome, and the fuel and memory used where known) and
-/// its stages as children, `dispatch`, `validate`, `gate`, `execute`, `cap` and `audit`. A
-/// stage that does not happen (a call refused before the gate, a runtime without an audit) has
-/// no span. They are INFO spans: a subscriber that does not enable them pays almost nothing
-/// (no field is recorded), and an OpenTelemetry layer makes them a trace (`toolcell
-/// --otlp-endpoint`).
+/// deadline, the gate's decision, the outcome, the fuel and memory used where known, and the
+/// microseconds its quick stages took: `dispatch_us`, `validate_us`, `cap_us`, `audit_us`)
+/// and the stages that may take long as its children: `gate` (it may wait for a person) and
+/// `execute`. A stage that does
+/// not happen (a call refused before the gate, a runtime without an audit) has no span and no
+/// field. The quick stages are fields, not spans, because an exported span costs more than
+/// they do (BENCHMARKS.md, "Traces"). They are INFO spans: a subscriber that does not enable
+/// them pays almost nothing (no field is recorded), and an OpenTelemetry layer makes them a
+/// trace (`toolcell --otlp-endpoint`).
 pub const CALL_SPAN_TARGET: &str = "toolcell::call";
 
 /// The runtime's own tokio runtime (its workers drive calls made from synchronous code, its
@@ -98,6 +101,15 @@ impl Drop for Io {
             runtime.shutdown_background();
         }
     }
+}
+
+/// How long a call's quick stages took: recorded on its span as fields, not spans of their own.
+#[derive(Debug, Default, Clone, Copy)]
+struct QuickStages {
+    dispatch: std::time::Duration,
+    cap: std::time::Duration,
+    /// `None` without an audit.
+    audit: Option<std::time::Duration>,
 }
 
 /// A path a call writes: its workspace's root, and the path in it.
@@ -335,14 +347,25 @@ impl Runtime {
             outcome = tracing::field::Empty,
             fuel = tracing::field::Empty,
             memory_bytes = tracing::field::Empty,
+            dispatch_us = tracing::field::Empty,
+            validate_us = tracing::field::Empty,
+            cap_us = tracing::field::Empty,
+            audit_us = tracing::field::Empty,
         );
         // The tools as they stand now: this call runs with these, whatever a reload does.
         let catalog = self.catalog();
-        let report = self
+        let (report, quick) = self
             .run_spanned(&catalog, id, name, arguments, context, options)
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
+            let micros =
+                |took: std::time::Duration| u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+            span.record("dispatch_us", micros(quick.dispatch));
+            span.record("cap_us", micros(quick.cap));
+            if let Some(audit) = quick.audit {
+                span.record("audit_us", micros(audit));
+            }
             if let Some(digest) = catalog
                 .tools
                 .get(&report.tool)
@@ -365,7 +388,8 @@ impl Runtime {
         report
     }
 
-    /// The stages of one call, each in its child span of the call's.
+    /// The stages of one call: the quick ones timed (one clock read each), the others each in
+    /// a child span of the call's.
     async fn run_spanned(
         &self,
         catalog: &Catalog,
@@ -374,13 +398,14 @@ impl Runtime {
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
-    ) -> CallReport {
+    ) -> (CallReport, QuickStages) {
         let started = Instant::now();
         // The arguments of what ran, as the audit record keeps them.
         let mut audited = None;
-        let dispatched = {
-            let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "dispatch").entered();
-            dispatch(&catalog.registry, name, arguments)
+        let dispatched = dispatch(&catalog.registry, name, arguments);
+        let mut quick = QuickStages {
+            dispatch: started.elapsed(),
+            ..QuickStages::default()
         };
         let mut report = match dispatched {
             Dispatch::Local(text) => CallReport {
@@ -407,23 +432,23 @@ impl Runtime {
         report.workspace = context
             .workspace()
             .map(|workspace| workspace.root().to_owned());
-        report.response = {
-            let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "cap").entered();
-            self.cap(report.response)
-        };
+        let capping = Instant::now();
+        report.response = self.cap(report.response);
         if !matches!(report.response, ToolResponse::Result { .. }) {
             report.parts.clear();
         }
+        let auditing = Instant::now();
+        quick.cap = auditing.duration_since(capping);
         if self.audit.is_some() {
-            let _stage = tracing::info_span!(target: CALL_SPAN_TARGET, "audit").entered();
             self.audit(
                 catalog,
                 audited.as_deref().unwrap_or(arguments),
                 &report,
                 started,
             );
+            quick.audit = Some(auditing.elapsed());
         }
-        report
+        (report, quick)
     }
 
     /// [`Runtime::run`] from synchronous code, blocking this thread until the call ends.
@@ -510,8 +535,12 @@ impl Runtime {
                 validating + limits.timeout,
                 options.stop.as_ref(),
             )
-            .instrument(tracing::info_span!(target: CALL_SPAN_TARGET, "validate"))
             .await;
+        let call_span = tracing::Span::current();
+        if !call_span.is_disabled() {
+            let took = u64::try_from(validating.elapsed().as_micros()).unwrap_or(u64::MAX);
+            call_span.record("validate_us", took);
+        }
         let mut checked = match checked {
             Checked::Valid(checked) => checked,
             Checked::Invalid(why) => {
