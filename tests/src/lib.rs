@@ -46,6 +46,8 @@ mod keyless;
 #[cfg(test)]
 mod lazy;
 #[cfg(test)]
+mod lazy_attacks;
+#[cfg(test)]
 mod loading;
 #[cfg(test)]
 mod mcp;
@@ -65,8 +67,6 @@ mod oci;
 mod parts;
 #[cfg(test)]
 mod python_tools;
-#[cfg(test)]
-mod review_lazy;
 #[cfg(test)]
 mod structured;
 #[cfg(test)]

@@ -41,14 +41,13 @@
 //! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
-use crate::quota::{Limiter, Quota, QuotaConfig, Retired, Scope};
+use crate::quota::{Limiter, QuotaConfig, Retired, Scope};
+use crate::tenant::{Tenant, limiter_after, read_bounded, tenant};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
 use subtle::ConstantTimeEq as _;
-use toolcell::CallContext;
 use toolcell::Runtime;
 
 /// The longest tokens file read: far more tokens than a server has tenants.
@@ -57,17 +56,6 @@ pub const MAX_TOKENS_FILE_BYTES: u64 = 1 << 20;
 /// The shortest token `toolcell token` makes and a tokens file may hold the hash of: 32 random
 /// bytes, as hex, is 64 characters; a hash says nothing of length, so this is advice.
 pub const TOKEN_BYTES: usize = 32;
-
-/// One tenant: who the calls made with its tokens are made for, and where.
-#[derive(Debug)]
-pub struct Tenant {
-    /// The tenant's name: the agent its calls are audited as.
-    pub name: String,
-    /// Its calls' context: the agent and the tenant's workspace.
-    pub context: CallContext,
-    /// Its quota, shared by all its tokens, if it has one.
-    pub quota: Option<Arc<Limiter>>,
-}
 
 /// The tokens a server accepts, each with its tenant.
 #[derive(Debug)]
@@ -118,94 +106,6 @@ struct TokenEntry {
     workspace: Option<PathBuf>,
     policy: Option<PathBuf>,
     quota: Option<QuotaConfig>,
-}
-
-/// The limiter for `quota` (checked here) of `tenant` in `scope`, carrying over `previous`.
-pub(crate) fn limiter(
-    runtime: &Runtime,
-    tenant: &str,
-    scope: Scope,
-    quota: &QuotaConfig,
-    previous: Option<&Limiter>,
-) -> Result<Arc<Limiter>, String> {
-    limiter_after(
-        runtime,
-        &format!("tenant:{tenant}"),
-        tenant,
-        scope,
-        quota,
-        previous,
-        None,
-    )
-}
-
-/// [`limiter`], carrying over `previous` if there is one, else restoring `retired`; `holder`
-/// names the quota's state in a shared store (`tenant:NAME`, `token:SHA256`).
-fn limiter_after(
-    runtime: &Runtime,
-    holder: &str,
-    tenant: &str,
-    scope: Scope,
-    quota: &QuotaConfig,
-    previous: Option<&Limiter>,
-    retired: Option<&Retired>,
-) -> Result<Arc<Limiter>, String> {
-    let quota = Quota::new(
-        quota,
-        crate::share::calls_per_client(runtime.pool_slots()),
-        runtime.meters_fuel(),
-    )?;
-    let (now, wall) = (Instant::now(), SystemTime::now());
-    Ok(Arc::new(
-        match (previous, retired) {
-            (None, Some(retired)) => Limiter::restore(tenant, scope, quota, retired, now, wall),
-            _ => Limiter::new(tenant, scope, quota, previous, now, wall),
-        }
-        .holding(holder),
-    ))
-}
-
-/// The tenant `name`, its calls made in `workspace` (if any), decided by the policy file at
-/// `policy` (if any; relative to `base`, the directory of the file that names it) and limited
-/// by `quota`; and the policy file's path, which the caller must protect from every tool's
-/// writes.
-pub(crate) fn tenant(
-    runtime: &Runtime,
-    name: &str,
-    workspace: Option<&Path>,
-    policy: Option<&Path>,
-    base: &Path,
-    quota: Option<Arc<Limiter>>,
-) -> Result<(Arc<Tenant>, Option<PathBuf>), String> {
-    toolcell::registry::check_tool_name(name)
-        .map_err(|_| format!("tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"))?;
-    let workspace =
-        match workspace {
-            Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
-                format!("tenant {name:?}: workspace {}: {error}", dir.display())
-            })?),
-            None => None,
-        };
-    let mut context = CallContext::new(name, workspace);
-    let mut protect = None;
-    if let Some(policy) = policy {
-        let path = base.join(policy);
-        let loaded = toolcell::Policy::from_file(&path)
-            .map_err(|error| format!("tenant {name:?}: {error}"))?;
-        runtime
-            .check_policy(&loaded)
-            .map_err(|why| format!("tenant {name:?}: the policy {}: {why}", path.display()))?;
-        context = context.with_policy(Arc::new(loaded));
-        protect = Some(path);
-    }
-    Ok((
-        Arc::new(Tenant {
-            name: name.to_owned(),
-            context,
-            quota,
-        }),
-        protect,
-    ))
 }
 
 impl Tokens {
@@ -476,21 +376,6 @@ impl Tokens {
     }
 }
 
-/// The text of the file at `path`, refused if longer than `max` bytes (read no further): the
-/// server's own configuration files, which are small.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|error| error.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("longer than {max} bytes"));
-    }
-    Ok(text)
-}
-
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest as _;
     sha2::Sha256::digest(bytes).into()
@@ -570,6 +455,7 @@ fn toml_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Instant, SystemTime};
 
     fn runtime() -> Runtime {
         Runtime::builder()

@@ -50,12 +50,13 @@
 //!   stops the rest (each answers `cancelled`), and exits 0.
 
 use crate::McpServer;
-use crate::auth::{MetricsToken, Tenant, Tokens};
+use crate::auth::{MetricsToken, Tokens};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Refusal};
 use crate::oauth::{OAuth, Principal};
 use crate::quota::{Admission, Ledger, Limiter, NotAdmitted};
 use crate::share::{Counts, Place};
+use crate::tenant::Tenant;
 use anyhow::Context as _;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};

@@ -41,6 +41,8 @@ pub mod seal;
 pub mod share;
 #[cfg(feature = "state")]
 pub mod state;
+#[cfg(feature = "http")]
+pub mod tenant;
 /// Without the `state` feature there is no shared store: what would need one never does.
 #[cfg(not(feature = "state"))]
 pub mod state {
@@ -500,7 +502,7 @@ impl McpServer {
         #[cfg(feature = "http")]
         let tenant = extensions
             .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<auth::Tenant>>())
+            .and_then(|parts| parts.extensions.get::<Arc<tenant::Tenant>>())
             .cloned();
         #[cfg(feature = "http")]
         let call_context = match &tenant {

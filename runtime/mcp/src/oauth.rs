@@ -35,7 +35,7 @@
 //! token is refused (401) until a fetch succeeds, so keys the issuer withdrew are not
 //! honoured for as long as someone can keep the server from reaching it.
 
-use crate::auth::Tenant;
+use crate::tenant::Tenant;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -150,7 +150,7 @@ impl std::fmt::Debug for OAuth {
 
 /// The file at `path`, at most [`MAX_OAUTH_FILE_BYTES`], its errors naming it.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    crate::auth::read_bounded(path, MAX_OAUTH_FILE_BYTES)
+    crate::tenant::read_bounded(path, MAX_OAUTH_FILE_BYTES)
         .map_err(|error| format!("{}: {error}", path.display()))
 }
 
@@ -427,12 +427,18 @@ impl OAuth {
         for (name, entry) in parsed.tenants {
             let quota = match &entry.quota {
                 Some(config) => Some(
-                    crate::auth::limiter(runtime, &name, crate::quota::Scope::Tenant, config, None)
-                        .map_err(|error| why(format!("[tenants.{name}.quota]: {error}")))?,
+                    crate::tenant::limiter(
+                        runtime,
+                        &name,
+                        crate::quota::Scope::Tenant,
+                        config,
+                        None,
+                    )
+                    .map_err(|error| why(format!("[tenants.{name}.quota]: {error}")))?,
                 ),
                 None => None,
             };
-            let (tenant, policy) = crate::auth::tenant(
+            let (tenant, policy) = crate::tenant::tenant(
                 runtime,
                 &name,
                 entry.workspace.as_deref(),

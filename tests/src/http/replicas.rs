@@ -336,28 +336,36 @@ fn a_killed_replica_gives_its_places_back_within_the_lease() {
     let two = rig.replica(&redis, 2);
     let token = rig.tokens[0].clone();
     let addr = one.as_ref().map(|one| one.addr).expect("replica one");
-    let caller = std::thread::spawn(move || {
-        // Its replica dies under it: the connection breaks, whatever it answers.
-        let mut stream = TcpStream::connect(addr).expect("connect");
-        let body = super::call_body(
-            1,
-            "structured",
-            json!({ "a": 1, "b": 2, "sleep_ms": 50_000 }),
-        );
-        let headers: String = mcp_headers(Some(&token), "structured")
-            .iter()
-            .map(|(name, value)| format!("{name}: {value}\r\n"))
-            .collect();
-        let _ = write!(
-            stream,
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n{headers}\r\n{body}",
-            body.len()
-        );
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
-    });
-    // The call runs on replica one: replica two refuses the tenant's next. (The first call
-    // compiles the tool, which a loaded machine may take seconds over: hence the margin.)
+    // The long call, on replica one; its replica dies under it: the connection breaks,
+    // whatever it answers. What it answered, if it ended before.
+    let long_call = move || {
+        let token = token.clone();
+        std::thread::spawn(move || {
+            let mut stream = TcpStream::connect(addr).expect("connect");
+            let body = super::call_body(
+                1,
+                "structured",
+                json!({ "a": 1, "b": 2, "sleep_ms": 50_000 }),
+            );
+            let headers: String = mcp_headers(Some(&token), "structured")
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\r\n"))
+                .collect();
+            let _ = write!(
+                stream,
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+                body.len()
+            );
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer);
+            String::from_utf8_lossy(&answer).into_owned()
+        })
+    };
+    // The call runs on replica one: replica two refuses the tenant's next. The probe is a call
+    // of the tenant too, so it can take the one place first and have the long call refused
+    // (429): then the long call is made again. (The first call compiles the tool, which a
+    // loaded machine may take seconds over: hence the margin.)
+    let mut caller = long_call();
     let mut last = None;
     let checked = Instant::now();
     while checked.elapsed() < Duration::from_secs(30) {
@@ -367,6 +375,11 @@ fn a_killed_replica_gives_its_places_back_within_the_lease() {
             break;
         }
         last = Some(answer);
+        if caller.is_finished() {
+            let refused = caller.join().expect("the long call's thread");
+            assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+            caller = long_call();
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(

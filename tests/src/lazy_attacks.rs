@@ -1,4 +1,4 @@
-//! A hostile review of lazy tools and hot reload (commits 4c4b35d..c888934): each test is one
+//! Attacks on lazy tools and hot reload (first made by a hostile review): each test is one
 //! attack on the index, the file identity, the reload or the code budget. A test that passes is
 //! an attack that failed. The six that worked at first (phantom resident bytes from refused or
 //! duplicate tools, a FIFO or a huge file at the index path, non-UTF-8 names taken for each
