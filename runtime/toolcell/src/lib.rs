@@ -145,9 +145,10 @@ pub mod content {
     };
 }
 
-/// What became of a call: the report, the gate's decision and grants, captured output.
+/// What became of a call, beside the [`CallReport`] itself: the gate's decision and grants,
+/// captured output, the cost.
 pub mod report {
-    pub use crate::call::report::{CallReport, Captured, Cost, GateDecision, Granted, GrantedBy};
+    pub use crate::call::report::{Captured, Cost, GateDecision, Granted, GrantedBy};
 }
 
 /// The access gate's questions to a person: an [`Approver`](approval::Approver) answers what a
@@ -157,11 +158,11 @@ pub mod approval {
     pub use crate::gate::{Approval, ApprovalRequest, Approver, FixedApprover, shown_to_a_person};
 }
 
-/// Native tools: the trait, the closure helper, what a call is handed.
+/// What a native tool is handed beside its [`ToolContext`] (the trait, [`NativeTool`], the
+/// closure helper, [`FnTool`], and [`ToolError`] are at the crate's root).
 pub mod native {
     pub use crate::gate::grants::{Grants, Preopen};
-    pub use crate::pipeline::native::{BoxFuture, FnTool, GrantedPath, NativeTool, ToolContext};
-    pub use crate::tool::error::ToolError;
+    pub use crate::pipeline::native::{BoxFuture, GrantedPath};
 }
 
 /// The tool seam's pieces for a loop that dispatches itself: the registry, `find_tool` /

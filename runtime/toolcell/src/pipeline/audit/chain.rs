@@ -301,7 +301,7 @@ impl Audit {
             }
             files.head = open_head(&self.path)?;
         };
-        let head = read_head(&files.head)?;
+        let (head, head_len) = read_head_sized(&files.head)?;
         // A file is rotated only by a record: if the head is still the one this handle wrote
         // last, no one else has written, so the open file is still the one at the path.
         if (head.is_none() || head != files.written) && !same_file(&files.log, &self.path) {
@@ -310,7 +310,11 @@ impl Audit {
         }
         files.batches = files.batches.saturating_add(1);
         let mut current = head;
-        let mut before = files.log.metadata()?.len();
+        // The log's length matters only to rotation: read it only then.
+        let mut before = match self.rotate_at {
+            Some(_) => files.log.metadata()?.len(),
+            None => 0,
+        };
         let mut lines = Vec::new();
         let mut pending: Vec<(u64, Head)> = Vec::new();
         for (ticket, mut record) in batch {
@@ -330,7 +334,7 @@ impl Audit {
                 && size.saturating_add(line.len() as u64) > limit
             {
                 // What is written so far goes into the file being rotated, with its head.
-                append(&mut files.log, &lines, before)?;
+                append(&mut files.log, &lines)?;
                 lines.clear();
                 write_head(&files.head, head)?;
                 files.written = Some(head.clone());
@@ -342,11 +346,11 @@ impl Audit {
             pending.push((ticket, next.clone()));
             current = Some(next);
         }
-        append(&mut files.log, &lines, before)?;
+        append(&mut files.log, &lines)?;
         if let Some(head) = &current
             && !pending.is_empty()
         {
-            write_head(&files.head, head)?;
+            write_head_over(&files.head, head, Some(head_len))?;
             files.written = Some(head.clone());
         }
         drop(locked);
@@ -783,45 +787,83 @@ impl Drop for Locked<'_> {
     }
 }
 
-/// Append `lines` (whole lines) to the log, whose length was `before`, with one write: a short
-/// write (a full disk) would leave half a line, so the file is cut back to `before`.
-fn append(log: &mut File, lines: &[u8], before: u64) -> std::io::Result<()> {
-    if lines.is_empty() {
-        return Ok(());
+/// Append `lines` (whole lines) to the log, in one write when the file system takes it whole.
+/// A short write (a full disk) would leave part of a line: the file is cut back by what this
+/// append wrote, to its last whole line. (Counting what was written, rather than reading the
+/// length first, keeps a system call off every record.)
+fn append(log: &mut File, lines: &[u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < lines.len() {
+        match log.write(&lines[done..]) {
+            Ok(0) => {
+                cut_back(log, done);
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            Ok(written) => done += written,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                cut_back(log, done);
+                return Err(error);
+            }
+        }
     }
-    let written = log.write_all(lines).and_then(|()| log.flush());
-    if written.is_err() && log.metadata().is_ok_and(|meta| meta.is_file()) {
-        let _ = log.set_len(before);
+    Ok(())
+}
+
+/// Cut `written` bytes (the part of a failed append that went in) off the end of the log.
+fn cut_back(log: &File, written: usize) {
+    if written == 0 {
+        return;
     }
-    written
+    if let Ok(meta) = log.metadata()
+        && meta.is_file()
+    {
+        let _ = log.set_len(meta.len().saturating_sub(written as u64));
+    }
 }
 
 /// The head in an open head file: `None` when it is empty.
 fn read_head(file: &File) -> std::io::Result<Option<Head>> {
+    read_head_sized(file).map(|(head, _)| head)
+}
+
+/// [`read_head`], and the head file's length as read.
+fn read_head_sized(file: &File) -> std::io::Result<(Option<Head>, usize)> {
     let mut bytes = [0u8; 256];
     let mut filled = 0;
     while filled < bytes.len() {
         let read = file.read_at(&mut bytes[filled..], filled as u64)?;
-        if read == 0 {
+        filled += read;
+        // A regular file reads short only at its end: no second read to find it.
+        if read == 0 || filled < bytes.len() {
             break;
         }
-        filled += read;
     }
     if filled == 0 {
-        return Ok(None);
+        return Ok((None, 0));
     }
     let text = std::str::from_utf8(&bytes[..filled])
         .map_err(|_| std::io::Error::other("the audit head file is damaged (not text)"))?;
     Head::parse(text)
-        .map(Some)
+        .map(|head| (Some(head), filled))
         .map_err(|why| std::io::Error::other(format!("the audit head file is damaged: {why}")))
 }
 
 /// Rewrite an open head file with `head` (one write of a fixed-width line: the file is cut
 /// only if it held something longer).
 fn write_head(file: &File, head: &Head) -> std::io::Result<()> {
+    write_head_over(file, head, None)
+}
+
+/// [`write_head`] over a head file known to be `known` bytes long: when that is the line's
+/// own width (every head this module writes), nothing is left to cut and its length is not
+/// read again.
+fn write_head_over(file: &File, head: &Head, known: Option<usize>) -> std::io::Result<()> {
     let line = head.line();
     file.write_all_at(line.as_bytes(), 0)?;
+    if known == Some(line.len()) {
+        return Ok(());
+    }
     if file.metadata()?.len() != line.len() as u64 {
         file.set_len(line.len() as u64)?;
     }
