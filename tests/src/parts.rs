@@ -200,6 +200,18 @@ pub(crate) fn contract_v2() {
 fn the_cli_prints_parts_and_saves_their_bytes() {
     let tools = tools_dir(&[("painter", crate::guests::PAINTER)]);
     let saved = tempfile::tempdir().expect("temp dir");
+    // Planted where the parts go by whoever can write there: a hard link to a file elsewhere
+    // (which a write through it would change) and a FIFO (which an open would wait on). Each
+    // is replaced, never written through or waited on.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let victim = elsewhere.path().join("victim");
+    std::fs::write(&victim, "untouched").expect("the victim");
+    std::fs::hard_link(&victim, saved.path().join("part-1.png")).expect("the hard link");
+    let made = std::process::Command::new("mkfifo")
+        .arg(saved.path().join("part-2.wav"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
     let output = toolcell_command()
         .args(["--tools"])
         .arg(tools.path())
@@ -231,6 +243,15 @@ fn the_cli_prints_parts_and_saves_their_bytes() {
     assert_eq!(
         std::fs::read(saved.path().join("part-4.bin")).expect("the blob"),
         [0, 1, 2, 255]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("the victim"),
+        "untouched"
+    );
+    assert!(
+        std::fs::symlink_metadata(saved.path().join("part-2.wav"))
+            .expect("the sound")
+            .is_file()
     );
 
     let output = toolcell_command()

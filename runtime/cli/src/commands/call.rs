@@ -189,14 +189,22 @@ fn binary(part: &Part) -> Option<(&[u8], &'static str)> {
     Some((data, extension))
 }
 
-/// Write `bytes` to `path`, replacing a file there but never following a symlink.
+/// Write `bytes` to `path` as a new file, written beside it and renamed over it: whatever was
+/// at `path` (a symlink, a hard link to a file elsewhere, a FIFO) is replaced, never written
+/// through or waited on. The name beside it is made exclusively, so nothing planted there is
+/// written either.
 fn save_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}.partial", std::process::id()));
+    let staging = std::path::PathBuf::from(staging);
+    let written = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)?;
-    file.write_all(bytes)
+        .create_new(true)
+        .open(&staging)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&staging, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+    written
 }
