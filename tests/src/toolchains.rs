@@ -74,27 +74,38 @@ pub fn componentize_py() -> PathBuf {
 /// if it is missing or was installed from another lock.
 pub fn js_tooling() -> PathBuf {
     static INSTALLING: Mutex<()> = Mutex::new(());
-    let _installing = INSTALLING
+    npm_installed(
+        &INSTALLING,
+        &root().join("guest-tools/js"),
+        &root().join("target/js-tooling"),
+    )
+    .join("node_modules")
+}
+
+/// `target`, where the npm packages that `manifest`'s `package.json` and `package-lock.json`
+/// pin are installed with `npm ci`: once, and again whenever the lock changes (a stamp beside
+/// `node_modules` says which lock was installed). `installing` keeps two tests from installing
+/// into `target` at once.
+fn npm_installed(installing: &Mutex<()>, manifest: &Path, target: &Path) -> PathBuf {
+    let _installing = installing
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let tooling = root().join("target/js-tooling");
-    let lock = std::fs::read(root().join("guest-tools/js/package-lock.json")).expect("the lock");
-    let installed = tooling.join("node_modules/.package-lock.json.toolcell");
+    let lock = std::fs::read(manifest.join("package-lock.json")).expect("the npm lock");
+    let installed = target.join("node_modules/.package-lock.json.toolcell");
     if std::fs::read(&installed).ok().as_deref() != Some(&lock[..]) {
-        std::fs::create_dir_all(&tooling).expect("target/js-tooling");
+        std::fs::create_dir_all(target).expect("the npm target");
         for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(root().join("guest-tools/js").join(file), tooling.join(file))
-                .expect("the npm manifest");
+            std::fs::copy(manifest.join(file), target.join(file)).expect("the npm manifest");
         }
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&tooling)
+            .current_dir(target)
             .status()
-            .expect("npm is needed for the JavaScript tool tests");
-        assert!(status.success(), "npm ci in target/js-tooling failed");
+            .expect("npm is needed (node and npm)");
+        assert!(status.success(), "npm ci in {} failed", target.display());
         std::fs::write(&installed, &lock).expect("the install's stamp");
     }
-    tooling.join("node_modules")
+    target.to_owned()
 }
 
 /// The component built from `guest-tools/python/<name>/app.py`.
@@ -195,28 +206,10 @@ fn built(label: &str, sources: &[PathBuf], build: impl FnOnce(&Path) -> Command)
 /// its command (run it with `node`).
 pub fn conformance_suite() -> PathBuf {
     static INSTALLING: Mutex<()> = Mutex::new(());
-    let _installing = INSTALLING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let suite = root().join("target/conformance-suite");
-    let manifest = root().join("tests/conformance");
-    let lock = std::fs::read(manifest.join("package-lock.json")).expect("the suite's lock");
-    let installed = suite.join("node_modules/.package-lock.json.toolcell");
-    if std::fs::read(&installed).ok().as_deref() != Some(&lock[..]) {
-        std::fs::create_dir_all(&suite).expect("target/conformance-suite");
-        for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(manifest.join(file), suite.join(file)).expect("the npm manifest");
-        }
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&suite)
-            .status()
-            .expect("npm is needed for the conformance test");
-        assert!(
-            status.success(),
-            "npm ci in target/conformance-suite failed"
-        );
-        std::fs::write(&installed, &lock).expect("the install's stamp");
-    }
-    suite.join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+    npm_installed(
+        &INSTALLING,
+        &root().join("tests/conformance"),
+        &root().join("target/conformance-suite"),
+    )
+    .join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
 }

@@ -207,20 +207,16 @@ impl Loader {
         previous: Option<&'p Arc<Tool>>,
     ) -> Result<Arc<Tool>, (LoadError, Option<&'p Arc<Tool>>)> {
         let source = found.source.clone();
-        let refuse = |message: String| {
-            let message = match previous {
-                Some(_) => format!("{message}; the version loaded before keeps serving"),
-                None => message,
-            };
-            (
-                LoadError {
-                    source: source.clone(),
-                    message,
-                    guest_stderr: String::new(),
-                },
-                previous,
-            )
+        // A refusal as it stands (what the guest wrote to stderr included), saying that the
+        // version loaded before keeps serving if there is one.
+        let refused = |mut error: LoadError| {
+            if previous.is_some() {
+                error.message =
+                    format!("{}; the version loaded before keeps serving", error.message);
+            }
+            (error, previous)
         };
+        let refuse = |message: String| refused(LoadError::new(source.clone(), message));
         let known = found
             .indexed
             .as_ref()
@@ -307,14 +303,10 @@ impl Loader {
                         source: &found.source,
                     });
                 }
-                let (loaded, outcome) =
-                    wasm.load(&entry, &found.source, bytes)
-                        .await
-                        .map_err(|error| {
-                            let (mut refused, previous) = refuse(error.message);
-                            refused.guest_stderr = error.guest_stderr;
-                            (refused, previous)
-                        })?;
+                let (loaded, outcome) = wasm
+                    .load(&entry, &found.source, bytes)
+                    .await
+                    .map_err(refused)?;
                 wasm.code().record(outcome);
                 let code = Arc::new(LazyCode::new(
                     digest.clone(),

@@ -103,13 +103,12 @@ impl Drop for Io {
     }
 }
 
-/// How long a call's quick stages took: recorded on its span as fields, not spans of their own.
-#[derive(Debug, Default, Clone, Copy)]
-struct QuickStages {
-    dispatch: std::time::Duration,
-    cap: std::time::Duration,
-    /// `None` without an audit.
-    audit: Option<std::time::Duration>,
+/// Record how long a quick stage took, in microseconds, as `field` of the call's `span` (a
+/// field, not a span of its own: see [`CALL_SPAN_TARGET`]); nothing when the span is off.
+fn record_micros(span: &tracing::Span, field: &'static str, took: std::time::Duration) {
+    if !span.is_disabled() {
+        span.record(field, u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+    }
 }
 
 /// A path a call writes: its workspace's root, and the path in it.
@@ -354,18 +353,11 @@ impl Runtime {
         );
         // The tools as they stand now: this call runs with these, whatever a reload does.
         let catalog = self.catalog();
-        let (report, quick) = self
+        let report = self
             .run_spanned(&catalog, id, name, arguments, context, options)
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
-            let micros =
-                |took: std::time::Duration| u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-            span.record("dispatch_us", micros(quick.dispatch));
-            span.record("cap_us", micros(quick.cap));
-            if let Some(audit) = quick.audit {
-                span.record("audit_us", micros(audit));
-            }
             if let Some(digest) = catalog
                 .tools
                 .get(&report.tool)
@@ -388,8 +380,8 @@ impl Runtime {
         report
     }
 
-    /// The stages of one call: the quick ones timed (one clock read each), the others each in
-    /// a child span of the call's.
+    /// The stages of one call: the quick ones timed on the call's span (one clock read each),
+    /// the others each in a child span of the call's.
     async fn run_spanned(
         &self,
         catalog: &Catalog,
@@ -398,15 +390,13 @@ impl Runtime {
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
-    ) -> (CallReport, QuickStages) {
+    ) -> CallReport {
         let started = Instant::now();
+        let call_span = tracing::Span::current();
         // The arguments of what ran, as the audit record keeps them.
         let mut audited = None;
         let dispatched = dispatch(&catalog.registry, name, arguments);
-        let mut quick = QuickStages {
-            dispatch: started.elapsed(),
-            ..QuickStages::default()
-        };
+        record_micros(&call_span, "dispatch_us", started.elapsed());
         let mut report = match dispatched {
             Dispatch::Local(text) => CallReport {
                 tool: name.to_owned(),
@@ -437,18 +427,18 @@ impl Runtime {
         if !matches!(report.response, ToolResponse::Result { .. }) {
             report.parts.clear();
         }
-        let auditing = Instant::now();
-        quick.cap = auditing.duration_since(capping);
+        record_micros(&call_span, "cap_us", capping.elapsed());
         if self.audit.is_some() {
+            let auditing = Instant::now();
             self.audit(
                 catalog,
                 audited.as_deref().unwrap_or(arguments),
                 &report,
                 started,
             );
-            quick.audit = Some(auditing.elapsed());
+            record_micros(&call_span, "audit_us", auditing.elapsed());
         }
-        (report, quick)
+        report
     }
 
     /// [`Runtime::run`] from synchronous code, blocking this thread until the call ends.
@@ -536,11 +526,11 @@ impl Runtime {
                 options.stop.as_ref(),
             )
             .await;
-        let call_span = tracing::Span::current();
-        if !call_span.is_disabled() {
-            let took = u64::try_from(validating.elapsed().as_micros()).unwrap_or(u64::MAX);
-            call_span.record("validate_us", took);
-        }
+        record_micros(
+            &tracing::Span::current(),
+            "validate_us",
+            validating.elapsed(),
+        );
         let mut checked = match checked {
             Checked::Valid(checked) => checked,
             Checked::Invalid(why) => {
