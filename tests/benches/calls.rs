@@ -575,7 +575,7 @@ struct Served {
 /// Connections wrk keeps open against the HTTP server: as many requests as one client may
 /// have in flight (more are answered 429).
 const HTTP_CONNECTIONS: usize =
-    toolcell_mcp::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
+    toolcell_mcp::http::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
 /// How long wrk warms the HTTP server up, then measures it.
 const HTTP_WARMUP: &str = "2s";
 const HTTP_RUN: &str = "5s";

@@ -268,7 +268,7 @@ fn beside_busy_tenants(
     calls: usize,
     alone_p50: Duration,
 ) {
-    let share = toolcell_mcp::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
+    let share = toolcell_mcp::http::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
     let done = AtomicBool::new(false);
     // Each busy tenant's refusals: once each has one, every share is full.
     let full: Vec<std::sync::atomic::AtomicUsize> =

@@ -8,7 +8,7 @@
 //! - `tools/list` is the registry's core schemas (core tools, then `find_tool`, then
 //!   `call_tool`), in that fixed order, annotated from each tool's flags;
 //! - `tools/call` enters [`Runtime::run`] in the runtime's default context (over HTTP with
-//!   tokens, the tenant's: [`auth`]), like every other front end; wasm and native tools alike. A tool's
+//!   tokens, the tenant's: [`http::auth`]), like every other front end; wasm and native tools alike. A tool's
 //!   failure, a denial, a deadline or arguments that break the schema is a result with
 //!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
 //!   own is a JSON-RPC error (-32602, invalid params);
@@ -20,29 +20,16 @@
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
 pub mod approval;
-#[cfg(feature = "http")]
-pub mod auth;
 mod content;
+mod front;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "http")]
-pub mod guard;
-#[cfg(feature = "http")]
 pub mod http;
-#[cfg(feature = "http")]
-pub mod metrics;
-#[cfg(feature = "http")]
-pub mod oauth;
-#[cfg(feature = "http")]
-pub mod quota;
 pub mod seal;
-#[cfg(feature = "http")]
-pub mod share;
 #[cfg(feature = "state")]
 pub mod state;
-#[cfg(feature = "http")]
-pub mod tenant;
 /// Without the `state` feature there is no shared store: what would need one never does.
 #[cfg(not(feature = "state"))]
 pub mod state {
@@ -106,9 +93,6 @@ pub struct McpServer {
     approvals: Arc<approval::Approvals>,
     /// The calls that became tasks.
     tasks: Arc<tasks::Tasks>,
-    /// Served over HTTP: what the calls are counted in, and where shutdown finds them.
-    #[cfg(feature = "http")]
-    http: Option<(Arc<metrics::Metrics>, Arc<http::Running>)>,
 }
 
 impl McpServer {
@@ -121,8 +105,6 @@ impl McpServer {
             tools: Arc::new(std::sync::RwLock::new(tools)),
             approvals: Arc::new(approval::Approvals::local()),
             tasks: Arc::default(),
-            #[cfg(feature = "http")]
-            http: None,
         }
     }
 
@@ -139,17 +121,6 @@ impl McpServer {
     #[cfg(feature = "state")]
     pub(crate) fn tasks(&self) -> &Arc<tasks::Tasks> {
         &self.tasks
-    }
-
-    /// This server, counting its calls in `metrics` and noting them in `running`.
-    #[cfg(feature = "http")]
-    pub(crate) fn for_http(
-        mut self,
-        metrics: Arc<metrics::Metrics>,
-        running: Arc<http::Running>,
-    ) -> Self {
-        self.http = Some((metrics, running));
-        self
     }
 }
 
@@ -223,42 +194,12 @@ impl McpServer {
         }
     }
 
-    /// Count a call served over HTTP in the metrics, and charge it to the quotas that admitted
-    /// it (giving its in-flight places back before its answer leaves, where a quota bounds
-    /// them: a client that sends its next call on receiving this one's answer finds its place
-    /// free, on any replica).
-    #[cfg(feature = "http")]
-    async fn count(
-        &self,
-        report: &CallReport,
-        started: std::time::Instant,
-        hold: Option<&http::CallHold>,
-    ) {
-        if let Some(admission) = hold.and_then(|hold| hold.admission.as_ref()) {
-            admission
-                .finish(
-                    report.elapsed,
-                    report.cost.fuel,
-                    std::time::SystemTime::now(),
-                )
-                .await;
-        }
-        if let Some((metrics, _)) = &self.http {
-            metrics.call(
-                &self.runtime,
-                &report.tool,
-                &report.response,
-                started.elapsed(),
-            );
-        }
-    }
-
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
     /// call, also the approver that notes the question to send back, with the answers the
     /// call carries (its `requestState`, opened and spent: it is refused when the shared store
     /// that counts answers once cannot be reached); in a session, the client is asked through
-    /// `peer` (rmcp's handler has one; the HTTP fast path has none).
+    /// `peer` (only a stdio session has one to ask through: see [`McpServer::answer_call`]).
     #[allow(clippy::too_many_arguments)]
     async fn approver_for(
         &self,
@@ -291,12 +232,6 @@ impl McpServer {
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
             return Ok((with, Some(round)));
         }
-        // The initialize era over HTTP has no session here, so no way to ask the client.
-        #[cfg(feature = "http")]
-        if self.http.is_some() {
-            return Ok((base, None));
-        }
-        // Only rmcp's handler has a peer (the fast path takes no initialize-era request).
         let Some(peer) = peer else {
             return Ok((base, None));
         };
@@ -337,15 +272,7 @@ fn owner(context: &RequestContext<RoleServer>) -> &str {
 
 /// [`owner`], from a request's extensions.
 fn owner_of(extensions: &Extensions) -> &str {
-    #[cfg(feature = "http")]
-    if let Some(key) = extensions
-        .get::<::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<http::ClientKey>())
-    {
-        return &key.0;
-    }
-    let _ = extensions;
-    STDIO_CLIENT
+    front::from_front(extensions).map_or(STDIO_CLIENT, |front| front.client())
 }
 
 /// A schema as an MCP tool, with hints from what the tool says about itself.
@@ -497,28 +424,27 @@ impl McpServer {
             stop: Some(stop.clone()),
             ..CallOptions::default()
         };
+        // What the front end handed with the request (over HTTP: the client, the tenant's
+        // context, what the call holds until it ends); nothing over stdio.
+        let front = front::from_front(extensions).cloned();
         // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
         // the runtime's default context.
-        #[cfg(feature = "http")]
-        let tenant = extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<tenant::Tenant>>())
-            .cloned();
-        #[cfg(feature = "http")]
-        let call_context = match &tenant {
-            Some(tenant) => &tenant.context,
-            None => self.runtime.default_context(),
-        };
-        #[cfg(not(feature = "http"))]
-        let call_context = self.runtime.default_context();
+        let call_context = front
+            .as_ref()
+            .and_then(|front| front.context())
+            .unwrap_or_else(|| self.runtime.default_context());
         // Who asked: an answer to an approval, and a task, are this client's only.
-        let owner = owner_of(extensions);
+        let owner = front.as_ref().map_or(STDIO_CLIENT, |front| front.client());
+        // A person is asked through the session's peer only where there is a session: over
+        // HTTP there is none (the initialize era is served without sessions, the fast path
+        // has no peer), so no way to ask the client but the stateless era's round trip.
+        let session = peer.filter(|_| front.is_none());
         let (call_context, round) = self
             .approver_for(
                 call_context,
                 capabilities.as_ref(),
                 stateless,
-                peer,
+                session,
                 owner,
                 &request,
                 &arguments,
@@ -527,27 +453,10 @@ impl McpServer {
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
         let asked_arguments = round.as_ref().map(|_| arguments.to_string());
-        #[cfg(feature = "http")]
         let started = std::time::Instant::now();
-        // What the call holds from the front (its place in its client's share, its places under
-        // its quotas): held until it ends, as a task too, and charged with what it used.
-        #[cfg(feature = "http")]
-        let hold = extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<http::CallHold>>())
-            .cloned();
-        #[cfg(feature = "http")]
-        let _running = self.http.as_ref().map(|(_, running)| {
-            let client = extensions
-                .get::<::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<http::ClientKey>())
-                .cloned();
-            let key = http::CallKey {
-                client,
-                request: id.clone(),
-            };
-            running.enter(key, stop.clone())
-        });
+        // The call's entry with the front (over HTTP, among the running calls that shutdown
+        // and a cancellation stop): held until it ends, as a task too.
+        let entered = front.as_ref().map(|front| front.enter(&id, stop.clone()));
         // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
         // own per request; a pointer is cheaper to move than kilobytes of state. Owned, so a
         // long call can go on as a task after its request is answered.
@@ -606,20 +515,18 @@ impl McpServer {
                 // The call moves into the task only if the client has room for one (`make` is
                 // called then, at once); else it is answered here, as for a client without
                 // tasks.
-                #[cfg(feature = "http")]
-                let mut parked = Some((call, stop, (_running, hold.clone())));
-                #[cfg(not(feature = "http"))]
-                let mut parked = Some((call, stop, ()));
+                let mut parked = Some((call, stop, entered));
                 let task = self
                     .tasks
                     .try_spawn(owner, |cancelled| {
-                        let Some((mut call, stop, running)) = parked.take() else {
+                        let Some((mut call, stop, entered)) = parked.take() else {
                             return Box::pin(async {
                                 Err(rmcp::task_manager::TaskExit::Cancelled)
                             });
                         };
+                        let front = front.clone();
                         Box::pin(async move {
-                            let _running = running;
+                            let _entered = entered;
                             let report = tokio::select! {
                                 report = &mut call => report,
                                 () = cancelled => {
@@ -627,8 +534,9 @@ impl McpServer {
                                     call.await
                                 }
                             };
-                            #[cfg(feature = "http")]
-                            server.count(&report, started, _running.1.as_deref()).await;
+                            if let Some(front) = &front {
+                                front.ended(&server.runtime, &report, started).await;
+                            }
                             if matches!(report.response, ToolResponse::Cancelled) {
                                 return Err(rmcp::task_manager::TaskExit::Cancelled);
                             }
@@ -641,7 +549,7 @@ impl McpServer {
                         task,
                     )));
                 }
-                let Some((mut call, stop, _running)) = parked else {
+                let Some((mut call, stop, _entered)) = parked else {
                     return Err(McpError::internal_error("the call was lost", None));
                 };
                 let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
@@ -658,8 +566,9 @@ impl McpServer {
         if let Some(progress) = &progress {
             progress.done().await;
         }
-        #[cfg(feature = "http")]
-        self.count(&report, started, hold.as_deref()).await;
+        if let Some(front) = &front {
+            front.ended(&self.runtime, &report, started).await;
+        }
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {

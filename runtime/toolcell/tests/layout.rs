@@ -9,7 +9,7 @@ use std::process::Command;
 /// The core's stages, each allowed to import only those before it (`digest` is a leaf anyone
 /// may use; `lib.rs` and `fuzzing.rs` sit above them all).
 const STAGES: &[&str] = &[
-    "digest", "call", "tool", "policy", "validate", "gate", "wasm", "pipeline",
+    "digest", "call", "tool", "audit", "policy", "validate", "gate", "wasm", "pipeline",
 ];
 
 /// Packages an embedder of the core must not compile: registry clients, signing, MCP, OAuth,
@@ -54,11 +54,15 @@ fn module_of(relative: &Path) -> String {
     text.strip_suffix("::mod").unwrap_or(&text).to_owned()
 }
 
-/// The modules among `modules` that `text` names (`crate::a::b::Item` names `a::b` if that is
-/// a module, else `a`; `crate::a::{b, c}` names `a::b` and `a::c` where those are modules),
-/// outside comments and unit tests.
-fn imported_modules(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+/// The modules among `modules` that `text`, the source of `module`, names (`crate::a::b::Item`
+/// names `a::b` if that is a module, else `a`; `crate::a::{b, c}` names `a::b` and `a::c`
+/// where those are modules; `super::c` in `a::b` names `a::c`, or `a`), outside comments and
+/// unit tests. A parent's own children named by a bare path (`mod c; use c::Item;`) are not
+/// imports: a module owns its children.
+fn imported_modules(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
     let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    // What `super::` stands for in this module: its parent's path (empty: the crate root).
+    let parent = module.rsplit_once("::").map_or("", |(parent, _)| parent);
     let mut found = BTreeSet::new();
     for line in code.lines() {
         let line = line.trim_start();
@@ -66,13 +70,25 @@ fn imported_modules(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> 
             continue;
         }
         let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
+        while let Some((at, prefix)) = ["crate::", "super::"]
+            .iter()
+            .filter_map(|prefix| rest.find(prefix).map(|at| (at, *prefix)))
+            .min()
+        {
+            rest = &rest[at + prefix.len()..];
             let path: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
-            let parts: Vec<&str> = path.split("::").filter(|part| !part.is_empty()).collect();
+            let base = match prefix {
+                "super::" => parent,
+                _ => "",
+            };
+            let parts: Vec<&str> = base
+                .split("::")
+                .chain(path.split("::"))
+                .filter(|part| !part.is_empty())
+                .collect();
             let longest = (1..=parts.len())
                 .rev()
                 .map(|k| parts[..k].join("::"))
@@ -100,32 +116,66 @@ fn imported_modules(text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> 
     found
 }
 
-/// Every module of the core but `lib` and `fuzzing` (which sit above the stages), with the
-/// modules it imports.
-fn core_imports() -> BTreeMap<String, BTreeSet<String>> {
-    let src = manifest_dir().join("src");
+/// Every module of the crate whose sources are in `src` but those in `above` (the crate root
+/// and whatever sits above all the rest), with the modules it imports by a `crate::` path.
+fn imports_in(src: &Path, above: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    sources(src, &mut files);
     let texts: Vec<(String, String)> = files
         .iter()
         .map(|file| {
-            let relative = file.strip_prefix(&src).expect("inside src");
+            let relative = file.strip_prefix(src).expect("inside src");
             (
                 module_of(relative),
                 std::fs::read_to_string(file).expect("readable"),
             )
         })
-        .filter(|(module, _)| module != "lib" && module != "fuzzing")
+        .filter(|(module, _)| !above.contains(&module.as_str()))
         .collect();
     let modules: BTreeSet<String> = texts.iter().map(|(module, _)| module.clone()).collect();
     texts
         .iter()
         .map(|(module, text)| {
-            let mut imported = imported_modules(text, &modules);
+            let mut imported = imported_modules(module, text, &modules);
             imported.remove(module);
             (module.clone(), imported)
         })
         .collect()
+}
+
+/// Every module of the core but `lib` and `fuzzing` (which sit above the stages), with the
+/// modules it imports.
+fn core_imports() -> BTreeMap<String, BTreeSet<String>> {
+    imports_in(&manifest_dir().join("src"), &["lib", "fuzzing"])
+}
+
+/// Panics with the circle if a module of `edges` imports, directly or through others, a module
+/// that imports it back.
+fn assert_no_circle(edges: &BTreeMap<String, BTreeSet<String>>) {
+    // A depth-first search: a module met again while still on the path closes a circle.
+    fn visit(
+        module: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) {
+        if let Some(at) = path.iter().position(|on| on == module) {
+            panic!("an import circle: {} -> {module}", path[at..].join(" -> "));
+        }
+        if done.contains(module) {
+            return;
+        }
+        path.push(module.to_owned());
+        for next in edges.get(module).into_iter().flatten() {
+            visit(next, edges, path, done);
+        }
+        path.pop();
+        done.insert(module.to_owned());
+    }
+    let mut done = BTreeSet::new();
+    for module in edges.keys() {
+        visit(module, edges, &mut Vec::new(), &mut done);
+    }
 }
 
 /// The stage of `module` (`call` for `call::registry`) and its place in [`STAGES`].
@@ -157,34 +207,54 @@ fn the_stages_import_no_stage_below_them() {
 #[test]
 fn no_module_of_the_core_imports_one_that_imports_it_back() {
     let edges = core_imports();
-    // A depth-first search: a module met again while still on the path closes a circle.
-    fn visit(
-        module: &str,
-        edges: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) {
-        if let Some(at) = path.iter().position(|on| on == module) {
-            panic!("an import circle: {} -> {module}", path[at..].join(" -> "));
-        }
-        if done.contains(module) {
-            return;
-        }
-        path.push(module.to_owned());
-        for next in edges.get(module).into_iter().flatten() {
-            visit(next, edges, path, done);
-        }
-        path.pop();
-        done.insert(module.to_owned());
-    }
-    let mut done = BTreeSet::new();
-    for module in edges.keys() {
-        visit(module, &edges, &mut Vec::new(), &mut done);
-    }
+    assert_no_circle(&edges);
     assert!(
         edges.values().map(BTreeSet::len).sum::<usize>() > 50,
         "too few imports found: the scan is broken"
     );
+}
+
+/// The MCP front end: no module imports one that imports it back (`lib` holds the server the
+/// others serve and the helpers they share; `fuzzing` drives them all).
+#[test]
+fn no_module_of_the_mcp_crate_imports_one_that_imports_it_back() {
+    let edges = imports_in(&manifest_dir().join("../mcp/src"), &["lib", "fuzzing"]);
+    assert_no_circle(&edges);
+    assert!(
+        edges.values().map(BTreeSet::len).sum::<usize>() > 25,
+        "too few imports found: the scan is broken"
+    );
+}
+
+/// The OCI crate: no module imports one that imports it back (the wire layer and the registry
+/// client once did, through the error type).
+#[test]
+fn no_module_of_the_oci_crate_imports_one_that_imports_it_back() {
+    let edges = imports_in(&manifest_dir().join("../oci/src"), &["lib"]);
+    assert_no_circle(&edges);
+    assert!(
+        edges.values().map(BTreeSet::len).sum::<usize>() > 5,
+        "too few imports found: the scan is broken"
+    );
+}
+
+/// The scan finds a circle when there is one (two modules of a made-up crate import each
+/// other), so a pass above means something.
+#[test]
+#[should_panic(expected = "an import circle")]
+fn a_circle_is_found() {
+    let dir = std::env::temp_dir().join(format!("toolcell-layout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("b")).expect("a scratch crate");
+    std::fs::write(dir.join("a.rs"), "use crate::b::Thing;\n").expect("a.rs");
+    std::fs::write(
+        dir.join("b/mod.rs"),
+        "pub struct Thing;\nuse crate::a::x;\n",
+    )
+    .expect("b");
+    let edges = imports_in(&dir, &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_no_circle(&edges);
 }
 
 /// The names of the `toolcell*` packages `manifest` depends on (normal dependencies).

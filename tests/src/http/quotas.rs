@@ -42,14 +42,14 @@ fn outcome(answer: &Answer, tenant: &str, id: u64) -> Option<String> {
         .unwrap_or_else(|| panic!("no Retry-After: {answer:?}"));
     assert!(retry_after >= 1, "{answer:?}");
     assert!(
-        answer.body.len() <= toolcell_mcp::quota::MAX_REFUSAL_BYTES,
+        answer.body.len() <= toolcell_mcp::http::quota::MAX_REFUSAL_BYTES,
         "{answer:?}"
     );
     let json = answer.json();
     assert_eq!(json["id"], id, "{json}");
     assert_eq!(
         json["error"]["code"],
-        toolcell_mcp::quota::QUOTA_ERROR_CODE,
+        toolcell_mcp::http::quota::QUOTA_ERROR_CODE,
         "{json}"
     );
     let data = &json["error"]["data"];
@@ -270,9 +270,9 @@ fn a_spent_daily_budget_is_refused_until_midnight_utc() {
     let (answer, took) = sum(server.addr, limited, 1, 30);
     assert_eq!(outcome(&answer, "team-a", 1), None, "within the budget");
     assert!(took >= Duration::from_millis(30), "it ran to its end");
-    let before = toolcell_mcp::quota::utc_day(SystemTime::now()).1;
+    let before = toolcell_mcp::http::quota::utc_day(SystemTime::now()).1;
     let (answer, _) = sum(server.addr, limited, 2, 0);
-    let after = toolcell_mcp::quota::utc_day(SystemTime::now()).1;
+    let after = toolcell_mcp::http::quota::utc_day(SystemTime::now()).1;
     assert_eq!(
         outcome(&answer, "team-a", 2).as_deref(),
         Some("daily_ms"),

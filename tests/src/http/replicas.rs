@@ -606,7 +606,7 @@ fn a_store_that_goes_away_is_refused_clearly_and_comes_back() {
         "{error}"
     );
     assert!(
-        refused.body.len() <= toolcell_mcp::quota::MAX_REFUSAL_BYTES,
+        refused.body.len() <= toolcell_mcp::http::quota::MAX_REFUSAL_BYTES,
         "{refused:?}"
     );
     // A bound, not a measurement: the refusal waits for the store at most its timeout.

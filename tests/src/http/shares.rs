@@ -64,7 +64,7 @@ fn three_tenants_busy_with_calls_and_tasks_leave_room_for_a_fourth() {
     ]);
     let addr = server.addr;
     let operator = format!("Bearer {operator}");
-    let share = toolcell_mcp::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
+    let share = toolcell_mcp::http::share::calls_per_client(toolcell::limits::POOL_SLOTS as usize);
     let busy = &tokens[..3];
     std::thread::scope(|scope| {
         let callers: Vec<_> = busy

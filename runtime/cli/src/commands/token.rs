@@ -22,7 +22,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
         return ExitCode::from(exit::USAGE);
     };
     let made = if *metrics {
-        toolcell_mcp::auth::MetricsToken::new_token()
+        toolcell_mcp::http::auth::MetricsToken::new_token()
     } else {
         let tenant = tenant.as_deref().unwrap_or_default();
         if let Err(why) = toolcell::registry::check_tool_name(tenant) {
@@ -40,7 +40,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
                 return ExitCode::from(exit::USAGE);
             }
         };
-        toolcell_mcp::auth::new_token(tenant, dir.as_deref())
+        toolcell_mcp::http::auth::new_token(tenant, dir.as_deref())
     };
     match made {
         Ok((token, table)) => {

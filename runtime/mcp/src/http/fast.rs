@@ -27,8 +27,8 @@
 //! token fires and the call's [`toolcell::StopToken`] with it; the call still ends, is counted
 //! and charged.
 
-use super::BoxResponse;
 use super::reading::Reading;
+use crate::http::front::BoxResponse;
 use crate::transport::FastCallParts;
 use crate::{IncomingCall, McpServer};
 use bytes::Bytes;

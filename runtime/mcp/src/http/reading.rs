@@ -69,7 +69,7 @@ impl Unreadable {
 
 /// The longest string id a refusal echoes (a longer one is answered with `null`): a caller
 /// cannot make a refusal large.
-pub const MAX_ECHOED_ID_CHARS: usize = crate::quota::MAX_ECHOED_ID_CHARS;
+pub const MAX_ECHOED_ID_CHARS: usize = crate::http::quota::MAX_ECHOED_ID_CHARS;
 
 fn echoable(id: &Value) -> bool {
     match id {

@@ -5,7 +5,7 @@
 //! Without `--state` nothing here is used: each process keeps its own (the embedded default
 //! for one server). With it, what a later request depends on lives in the store:
 //!
-//! - **quotas** ([`crate::quota`]): each tenant's and token's bucket, day's use and in-flight
+//! - **quotas** ([`crate::http::quota`]): each tenant's and token's bucket, day's use and in-flight
 //!   leases, changed by server-side scripts in one round trip per admitted call
 //!   ([`scripts`]). An in-flight place is a lease that expires unless its replica renews it
 //!   ([`LEASE_TTL`], renewed every [`LEASE_RENEW_EVERY`]): a replica killed mid-call gives its
@@ -281,46 +281,23 @@ impl Store {
         Ok(key)
     }
 
-    /// Write this replica's heartbeat, and renew its leases, every [`HEARTBEAT_EVERY`] and
-    /// [`LEASE_RENEW_EVERY`], and give back the leases of calls that ended as they end, until
-    /// `stop` completes.
-    pub(crate) async fn keep_alive(
-        self: Arc<Self>,
-        leases: Arc<crate::quota::Leases>,
-        stop: impl Future<Output = ()>,
-    ) {
-        let stop = futures_util::FutureExt::shared(Box::pin(stop));
-        let giving_back = leases.give_back(&self, stop.clone());
-        tokio::pin!(giving_back);
-        let mut stop = stop;
-        let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
-        let mut renew = tokio::time::interval(LEASE_RENEW_EVERY);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                () = &mut giving_back => return,
-                _ = heartbeat.tick() => {
-                    let key = Store::key(&format!("replica:{}", self.replica));
-                    let ttl = u64::try_from(HEARTBEAT_TTL.as_millis()).unwrap_or(u64::MAX);
-                    let _ = self
-                        .run(|mut connection| async move {
-                            redis::cmd("SET")
-                                .arg(&key)
-                                .arg(1)
-                                .arg("PX")
-                                .arg(ttl)
-                                .query_async::<()>(&mut connection)
-                                .await
-                        })
-                        .await;
-                }
-                _ = renew.tick() => {
-                    let _ = leases.renew(&self).await;
-                }
-            }
-        }
+    /// Write this replica's heartbeat once: it lives [`HEARTBEAT_TTL`], and the serving loop
+    /// writes it again every [`HEARTBEAT_EVERY`] (a replica whose heartbeat is gone is dead:
+    /// its tasks end `failed`).
+    pub(crate) async fn beat(&self) {
+        let key = Store::key(&format!("replica:{}", self.replica));
+        let ttl = u64::try_from(HEARTBEAT_TTL.as_millis()).unwrap_or(u64::MAX);
+        let _ = self
+            .run(|mut connection| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async::<()>(&mut connection)
+                    .await
+            })
+            .await;
     }
 }
 

@@ -19,7 +19,7 @@
 //! tenant of the tokens or OAuth file (the quota gauges: of the file in use now; the refusals
 //! counter keeps the tenants of files read before, the operator's names all).
 
-use crate::quota::{Limiter, Refused};
+use crate::http::quota::{Limiter, Refused};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -253,11 +253,11 @@ impl Metrics {
 
     /// The metrics in Prometheus's text format, with the slots in use and `usage`: each of the
     /// tenants' quotas of the file in use, with its calls in flight and the day's use, as its
-    /// ledger keeps them ([`crate::quota::Ledger::usage`]).
+    /// ledger keeps them ([`crate::http::quota::Ledger::usage`]).
     pub fn render(
         &self,
         runtime: &Runtime,
-        usage: &[(Arc<Limiter>, crate::quota::Usage)],
+        usage: &[(Arc<Limiter>, crate::http::quota::Usage)],
     ) -> String {
         self.slots
             .set(i64::try_from(runtime.calls_in_flight()).unwrap_or(i64::MAX));

@@ -12,7 +12,7 @@
 //! policy = "team-a.toml"        # optional: its own policy (relative to this file's directory)
 //! ```
 //!
-//! Quotas ([`crate::quota`]) are set per tenant, in a `[quota.TENANT]` table that all its tokens
+//! Quotas ([`crate::http::quota`]) are set per tenant, in a `[quota.TENANT]` table that all its tokens
 //! share, and per token, with `quota = { ... }` in its `[[token]]` table (or a `[token.quota]`
 //! table after it); a call must fit both:
 //!
@@ -41,8 +41,8 @@
 //! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
-use crate::quota::{Limiter, QuotaConfig, Retired, Scope};
-use crate::tenant::{Tenant, limiter_after, read_bounded, tenant};
+use crate::http::quota::{Limiter, QuotaConfig, Retired, Scope};
+use crate::http::tenant::{Tenant, limiter_after, read_bounded, tenant};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ impl Tokens {
     }
 
     /// Read the tokens file at `path` again (on SIGHUP), for the requests that come next: a
-    /// tenant or token still there keeps what it has used of its quota ([`crate::quota`]).
+    /// tenant or token still there keeps what it has used of its quota ([`crate::http::quota`]).
     ///
     /// A tenant's policy file protects what that tenant's tools may write, so it must itself be
     /// protected from every tool's writes; that list is fixed once the server runs. A file that
@@ -581,7 +581,7 @@ mod tests {
         let (a, none) = tokens.check_with_quota(&a_token).expect("a");
         assert!(none.is_none(), "a's token has no quota of its own");
         let quota = a.quota.clone().expect("a's quota");
-        let held = crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
+        let held = crate::http::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
             .expect("a call of a");
         // Raised to 2, and b's token gets a quota of its own.
         std::fs::write(
@@ -599,9 +599,11 @@ mod tests {
             1,
             "the call in flight is kept"
         );
-        let second = crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
+        let second = crate::http::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now())
             .expect("a second call, under the new bound");
-        assert!(crate::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now()).is_err());
+        assert!(
+            crate::http::quota::admit(&[&quota], 1, Instant::now(), SystemTime::now()).is_err()
+        );
         drop((held, second));
         let (_, b_quota) = reloaded.check_with_quota(&b_token).expect("b");
         assert!(b_quota.is_some());
@@ -653,7 +655,7 @@ mod tests {
                 .expect("a's quota")
             };
             let admit = |tokens: &Tokens| {
-                crate::quota::admit(&[&quota(tokens)], 1, Instant::now(), SystemTime::now())
+                crate::http::quota::admit(&[&quota(tokens)], 1, Instant::now(), SystemTime::now())
             };
             let reload = |tokens: &Tokens, text: &str| {
                 std::fs::write(&file, text).expect("file");
@@ -668,7 +670,11 @@ mod tests {
             tokens = reload(&tokens, without);
             tokens = reload(&tokens, with);
             let refused = admit(&tokens).expect_err(dropped);
-            assert_eq!(refused.kind, crate::quota::Kind::InFlight, "{dropped}");
+            assert_eq!(
+                refused.kind,
+                crate::http::quota::Kind::InFlight,
+                "{dropped}"
+            );
             drop(first);
             let third = admit(&tokens).expect(dropped);
             assert!(

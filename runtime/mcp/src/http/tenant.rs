@@ -2,7 +2,7 @@
 //! `auth`, or an OAuth principal's, `oauth`), in which workspace, under which policy and
 //! quota; and the pieces both credentials' files use to make one.
 
-use crate::quota::{Limiter, Quota, QuotaConfig, Retired, Scope};
+use crate::http::quota::{Limiter, Quota, QuotaConfig, Retired, Scope};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -51,7 +51,7 @@ pub(crate) fn limiter_after(
 ) -> Result<Arc<Limiter>, String> {
     let quota = Quota::new(
         quota,
-        crate::share::calls_per_client(runtime.pool_slots()),
+        crate::http::share::calls_per_client(runtime.pool_slots()),
         runtime.meters_fuel(),
     )?;
     let (now, wall) = (Instant::now(), SystemTime::now());

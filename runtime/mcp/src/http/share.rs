@@ -14,7 +14,7 @@
 //!   connection's task, a request body) and leaves a client whose calls fill its share room to
 //!   poll and cancel its tasks.
 //!
-//! A quota's `in_flight` ([`crate::quota`]) may only narrow the calls' share.
+//! A quota's `in_flight` ([`crate::http::quota`]) may only narrow the calls' share.
 
 use std::collections::HashMap;
 use std::hash::Hash;

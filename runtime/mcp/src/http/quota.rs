@@ -1,7 +1,7 @@
 //! Quotas per tenant and per token: a rate with a burst, calls in flight, a daily budget.
 //!
 //! A quota is set in the tokens file (`[quota.TENANT]`, or `quota = { ... }` on a `[[token]]`)
-//! or, for OAuth tenants, in their `[tenants.NAME]` table ([`crate::auth`], [`crate::oauth`]):
+//! or, for OAuth tenants, in their `[tenants.NAME]` table ([`crate::http::auth`], [`crate::http::oauth`]):
 //!
 //! ```toml
 //! [quota.team-a]
@@ -14,7 +14,7 @@
 //!
 //! What counts is a `tools/call` (each one, `find_tool` and `call_tool` included): the work.
 //! Other requests (`tools/list`, `initialize`, a task's status) are bounded only by the fair
-//! share every client has ([`crate::share`]). A call is admitted only if
+//! share every client has ([`crate::http::share`]). A call is admitted only if
 //! every quota that applies to it (its tenant's and its token's) has room: a refused call takes
 //! nothing from any of them.
 //!

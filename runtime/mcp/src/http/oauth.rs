@@ -35,7 +35,7 @@
 //! token is refused (401) until a fetch succeeds, so keys the issuer withdrew are not
 //! honoured for as long as someone can keep the server from reaching it.
 
-use crate::tenant::Tenant;
+use crate::http::tenant::Tenant;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -105,8 +105,8 @@ struct OAuthFile {
 struct TenantEntry {
     workspace: Option<PathBuf>,
     policy: Option<PathBuf>,
-    /// The tenant's quota ([`crate::quota`]).
-    quota: Option<crate::quota::QuotaConfig>,
+    /// The tenant's quota ([`crate::http::quota`]).
+    quota: Option<crate::http::quota::QuotaConfig>,
 }
 
 /// A verified caller: its tenant, and the scopes its token grants.
@@ -150,7 +150,7 @@ impl std::fmt::Debug for OAuth {
 
 /// The file at `path`, at most [`MAX_OAUTH_FILE_BYTES`], its errors naming it.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    crate::tenant::read_bounded(path, MAX_OAUTH_FILE_BYTES)
+    crate::http::tenant::read_bounded(path, MAX_OAUTH_FILE_BYTES)
         .map_err(|error| format!("{}: {error}", path.display()))
 }
 
@@ -427,10 +427,10 @@ impl OAuth {
         for (name, entry) in parsed.tenants {
             let quota = match &entry.quota {
                 Some(config) => Some(
-                    crate::tenant::limiter(
+                    crate::http::tenant::limiter(
                         runtime,
                         &name,
-                        crate::quota::Scope::Tenant,
+                        crate::http::quota::Scope::Tenant,
                         config,
                         None,
                     )
@@ -438,7 +438,7 @@ impl OAuth {
                 ),
                 None => None,
             };
-            let (tenant, policy) = crate::tenant::tenant(
+            let (tenant, policy) = crate::http::tenant::tenant(
                 runtime,
                 &name,
                 entry.workspace.as_deref(),
@@ -675,8 +675,8 @@ impl OAuth {
         &self.metadata_url
     }
 
-    /// Every tenant's quota ([`crate::quota`]), each once.
-    pub fn tenant_quotas(&self) -> Vec<Arc<crate::quota::Limiter>> {
+    /// Every tenant's quota ([`crate::http::quota`]), each once.
+    pub fn tenant_quotas(&self) -> Vec<Arc<crate::http::quota::Limiter>> {
         self.tenants
             .values()
             .filter_map(|tenant| tenant.quota.clone())

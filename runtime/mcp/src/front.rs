@@ -1,0 +1,49 @@
+//! What a front end hands the shared call handler ([`McpServer::answer_call`]) with a request:
+//! one value, a [`FromFront`], in the request's extensions. The handler names nothing of the
+//! front that made it: over stdio there is none (one client, the runtime's default context,
+//! nothing to count); over HTTP ([`crate::http`]) the front gives the client it counted the
+//! request under, the tenant's context, and what a call holds from the front until it ends
+//! (its place in the client's share, its quota admission, its entry among the running calls
+//! that shutdown and `notifications/cancelled` stop), told when the call ends.
+//!
+//! [`McpServer::answer_call`]: crate::McpServer
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+use toolcell::{CallContext, CallReport, Runtime, StopToken};
+
+/// What a front end hands the call handler with one request, in its extensions as an
+/// `Arc<dyn FromFront>`: who sent it, the context its call runs in, and the front's side of
+/// that call (entered when it starts, told when it ends).
+pub(crate) trait FromFront: Send + Sync {
+    /// Who sent the request (a tenant, or a peer address): an approval's answer, a task and a
+    /// cancellation are this client's only.
+    fn client(&self) -> &str;
+
+    /// The context the request's call runs in (a tenant's agent and workspace); `None`: the
+    /// runtime's default context.
+    fn context(&self) -> Option<&CallContext>;
+
+    /// The call the client named `request` starts, and `stop` stops it: what is returned is
+    /// held until the call ends (as a task too), and forgets the call when dropped.
+    fn enter(&self, request: &str, stop: StopToken) -> Box<dyn Send + Sync>;
+
+    /// The call ended with `report`, having started at `started`: charge what admitted it with
+    /// what it used, and count it, before its answer leaves.
+    fn ended<'a>(
+        &'a self,
+        runtime: &'a Runtime,
+        report: &'a CallReport,
+        started: Instant,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
+
+/// The [`FromFront`] a request's extensions carry, in the HTTP request's head that rmcp (or the
+/// fast path) passes on; `None` over stdio.
+pub(crate) fn from_front(extensions: &rmcp::model::Extensions) -> Option<&Arc<dyn FromFront>> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Arc<dyn FromFront>>())
+}

@@ -1,0 +1,420 @@
+//! One request's way through the front: the route, then for `/mcp` its place among the
+//! client's requests, its body read once, the scope check, its place in the client's share,
+//! its quotas, then the call, by the fast path or rmcp.
+
+use crate::front::FromFront;
+use crate::http::fast;
+use crate::http::front::{Auth, BoxResponse, Caller, Front, respond};
+use crate::http::metrics::Refusal;
+use crate::http::quota::{Admission, NotAdmitted};
+use crate::http::reading::Reading;
+use crate::http::running::{CallKey, HttpCall};
+use crate::http::share::{MAX_REQUESTS_PER_CLIENT, Place};
+use crate::http::{BODY_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES, MCP_PATH};
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime};
+
+/// Answer one request. Only a request that passed authentication (or was made where none is
+/// configured) keeps its connection open for the next: every other answer (a probe, a refusal,
+/// a `404`) closes it, so that a client without a token cannot hold connections open, idle,
+/// with probes or refused requests.
+pub(crate) async fn route(
+    front: Arc<Front>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Result<BoxResponse, Infallible> {
+    let (mut response, keep) = dispatch(&front, peer, request).await;
+    if !keep {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    Ok(response)
+}
+
+/// The answer to a request, and whether its connection may stay open.
+async fn dispatch(
+    front: &Arc<Front>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> (BoxResponse, bool) {
+    // A target that is not a path (`POST http://evil.com/mcp`) is not for this server, on
+    // any route.
+    if let Err(refused) = crate::http::guard::check_origin_form(request.uri()) {
+        return (respond(refused.status(), &[], refused.message()), false);
+    }
+    let path = request.uri().path().to_owned();
+    let get = request.method() == Method::GET;
+    // `/mcp` and `/metrics` are what a rebinding page would want: their Host and Origin are
+    // checked before anything else. (The probes answer any Host: a kubelet names the pod's
+    // address.)
+    if matches!(path.as_str(), MCP_PATH | "/metrics")
+        && let Err(refused) = front.guard.check(request.uri(), request.headers())
+    {
+        front.metrics.refused(Refusal::ForeignRequest);
+        return (respond(refused.status(), &[], refused.message()), false);
+    }
+    let response = match path.as_str() {
+        "/healthz" if get => respond(StatusCode::OK, &[], "ok\n"),
+        "/readyz" if get => {
+            if front.draining.load(Ordering::Relaxed) {
+                respond(StatusCode::SERVICE_UNAVAILABLE, &[], "draining\n")
+            } else {
+                respond(StatusCode::OK, &[], "ready\n")
+            }
+        }
+        "/metrics" if get => match front.metrics_allowed(&request) {
+            Ok(()) => {
+                let metrics = respond(
+                    StatusCode::OK,
+                    &[(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    &front.metrics.render(
+                        &front.runtime,
+                        &front
+                            .ledger
+                            .usage(&front.tenant_quotas(), SystemTime::now())
+                            .await,
+                    ),
+                );
+                return (metrics, true);
+            }
+            Err(refused) => *refused,
+        },
+        metadata if get && metadata.starts_with(crate::http::oauth::METADATA_PATH) => {
+            match &front.auth {
+                Auth::OAuth(oauth) => respond(
+                    StatusCode::OK,
+                    &[(header::CONTENT_TYPE, "application/json")],
+                    &oauth.metadata(),
+                ),
+                _ => respond(
+                    StatusCode::NOT_FOUND,
+                    &[],
+                    "no OAuth here: this server takes static tokens or none\n",
+                ),
+            }
+        }
+        MCP_PATH => {
+            if front.draining.load(Ordering::Relaxed) {
+                return (
+                    respond(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &[(header::RETRY_AFTER, "1")],
+                        "shutting down\n",
+                    ),
+                    false,
+                );
+            }
+            match front.authenticate(&request) {
+                Ok(caller) => return (serve_mcp(front, peer, caller, request).await, true),
+                Err(refused) => *refused,
+            }
+        }
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            &[],
+            "not found: MCP is served at /mcp; /healthz, /readyz and /metrics report on it\n",
+        ),
+    };
+    (response, false)
+}
+
+/// Serve an MCP request of `caller` (authenticated) from `peer`: its place among the client's
+/// requests, its body read once ([`read_message`]), the scope check ([`check_scope`]), its
+/// place in the client's share ([`take_share`]), its quotas ([`admit`]), then the call, by the
+/// fast path or rmcp ([`hand_over`]). Each step refuses with its own answer.
+async fn serve_mcp(
+    front: &Arc<Front>,
+    peer: SocketAddr,
+    caller: Caller,
+    request: Request<Incoming>,
+) -> BoxResponse {
+    let client = match caller.tenant() {
+        Some(tenant) => format!("tenant:{}", tenant.name),
+        None => format!("peer:{}", peer.ip()),
+    };
+    let Some(_place) = front
+        .per_client
+        .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
+    else {
+        front.metrics.refused(Refusal::TooManyRequests);
+        return respond(
+            StatusCode::TOO_MANY_REQUESTS,
+            &[(header::RETRY_AFTER, "1")],
+            "too many requests in flight for this client\n",
+        );
+    };
+    let (mut parts, body) = request.into_parts();
+    let admitted = async {
+        let reading = read_message(front, &parts.method, body).await?;
+        let is_call = reading.as_ref().is_some_and(Reading::is_call);
+        check_scope(front, &caller, reading.as_ref())?;
+        let share = take_share(front, &client, is_call)?;
+        // Quotas last: a request refused for another reason takes nothing from them.
+        let admission = admit(front, &caller, is_call, reading.as_ref()).await?;
+        Ok::<_, Box<BoxResponse>>((reading, share, admission))
+    };
+    let (reading, share, admission) = match admitted.await {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
+    };
+    let call: Arc<dyn FromFront> = Arc::new(HttpCall {
+        client: client.clone(),
+        tenant: caller.tenant().cloned(),
+        admission,
+        _share: share,
+        running: Arc::clone(&front.running),
+        metrics: Arc::clone(&front.metrics),
+    });
+    parts.extensions.insert(call);
+    hand_over(front, parts, reading, client).await
+}
+
+/// The request's body, read to its limit here (so a too-large one is refused before MCP and a
+/// call's tool is known for the scope check), and parsed once: every check after this decides
+/// on the reading, and it is what runs (`http/reading.rs`). Only a `POST` carries a message.
+async fn read_message(
+    front: &Front,
+    method: &Method,
+    body: Incoming,
+) -> Result<Option<Reading>, Box<BoxResponse>> {
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES).collect(),
+    )
+    .await;
+    let Ok(collected) = collected else {
+        return Err(Box::new(respond(
+            StatusCode::REQUEST_TIMEOUT,
+            &[(header::CONNECTION, "close")],
+            "the request body did not arrive in time\n",
+        )));
+    };
+    let body = match collected {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            if error.is::<http_body_util::LengthLimitError>() {
+                front.metrics.refused(Refusal::BodyTooLarge);
+                return Err(Box::new(respond(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &[],
+                    &format!("a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"),
+                )));
+            }
+            return Err(Box::new(respond(
+                StatusCode::BAD_REQUEST,
+                &[],
+                "the request body was cut off\n",
+            )));
+        }
+    };
+    let reading = if *method == Method::POST {
+        match Reading::parse(&body) {
+            Ok(reading) => Some(reading),
+            Err(unreadable) => {
+                front.metrics.refused(Refusal::Unreadable);
+                return Err(Box::new(respond(
+                    StatusCode::BAD_REQUEST,
+                    &[(header::CONTENT_TYPE, "application/json")],
+                    &unreadable.body(),
+                )));
+            }
+        }
+    } else {
+        None
+    };
+    // Read: the bytes are not kept while the call runs.
+    drop(body);
+    Ok(reading)
+}
+
+/// Under OAuth, whether the token carries the scopes the request needs: the server's, and each
+/// called tool's (`403` with `insufficient_scope` naming the first missing).
+fn check_scope(
+    front: &Front,
+    caller: &Caller,
+    reading: Option<&Reading>,
+) -> Result<(), Box<BoxResponse>> {
+    let (Auth::OAuth(oauth), Caller::OAuth(principal)) = (&front.auth, caller) else {
+        return Ok(());
+    };
+    let called = reading.map(Reading::tools_called).unwrap_or_default();
+    let lacking = std::iter::once(None)
+        .chain(called.into_iter().map(Some))
+        .find_map(|tool| oauth.missing_scope(principal, tool));
+    if let Some(scope) = lacking {
+        return Err(Box::new(respond(
+            StatusCode::FORBIDDEN,
+            &[(
+                header::WWW_AUTHENTICATE,
+                &format!(
+                    r#"Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{}""#,
+                    oauth.metadata_url()
+                ),
+            )],
+            &format!("this call needs the scope {scope:?}\n"),
+        )));
+    }
+    Ok(())
+}
+
+/// A call's place in its client's share of the pool, which goes with it if it becomes a task
+/// ([`crate::http::share`]); `None` for a request that is not a call.
+fn take_share(
+    front: &Front,
+    client: &str,
+    is_call: bool,
+) -> Result<Option<Place<String>>, Box<BoxResponse>> {
+    if !is_call {
+        return Ok(None);
+    }
+    match front
+        .per_client_calls
+        .enter(client.to_owned(), front.call_share)
+    {
+        Some(place) => Ok(Some(place)),
+        None => {
+            front.metrics.refused(Refusal::TooManyRequests);
+            Err(Box::new(respond(
+                StatusCode::TOO_MANY_REQUESTS,
+                &[(header::RETRY_AFTER, "1")],
+                &format!(
+                    "too many calls in flight for this client (at most {}, tasks included)\n",
+                    front.call_share
+                ),
+            )))
+        }
+    }
+}
+
+/// A call's admission under the quotas it must fit (its tenant's, then its token's): `429` with
+/// `Retry-After` past one, `503` when the shared store that keeps them cannot be reached.
+async fn admit(
+    front: &Front,
+    caller: &Caller,
+    is_call: bool,
+    reading: Option<&Reading>,
+) -> Result<Option<Admission>, Box<BoxResponse>> {
+    let quotas = caller.quotas();
+    if quotas.is_empty() || !is_call {
+        return Ok(None);
+    }
+    match front
+        .ledger
+        .admit(&quotas, Instant::now(), SystemTime::now())
+        .await
+    {
+        Ok(admission) => Ok(Some(admission)),
+        Err(NotAdmitted::Refused(refused)) => {
+            front.metrics.quota_refused(&refused);
+            Err(Box::new(respond(
+                StatusCode::TOO_MANY_REQUESTS,
+                &[
+                    (header::RETRY_AFTER, &refused.retry_after.to_string()),
+                    (header::CONTENT_TYPE, "application/json"),
+                ],
+                &refused.body(reading.and_then(Reading::id)),
+            )))
+        }
+        Err(NotAdmitted::Unavailable(unavailable)) => {
+            front.metrics.refused(Refusal::StateUnavailable);
+            Err(Box::new(respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &[
+                    (header::RETRY_AFTER, "1"),
+                    (header::CONTENT_TYPE, "application/json"),
+                ],
+                &unavailable_body(&unavailable, reading.and_then(Reading::id)),
+            )))
+        }
+    }
+}
+
+/// Hand the admitted request to what answers it: the fast path for the usual stateless call,
+/// rmcp for anything else (as the front read it, written out again); and a
+/// `notifications/cancelled` rmcp accepted stops the call it names, if it is `client`'s.
+async fn hand_over(
+    front: &Front,
+    parts: http::request::Parts,
+    reading: Option<Reading>,
+    client: String,
+) -> BoxResponse {
+    let Some(reading) = reading else {
+        // Not a `POST`: rmcp answers it (no session, so `405`), with nothing to read.
+        return pass_to_rmcp(front, parts, Bytes::new()).await;
+    };
+    // Every check above done, the usual stateless call is answered here, as rmcp
+    // would answer it; anything else goes on to rmcp, as the front read it.
+    // The reading is not kept while the call runs either: the call holds what it needs.
+    if front.fast_path
+        && let Some(accepted) = fast::accept(&parts, &reading, &front.server)
+    {
+        drop(reading);
+        front.metrics.fast_path();
+        return fast::answer(&front.server, accepted, parts).await;
+    }
+    let (cancelled, rewritten) = (reading.cancelled(), reading.to_bytes());
+    drop(reading);
+    let response = pass_to_rmcp(front, parts, rewritten).await;
+    // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
+    // names: the front stops that call, if it is this client's, and only once rmcp
+    // has accepted the request (its media type, its headers, one message): a request
+    // refused for any reason has no effect.
+    if response.status().is_success()
+        && let Some(request) = cancelled
+    {
+        let key = CallKey { client, request };
+        front.running.stop(&key);
+    }
+    response
+}
+
+/// The JSON-RPC error refusing the request `id` (echoed if short) because the shared store
+/// could not be reached: code [`STATE_UNAVAILABLE`](crate::approval::STATE_UNAVAILABLE), the
+/// store named, at most [`crate::http::quota::MAX_REFUSAL_BYTES`] long.
+fn unavailable_body(
+    unavailable: &crate::state::Unavailable,
+    id: Option<&serde_json::Value>,
+) -> String {
+    let id = match id {
+        Some(serde_json::Value::Number(number)) => serde_json::Value::Number(number.clone()),
+        Some(serde_json::Value::String(text))
+            if text.chars().count() <= crate::http::quota::MAX_ECHOED_ID_CHARS =>
+        {
+            serde_json::Value::String(text.clone())
+        }
+        _ => serde_json::Value::Null,
+    };
+    let message: String = unavailable
+        .to_string()
+        .chars()
+        .take(crate::http::quota::MAX_REFUSAL_BYTES / 2)
+        .collect();
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": crate::approval::STATE_UNAVAILABLE, "message": message },
+    })
+    .to_string()
+}
+
+/// Hand a request, with `body` (what the front read, written out again), to rmcp.
+async fn pass_to_rmcp(front: &Front, parts: http::request::Parts, body: Bytes) -> BoxResponse {
+    let request = Request::from_parts(parts, Full::new(body));
+    let mut mcp = front.mcp.clone();
+    match tower_service::Service::call(&mut mcp, request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
