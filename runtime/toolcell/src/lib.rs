@@ -98,14 +98,16 @@
 //! |---|---|
 //! | `call/` | the vocabulary: request, response, report, the seam, registry, dispatch, cap, limits, stop |
 //! | `tool/` | what a tool says about itself, and its error vocabulary |
+//! | `audit/` | the audit record and its hash chain: the writer (group commit), the files, the checker |
 //! | `policy/` | the policy file, file rules, network host patterns |
 //! | `validate/` | argument validation under the call's deadline |
-//! | `gate/` | the access gate: grants, exact file grants (staging), workspaces and saved rules |
+//! | `gate/` | the access gate: the approval vocabulary, path resolution, the decision, grants, exact file grants (staging), workspaces and saved rules |
 //! | `wasm/` | the wasm executor: engine, cache, loading, the sandbox, one call in a fresh store |
-//! | `pipeline/` | the runtime: builder, every stage of a call, native tools, audit, component sources |
+//! | `pipeline/` | the runtime: builder, every stage of a call, native tools, component sources |
 //!
 //! `digest.rs` (random names, sha256 hex) is a leaf any stage may use.
 
+pub mod audit;
 mod call;
 mod digest;
 #[cfg(feature = "fuzzing")]
@@ -187,18 +189,6 @@ pub mod cache {
     pub use crate::wasm::cache::{
         CACHE_DIR_ENV, CACHE_KEY_ENV, CacheOutcome, CacheStats, default_cache_dir,
         default_cache_key_file,
-    };
-}
-
-/// The audit record: one JSON line per call, in a hash chain a reader can verify.
-pub mod audit {
-    pub use crate::pipeline::audit::chain::{
-        Broken, GENESIS, HEAD_SUFFIX, Head, MAX_DIRECTORY_ENTRIES, MAX_LINE_BYTES, Verified,
-        VerifyOptions, head_path, verify,
-    };
-    pub use crate::pipeline::audit::{
-        ArgumentDigest, Artifact, Audit, AuditRecord, REDACTED, SECRET_KEY_MARKERS, next_record_id,
-        redact,
     };
 }
 

@@ -30,10 +30,19 @@
 
 use crate::call::report::Granted;
 use crate::call::report::GrantedBy;
+mod approval;
 mod files;
 pub(crate) mod grants;
+mod paths;
 pub(crate) mod staging;
 pub(crate) mod workspace;
+
+pub(crate) use approval::{Answers, escaped_line};
+pub use approval::{
+    Approval, ApprovalRequest, Approver, FixedApprover, capability_name, shown_to_a_person,
+};
+pub(crate) use paths::resolve;
+use paths::{display, open_contained_dir, resolve_from, within_root};
 
 use crate::call::proto::DenyReason;
 use crate::gate::grants::{Grants, Preopen};
@@ -45,178 +54,10 @@ use crate::policy::{Access, Rule, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use cap_std::fs::Dir;
 use serde_json::Value;
-use std::future::Future;
 use std::io;
-use std::path::{Component, Path, PathBuf};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
-
-/// A person's answer to an approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Approval {
-    /// Approve this call.
-    Once,
-    /// Approve this call, and calls like it in this workspace from now on.
-    Always,
-    /// Deny this call.
-    Deny,
-    /// No answer came: the person dismissed the question, the client that would have asked
-    /// them failed or went away, or the call's deadline passed first. The call is denied
-    /// ([`DenyReason::Unanswered`]), and nothing is saved.
-    NoAnswer,
-}
-
-/// What a gated call asks a person: exactly what they need to decide, and no secrets (never
-/// the arguments: a path as the workspace sees it, a variable's name, a URL's scheme, host and
-/// port).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalRequest {
-    /// The agent whose call asks (over HTTP with tokens, the tenant's agent).
-    pub agent: String,
-    /// The workspace the call works in, if it has one.
-    pub workspace: Option<PathBuf>,
-    /// The tool.
-    pub tool: String,
-    /// The capability, as the policy names it (`filesystem.write`).
-    pub capability: String,
-    /// The resource, as the workspace sees it (a path relative to it, a variable name).
-    pub resource: String,
-    /// How long the call may wait for the answer: what is left of its deadline. An approver
-    /// that asks someone remote (an MCP client) answers [`Approval::NoAnswer`] once it passes;
-    /// the terminal prompt, where the person who started the call sits, waits for them. Any
-    /// wait ends when the call is stopped.
-    pub timeout: Duration,
-}
-
-impl ApprovalRequest {
-    /// Whether `other` asks the same question (the same agent, workspace, tool, capability and
-    /// resource), however long either may wait.
-    pub fn same_question(&self, other: &ApprovalRequest) -> bool {
-        self.agent == other.agent
-            && self.workspace == other.workspace
-            && self.tool == other.tool
-            && self.capability == other.capability
-            && self.resource == other.resource
-    }
-}
-
-/// The question, in the words every approver shows (the terminal prompt, an MCP client's
-/// elicitation): `agent A: tool T wants filesystem.write on "notes.txt"`. The agent and the
-/// resource are quoted with every character a person could not see escaped
-/// ([`shown_to_a_person`]).
-impl std::fmt::Display for ApprovalRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "agent {}: {} wants {} on {}",
-            shown_to_a_person(&self.agent, false),
-            self.tool,
-            self.capability,
-            shown_to_a_person(&self.resource, true)
-        )
-    }
-}
-
-/// A character that prints as nothing or as blank space (non-ASCII spaces, fillers,
-/// zero-width and invisible operators, bidirectional controls, tags): what can hide text.
-fn invisible(c: char) -> bool {
-    (c.is_whitespace() && !c.is_ascii())
-        || matches!(
-            c,
-            '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}' | '\u{2800}' | '\u{180E}'
-                | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202F}' | '\u{205F}'..='\u{206F}'
-                | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{E0000}'..='\u{E007F}'
-        )
-}
-
-/// One line of a guest's output as a person should read it on a terminal: as written, but
-/// control and [invisible](invisible) characters (tabs aside) written `\u{...}`, so that it
-/// can neither drive the terminal nor hide what it says.
-pub(crate) fn escaped_line(line: &str) -> String {
-    let mut shown = String::with_capacity(line.len());
-    for c in line.chars() {
-        if (c.is_control() && c != '\t') || invisible(c) {
-            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            shown.push(c);
-        }
-    }
-    shown
-}
-
-/// `text` as a person should read it in a question: what Rust's `{:?}` escapes (controls,
-/// quotes, bidirectional overrides, unassigned and unprintable characters), and also the
-/// characters that print as nothing or as blank space (non-ASCII spaces, fillers, zero-width
-/// and invisible operators), written `\u{...}`, so a file name cannot hide what it is. Quoted
-/// if `quoted`, or if it is not plain printable ASCII without spaces.
-pub fn shown_to_a_person(text: &str, quoted: bool) -> String {
-    let plain = text
-        .chars()
-        .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');
-    if plain && !quoted {
-        return text.to_owned();
-    }
-    let mut shown = String::with_capacity(text.len() + 2);
-    shown.push('"');
-    for c in text.chars() {
-        if invisible(c) {
-            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            shown.extend(c.escape_debug());
-        }
-    }
-    shown.push('"');
-    shown
-}
-
-/// Asks a person. The CLI's terminal prompt is one, an MCP client's elicitation another
-/// (`toolcell-mcp`); a headless run has none.
-///
-/// Implement [`approve`](Approver::approve) for an approver that answers on the spot (it may
-/// block its thread, as a terminal prompt does), or [`ask`](Approver::ask) for one that waits
-/// on something else (a request to a remote client): the pipeline awaits `ask`, whose default
-/// calls `approve`.
-pub trait Approver: Send + Sync + std::fmt::Debug {
-    /// One combined question with exactly three answers (or none). The default has no one to
-    /// ask: [`Approval::NoAnswer`].
-    fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let _ = request;
-        Approval::NoAnswer
-    }
-
-    /// [`approve`](Approver::approve), awaited.
-    fn ask<'a>(
-        &'a self,
-        request: &'a ApprovalRequest,
-    ) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
-        Box::pin(std::future::ready(self.approve(request)))
-    }
-}
-
-/// The answers a call has been given so far, one per question asked.
-pub(crate) type Answers = Vec<(ApprovalRequest, Approval)>;
-
-/// A path the gate resolved inside the workspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Resolved {
-    /// Canonical, relative to the workspace ("" for the workspace itself).
-    pub(crate) path: PathBuf,
-    /// The directory to preopen: the path if it is a directory, else its parent.
-    pub(crate) dir: PathBuf,
-}
-
-/// The name a capability has in policies and prompts.
-pub fn capability_name(kind: CapabilityKind) -> &'static str {
-    match kind {
-        CapabilityKind::FilesystemRead => "filesystem.read",
-        CapabilityKind::FilesystemWrite => "filesystem.write",
-        CapabilityKind::Network => "network",
-        CapabilityKind::Env => "env",
-        CapabilityKind::Clock => "clock",
-    }
-}
 
 /// Where one call's paths resolve: its workspace (none: no file system at all) and its working
 /// directory inside it.
@@ -661,182 +502,10 @@ fn refuse(kind: CapabilityKind, resource: &str, why: &str) -> DenyReason {
     }
 }
 
-/// Resolve `requested` inside the workspace, a relative path from `base` (a directory
-/// relative to the workspace, already contained), or say why it may not be used.
-fn resolve_from(workspace: &Workspace, base: &Path, requested: &str) -> Result<Resolved, String> {
-    let path = Path::new(requested);
-    if path.is_absolute() || base.as_os_str().is_empty() {
-        return resolve(workspace, requested);
-    }
-    resolve(workspace, &base.join(path).to_string_lossy())
-}
-
-/// Resolve `requested` inside the workspace, or say why it may not be used.
-pub(crate) fn resolve(workspace: &Workspace, requested: &str) -> Result<Resolved, String> {
-    let path = Path::new(requested);
-    let relative = if path.is_absolute() {
-        path.strip_prefix(workspace.root())
-            .map_err(|_| "an absolute path outside the workspace".to_owned())?
-    } else {
-        path
-    };
-    let mut lexical = PathBuf::new();
-    for component in relative.components() {
-        match component {
-            Component::Normal(part) => lexical.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                return Err("`..` is not allowed: a path may not climb out of its root".to_owned());
-            }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err("not a path inside the workspace".to_owned());
-            }
-        }
-    }
-    let dir = &workspace.dir;
-    let existing = if lexical.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        &lexical
-    };
-    match dir.canonicalize(existing) {
-        Ok(canonical) => {
-            let canonical = strip_dot(canonical);
-            let is_dir = dir
-                .metadata(if canonical.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    &canonical
-                })
-                .map_err(|error| error.to_string())?
-                .is_dir();
-            let parent = if is_dir {
-                canonical.clone()
-            } else {
-                canonical
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default()
-            };
-            Ok(Resolved {
-                path: canonical,
-                dir: parent,
-            })
-        }
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            // A file that does not exist yet (a write, or a read the tool will report as
-            // missing): its directory must exist and be contained, and the name itself must not
-            // be a dangling symlink.
-            if dir.symlink_metadata(&lexical).is_ok() {
-                return Err("it is a symlink whose target does not exist".to_owned());
-            }
-            let name = lexical
-                .file_name()
-                .ok_or_else(|| "it does not exist".to_owned())?;
-            let parent = lexical.parent().unwrap_or(Path::new(""));
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            let canonical_parent = strip_dot(dir.canonicalize(parent).map_err(|error| {
-                if error.kind() == io::ErrorKind::NotFound {
-                    "its directory does not exist".to_owned()
-                } else {
-                    escape_or(error)
-                }
-            })?);
-            Ok(Resolved {
-                path: canonical_parent.join(name),
-                dir: canonical_parent,
-            })
-        }
-        Err(error) => Err(escape_or(error)),
-    }
-}
-
-/// cap-std reports a path that leads outside its directory (through a symlink or otherwise)
-/// as permission denied.
-fn escape_or(error: io::Error) -> String {
-    if error.kind() == io::ErrorKind::PermissionDenied {
-        "it leads outside the workspace (through a symlink)".to_owned()
-    } else {
-        error.to_string()
-    }
-}
-
-fn strip_dot(path: PathBuf) -> PathBuf {
-    if path == Path::new(".") {
-        PathBuf::new()
-    } else {
-        path
-    }
-}
-
-/// The path as a tool sees it: relative to the workspace, `.` for the workspace itself.
-fn display(path: &Path) -> String {
-    if path.as_os_str().is_empty() {
-        ".".to_owned()
-    } else {
-        path.to_string_lossy().into_owned()
-    }
-}
-
-/// True when the canonical `path` lies in the policy root `root` (relative to the workspace).
-fn within_root(workspace: &Workspace, root: &str, path: &Path) -> bool {
-    let Ok(root) = resolve(workspace, root) else {
-        return false;
-    };
-    path.starts_with(&root.path)
-}
-
-/// Open `relative` (a canonical directory inside the workspace) through cap-std, which refuses
-/// to leave the workspace, so a directory swapped for a symlink after the check is not
-/// followed out.
-fn open_contained_dir(workspace: &Workspace, relative: &Path) -> io::Result<Dir> {
-    if relative.as_os_str().is_empty() {
-        workspace.dir.try_clone()
-    } else {
-        workspace.dir.open_dir(relative)
-    }
-}
-
-/// An approver for tests and embedders: answers every request the same way, and remembers
-/// what it was asked.
-#[derive(Debug)]
-pub struct FixedApprover {
-    answer: Approval,
-    asked: Mutex<Vec<ApprovalRequest>>,
-}
-
-impl FixedApprover {
-    /// An approver that always answers `answer`.
-    pub fn new(answer: Approval) -> Self {
-        FixedApprover {
-            answer,
-            asked: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Every request it was asked, in order.
-    pub fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-impl Approver for FixedApprover {
-    fn approve(&self, request: &ApprovalRequest) -> Approval {
-        self.asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(request.clone());
-        self.answer
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Component;
 
     /// A question shows what a file is called, even when its name tries to hide it.
     #[test]

@@ -17,7 +17,6 @@
 //! MCP server and an embedding agent loop all enter here; so does a loop that holds the runtime
 //! as its [`ToolPort`].
 
-pub(crate) mod audit;
 pub(crate) mod builder;
 pub(crate) mod builtin;
 pub(crate) mod catalog;
@@ -26,6 +25,7 @@ pub(crate) mod loader;
 pub(crate) mod native;
 pub(crate) mod source;
 
+use crate::audit::{Artifact, Audit, AuditRecord};
 use crate::call::cap::cap_text;
 use crate::call::content::{self, Part};
 use crate::call::dispatch::{Dispatch, dispatch};
@@ -38,7 +38,6 @@ use crate::call::report::{CallReport, Granted};
 use crate::gate::grants::Grants;
 use crate::gate::workspace::Workspace;
 use crate::gate::{Answers, Gate, Refusal, Scope};
-use crate::pipeline::audit::{Artifact, Audit, AuditRecord};
 use crate::pipeline::catalog::{Catalog, Executable, Loader};
 use crate::pipeline::context::{Call, CallContext};
 use crate::pipeline::native::ToolContext;

@@ -9,10 +9,14 @@
 //! [`ArgumentDigest`]) and the resources the gate decided on, the gate's decision and who
 //! granted what, the outcome, how long it took, what it cost, and how much it returned.
 //!
-//! How the chain is kept, rotated and checked is in [`chain`]; `toolcell audit verify` checks
-//! a file and names the first line that breaks.
+//! How the chain is kept and rotated is in `chain.rs` ([`Audit`]), how it is checked in
+//! `verify.rs` ([`verify`]); `toolcell audit verify` checks a file and names the first line
+//! that breaks. A stage of the core of its own: it reads what a call reported (`call`, `tool`)
+//! and nothing of the pipeline that writes it.
 
-pub(crate) mod chain;
+mod chain;
+mod files;
+mod verify;
 
 use crate::call::proto::ToolResponse;
 use crate::call::report::CallReport;
@@ -25,6 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 pub use chain::Audit;
+pub use files::{GENESIS, HEAD_SUFFIX, Head, MAX_DIRECTORY_ENTRIES, MAX_LINE_BYTES, head_path};
+pub use verify::{Broken, Verified, VerifyOptions, verify};
 
 /// What replaces a secret-looking value.
 pub const REDACTED: &str = "[redacted]";
