@@ -1,5 +1,5 @@
 //! The command line's promises that need a hostile guest or a signal: each flag reaches the
-//! call, and each exit status is the one the README gives.
+//! call, and each exit status is the one the book gives (docs/cli.md).
 
 use crate::support::{exclusive, toolcell_command, tools_dir};
 use std::process::{Output, Stdio};

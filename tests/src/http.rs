@@ -998,13 +998,13 @@ fn closing_a_calls_stream_stops_its_instance() {
 }
 
 /// A P-256 signing key made for one test, its public half as a JWK Set, and tokens it signs.
-struct Issuer {
+pub(crate) struct Issuer {
     pkcs8: Vec<u8>,
     kid: String,
 }
 
 impl Issuer {
-    fn new(kid: &str) -> Issuer {
+    pub(crate) fn new(kid: &str) -> Issuer {
         let rng = ring::rand::SystemRandom::new();
         let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(
             &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
@@ -1017,7 +1017,7 @@ impl Issuer {
         }
     }
 
-    fn jwks(&self) -> Value {
+    pub(crate) fn jwks(&self) -> Value {
         use base64::Engine as _;
         use ring::signature::KeyPair as _;
         let rng = ring::rand::SystemRandom::new();

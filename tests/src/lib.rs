@@ -32,6 +32,8 @@ mod containment;
 #[cfg(test)]
 mod deploy;
 #[cfg(test)]
+mod docs;
+#[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
 mod grants;

@@ -1,5 +1,5 @@
 //! `toolcell new`: for each language, the project it writes builds with the line it prints
-//! (the README's), and the component answers through the `toolcell` binary; the project's own
+//! (the book's, docs/writing-tools.md), and the component answers through the `toolcell` binary; the project's own
 //! `make test` passes too.
 //!
 //! The toolchains are the tests' own (`toolchains.rs`); a Rust project builds offline, with the

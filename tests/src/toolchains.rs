@@ -23,7 +23,7 @@ pub fn root() -> &'static Path {
 /// The JavaScript toolchains, which build the same source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Js {
-    /// componentize-js (SpiderMonkey, via StarlingMonkey): the toolchain the README names.
+    /// componentize-js (SpiderMonkey, via StarlingMonkey): the toolchain the book names (docs/writing-tools.md).
     StarlingMonkey,
     /// componentize-qjs with `--sync` (QuickJS): smaller and faster to start, a slower engine.
     QuickJs,

@@ -155,7 +155,7 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE", requires = "http", conflicts_with = "oauth")]
         tokens: Option<PathBuf>,
         /// Take JWT access tokens from an OAuth authorization server, as this TOML file
-        /// configures (issuer, audience, key set, tenants, scopes); see the README.
+        /// configures (issuer, audience, key set, tenants, scopes); see docs/http.md.
         #[arg(long, value_name = "FILE", requires = "http")]
         oauth: Option<PathBuf>,
         /// A name clients use to reach the server (the Host header must be one); repeatable.

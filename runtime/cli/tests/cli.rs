@@ -594,7 +594,7 @@ fn bench_measures_a_tool_and_refuses_one_that_fails() {
 }
 
 /// The embedder's example (`runtime/toolcell/examples/embed.rs`, built by `cargo test`) runs, and each
-/// of its calls ends as the README says.
+/// of its calls ends as the book says (docs/embedding.md).
 #[test]
 fn the_embedding_example_runs_every_call_through_one_pipeline() {
     let example = std::path::Path::new(env!("CARGO_BIN_EXE_toolcell"))

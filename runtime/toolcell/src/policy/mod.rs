@@ -696,11 +696,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_shows_the_embedded_default_as_it_is() {
-        let readme = include_str!("../../../../README.md");
+    fn the_book_shows_the_embedded_default_as_it_is() {
+        let chapter = include_str!("../../../../docs/policy.md");
         assert!(
-            readme.contains(&format!("```toml\n{DEFAULT_POLICY}```")),
-            "README.md's copy of the default policy differs from default-policy.toml"
+            chapter.contains(&format!("```toml,policy\n{DEFAULT_POLICY}```")),
+            "docs/policy.md's copy of the default policy differs from default-policy.toml"
         );
     }
 
