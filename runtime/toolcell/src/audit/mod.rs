@@ -46,7 +46,7 @@ pub struct AuditRecord {
     /// the first of a rotated series), then one more per line, across rotations.
     pub seq: u64,
     /// The sha256 (hex) of the line before, as written (without its newline); for the first
-    /// line, [`chain::GENESIS`].
+    /// line, [`GENESIS`].
     pub prev: String,
     /// When the call ended, RFC 3339 in UTC.
     pub time: String,

@@ -21,7 +21,7 @@ pub enum Approval {
     Deny,
     /// No answer came: the person dismissed the question, the client that would have asked
     /// them failed or went away, or the call's deadline passed first. The call is denied
-    /// ([`DenyReason::Unanswered`]), and nothing is saved.
+    /// ([`DenyReason::Unanswered`](crate::DenyReason::Unanswered)), and nothing is saved.
     NoAnswer,
 }
 
