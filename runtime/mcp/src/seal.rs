@@ -54,12 +54,12 @@ impl std::fmt::Debug for SealKey {
 impl SealKey {
     /// A new random key.
     pub fn random() -> std::io::Result<SealKey> {
-        SealKey::from_bytes(crate::random::<32>()?)
+        SealKey::from_bytes(toolcell::digest::random::<32>()?)
             .ok_or_else(|| std::io::Error::other("HMAC refused a 32-byte key"))
     }
 
     fn from_bytes(bytes: [u8; 32]) -> Option<SealKey> {
-        let id = crate::hex(&sha2::Sha256::digest(bytes)[..8]);
+        let id = toolcell::digest::hex(&sha2::Sha256::digest(bytes)[..8]);
         let mac = <HmacSha256 as hmac::Mac>::new_from_slice(&bytes).ok()?;
         Some(SealKey { bytes, id, mac })
     }
@@ -79,7 +79,7 @@ impl SealKey {
 
     /// The key as hex, as the store keeps it.
     pub fn to_hex(&self) -> String {
-        crate::hex(&self.bytes)
+        toolcell::digest::hex(&self.bytes)
     }
 
     /// Its id, as tokens name it.
@@ -102,7 +102,7 @@ fn digest(parts: &[&[u8]]) -> String {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part);
     }
-    crate::hex(&hash.finalize())
+    toolcell::digest::hex(&hash.finalize())
 }
 
 /// The digest of a question: who asks (the agent), in which workspace, which tool, capability
@@ -193,7 +193,7 @@ impl Sealed {
     ) -> std::io::Result<Sealed> {
         Ok(Sealed {
             k: key.id().to_owned(),
-            id: crate::hex(&crate::random::<16>()?),
+            id: toolcell::digest::hex(&toolcell::digest::random::<16>()?),
             owner: owner_digest(owner),
             tool: tool.to_owned(),
             args: arguments_digest(arguments),

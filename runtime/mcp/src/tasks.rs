@@ -268,7 +268,7 @@ impl Tasks {
         owner: &str,
         make: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Running,
     ) -> Option<Task> {
-        let id = crate::hex(&crate::random::<16>().ok()?);
+        let id = toolcell::digest::hex(&toolcell::digest::random::<16>().ok()?);
         let now = now_rfc3339();
         let record = Record {
             owner: owner.to_owned(),

@@ -187,7 +187,10 @@ pub fn check_digest(digest: &str) -> Result<(), OciError> {
 
 /// The `sha256:HEX` digest of `bytes`.
 pub fn digest_of(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex(&sha2::Sha256::digest(bytes)))
+    format!(
+        "sha256:{}",
+        toolcell::digest::hex(&sha2::Sha256::digest(bytes))
+    )
 }
 
 /// The one component layer of a wasm artifact's `manifest`, checked: the config and layer
@@ -267,18 +270,6 @@ pub fn load(reference: &ToolRef, store: &Store, lock: Option<&Lock>) -> Result<S
         digest,
         bytes,
     })
-}
-
-/// `bytes` as lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// `N` bytes from the operating system's random source.
-pub(crate) fn random<const N: usize>() -> std::io::Result<[u8; N]> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;
-    Ok(bytes)
 }
 
 #[cfg(test)]

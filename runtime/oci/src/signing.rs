@@ -249,6 +249,8 @@ impl std::fmt::Display for Unverified {
     }
 }
 
+impl std::error::Error for Unverified {}
+
 /// Whom a signature may be by: keys, and keyless identities checked against a trust root.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Signers<'a> {

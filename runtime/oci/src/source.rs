@@ -86,8 +86,7 @@ impl ComponentSource for OciSource {
             identities: &identities,
             root,
         };
-        crate::signing::signers(digest, &signatures, signers)
-            .map_err(|why| SourceError(why.to_string()))
+        crate::signing::signers(digest, &signatures, signers).map_err(SourceError::new)
     }
 
     fn protected_files(&self) -> Vec<PathBuf> {
@@ -153,6 +152,6 @@ impl KeyRing {
 
 impl From<crate::OciError> for SourceError {
     fn from(error: crate::OciError) -> SourceError {
-        SourceError(error.to_string())
+        SourceError::new(error)
     }
 }

@@ -167,7 +167,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .parent()
         .ok_or_else(|| std::io::Error::other("no directory"))?;
     std::fs::create_dir_all(dir)?;
-    let suffix = crate::hex(&crate::random::<8>()?);
+    let suffix = toolcell::digest::hex(&toolcell::digest::random::<8>()?);
     let temporary = dir.join(format!(
         ".{}.{suffix}.tmp",
         path.file_name()

@@ -262,7 +262,7 @@ impl Tokens {
                     Some(
                         limiter_after(
                             runtime,
-                            &format!("token:{}", crate::hex(&hash)),
+                            &format!("token:{}", toolcell::digest::hex(&hash)),
                             &tenant.name,
                             Scope::Token,
                             config,
@@ -424,18 +424,18 @@ impl MetricsToken {
 
     /// A fresh random token and the line to keep in the metrics token file.
     pub fn new_token() -> std::io::Result<(String, String)> {
-        let token = crate::hex(&crate::random::<TOKEN_BYTES>()?);
-        let line = format!("{}\n", crate::hex(&sha256(token.as_bytes())));
+        let token = toolcell::digest::hex(&toolcell::digest::random::<TOKEN_BYTES>()?);
+        let line = format!("{}\n", toolcell::digest::hex(&sha256(token.as_bytes())));
         Ok((token, line))
     }
 }
 
 /// A fresh random token for `tenant`, and the `[[token]]` table that accepts it.
 pub fn new_token(tenant: &str, workspace: Option<&Path>) -> std::io::Result<(String, String)> {
-    let token = crate::hex(&crate::random::<TOKEN_BYTES>()?);
+    let token = toolcell::digest::hex(&toolcell::digest::random::<TOKEN_BYTES>()?);
     let mut table = format!(
         "[[token]]\nsha256 = \"{}\"\ntenant = {}\n",
-        crate::hex(&sha256(token.as_bytes())),
+        toolcell::digest::hex(&sha256(token.as_bytes())),
         toml_string(tenant)
     );
     if let Some(dir) = workspace {

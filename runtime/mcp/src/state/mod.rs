@@ -146,8 +146,8 @@ impl Store {
             .set_max_delay(STORE_TIMEOUT);
         let connection = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
-        let replica = crate::hex(
-            &crate::random::<8>()
+        let replica = toolcell::digest::hex(
+            &toolcell::digest::random::<8>()
                 .map_err(|error| crate::ConfigError(format!("naming this replica: {error}")))?,
         );
         Ok(Arc::new(Store {

@@ -1,13 +1,10 @@
-//! The seam every tool call goes through, and the in-process stand-in used where no real
-//! tools are wanted.
+//! The seam every tool call goes through.
 
 use crate::call::limits::CallOptions;
 
 use crate::call::report::CallReport;
 
-use crate::call::proto::{DenyReason, FailureKind, ToolRequest, ToolResponse};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use crate::call::proto::{ToolRequest, ToolResponse};
 
 /// Runs tool calls. An agent loop holds one and hands it every call [`dispatch`](crate::registry::dispatch)
 /// routes to the port; the port decides everything about the call, including whether a tool
@@ -20,7 +17,7 @@ pub trait ToolPort: Send + Sync {
     fn call(&self, request: &ToolRequest) -> ToolResponse;
 
     /// Run one call with per-call [`CallOptions`]: limits that override the tool's own, and a
-    /// stop token. A port that has nothing to limit or stop (like [`FakeTools`], which answers
+    /// stop token. A port that has nothing to limit or stop (like `FakeTools`, which answers
     /// at once) may ignore them; that is what this default does.
     fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
         let _ = options;
@@ -56,91 +53,3 @@ macro_rules! forward_tool_port {
 }
 
 forward_tool_port!(&P, std::sync::Arc<P>, Box<P>);
-
-/// An in-process port that answers `clock` and `echo` natively and records every request.
-///
-/// `clock` returns the host's real time; `echo` its `text` argument (without one it fails);
-/// any other tool is denied with [`DenyReason::NoGrant`]. It is the floor the benchmarks
-/// measure the real port against, and a fake for loops under test.
-#[derive(Debug, Default)]
-pub struct FakeTools {
-    calls: Mutex<Vec<ToolRequest>>,
-}
-
-impl FakeTools {
-    /// A fake with no calls recorded.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Every request received, in order.
-    pub fn calls(&self) -> Vec<ToolRequest> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-    }
-}
-
-impl ToolPort for FakeTools {
-    fn call(&self, request: &ToolRequest) -> ToolResponse {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(request.clone());
-        match request.tool.as_str() {
-            "clock" => {
-                ToolResponse::text(humantime::format_rfc3339_seconds(SystemTime::now()).to_string())
-            }
-            "echo" => {
-                let text = serde_json::from_str::<serde_json::Value>(&request.arguments)
-                    .ok()
-                    .and_then(|value| value.get("text")?.as_str().map(str::to_owned));
-                match text {
-                    Some(text) => ToolResponse::text(text),
-                    None => ToolResponse::failed(
-                        FailureKind::InvalidInput,
-                        "echo needs a string argument \"text\"",
-                    ),
-                }
-            }
-            _ => ToolResponse::Denied {
-                reason: DenyReason::NoGrant,
-            },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fake_answers_echo_and_clock_denies_the_rest_and_records_all() {
-        let fake = FakeTools::new();
-        let echo = ToolRequest::new("1", "echo", r#"{"text":"héllo"}"#);
-        assert_eq!(fake.call(&echo), ToolResponse::text("héllo"));
-
-        let bad = ToolRequest::new("2", "echo", r#"{"txt":"x"}"#);
-        assert!(matches!(fake.call(&bad), ToolResponse::Failed { .. }));
-
-        let clock = ToolRequest::new("3", "clock", "{}");
-        let ToolResponse::Result { text, .. } = fake.call(&clock) else {
-            panic!("clock failed");
-        };
-        let then = humantime::parse_rfc3339(&text).expect("RFC 3339");
-        let skew = SystemTime::now()
-            .duration_since(then)
-            .unwrap_or_else(|e| e.duration());
-        assert!(skew.as_secs() < 5, "clock is {skew:?} off");
-
-        let other = ToolRequest::new("4", "rm", "{}");
-        assert_eq!(
-            fake.call(&other),
-            ToolResponse::Denied {
-                reason: DenyReason::NoGrant
-            }
-        );
-        assert_eq!(fake.calls(), vec![echo, bad, clock, other]);
-    }
-}

@@ -261,7 +261,9 @@ impl RuntimeBuilder {
             self.keep_resident_bytes,
             self.code_memory_budget,
         )
-        .map_err(|error| BuildError::Host(format!("{error:#}")))?;
+        .map_err(|error| BuildError::Engine {
+            source: error.into(),
+        })?;
         let workers = std::thread::available_parallelism().map_or(2, usize::from);
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -271,9 +273,7 @@ impl RuntimeBuilder {
             .enable_time()
             .enable_io()
             .build()
-            .map_err(|error| {
-                BuildError::Host(format!("starting the host's async runtime: {error}"))
-            })?;
+            .map_err(|source| BuildError::AsyncRuntime { source })?;
 
         let mut protected = self.protected;
         // A file written into a tools directory is a tool: at the next start, and under

@@ -394,7 +394,7 @@ impl Loader {
             .collect::<Vec<_>>();
         for (tool, text) in named {
             let loaded = match &self.source {
-                Some(source) => source.load(&text).map_err(|error| error.0),
+                Some(source) => source.load(&text).map_err(|error| error.to_string()),
                 None => Err("this runtime has no component source to load it from (see \
                              RuntimeBuilder::source)"
                     .to_owned()),
@@ -750,8 +750,19 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
-    /// The host cannot run at all here: the engine, its instance pool or the async runtime
-    /// could not be made.
-    #[error("{0}")]
-    Host(String),
+    /// The wasm engine or its instance pool could not be made here (the machine refused the
+    /// pool's address space, or the engine's settings): the host cannot run.
+    #[error("making the wasm engine and its instance pool: {source}")]
+    Engine {
+        /// What the engine said, with its causes ([`std::error::Error::source`]).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The host's async runtime (its blocking pool and timers) could not be started.
+    #[error("starting the host's async runtime: {source}")]
+    AsyncRuntime {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }

@@ -18,14 +18,32 @@ pub struct SourcedComponent {
 }
 
 /// Why a source could not load a component, or refused its provenance: shown as the tool's
-/// load error (the tool is left out; the others load).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SourceError(pub String);
+/// load error (the tool is left out; the others load). It carries the source's own error as
+/// the source typed it (for `toolcell-oci`, an `OciError`): a caller that knows the source
+/// reads it with [`SourceError::inner`] and `downcast_ref`, never by parsing the words.
+#[derive(Debug, thiserror::Error)]
+#[error("{inner}")]
+pub struct SourceError {
+    inner: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl SourceError {
+    /// The source's `error` (a message alone, `String` or `&str`, is an error too).
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SourceError {
+        SourceError {
+            inner: error.into(),
+        }
+    }
+
+    /// The source's own error, to `downcast_ref` to the type that source uses.
+    pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.inner.as_ref()
+    }
+}
 
 impl From<String> for SourceError {
     fn from(message: String) -> Self {
-        SourceError(message)
+        SourceError::new(message)
     }
 }
 
