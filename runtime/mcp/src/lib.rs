@@ -47,12 +47,12 @@ pub mod tasks;
 pub mod trace;
 mod transport;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use transport::parse::{Parsed, fast_call, slow_parse};
 pub use transport::{
     CLOSE_FLUSH_TIMEOUT, FAST_PATH_MAX_ARGUMENT_BYTES, LineTransport, MAX_IN_FLIGHT_REQUESTS,
     MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES, RawArguments, STALLED_OUTPUT_TIMEOUT,
 };
-#[cfg(feature = "fuzzing")]
-pub(crate) use transport::{Parsed, fast_call, slow_parse};
 
 use anyhow::Context as _;
 use rmcp::model::{

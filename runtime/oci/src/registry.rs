@@ -1,5 +1,8 @@
 //! Talking to a registry: credentials, pull, push, and pushing signatures. The HTTP itself is
 //! [`crate::wire`]'s, which reads every body within a limit.
+//!
+//! Longer than the house's 700 lines: pull, push, sign and attach, each with the wrapper that
+//! holds it to its overall deadline (`*_within`), over one `Wire`.
 
 use crate::error::OciError;
 use crate::signing::{

@@ -21,6 +21,10 @@
 //! certificate's key; and the certificate's subject and OIDC issuer must be exactly an
 //! [`Identity`] the policy names. Nothing is fetched: the log's inclusion proof is not
 //! checked online (as `cosign verify --offline`).
+//!
+//! Longer than the house's 700 lines on purpose: keys, the trust root's JSON and the keyless
+//! checks (certificate chain, transparency-log entry) are every path to a verified signer,
+//! kept in one file so that a reader sees them all together.
 
 use crate::OciError;
 use crate::digest_of;

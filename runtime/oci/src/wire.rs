@@ -15,6 +15,11 @@
 //! plain HTTP is HTTPS throughout (redirects and token endpoint included).
 //!
 //! [distribution specification]: https://github.com/opencontainers/distribution-spec/blob/main/spec.md
+//!
+//! Longer than the house's 700 lines on purpose: it is one protocol client (the token
+//! challenge, manifests, blobs, uploads, error bodies) around one private `Wire`, and every
+//! body it reads goes through the same bounded reader; split, the pieces would share that
+//! private state through wider visibility.
 
 use crate::error::{Limit, OciError};
 use crate::{MAX_MANIFEST_BYTES, ToolRef, digest_of};

@@ -8,6 +8,11 @@
 //! under `fuzz/regressions/<target>/` through the same functions, so a reproducer is checked
 //! exactly as the fuzzer found it. Nothing here panics on purpose: a panic is a finding in the
 //! code under test.
+//!
+//! Past the house's 700 lines, and in the core's `src/` although it belongs with the fuzz
+//! targets: its checks reach crate-internal items (validation, dispatch, the gate's path
+//! resolution) the fuzz crate cannot. Moving them out needs those items public behind the
+//! `fuzzing` feature first (issue 38, left for later).
 
 use crate::call::cap::TRUNCATION_MARKER;
 use crate::call::dispatch::{CALL_TOOL, Dispatch, FIND_TOOL};

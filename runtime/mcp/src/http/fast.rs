@@ -29,7 +29,7 @@
 
 use super::reading::Reading;
 use crate::http::front::BoxResponse;
-use crate::transport::FastCallParts;
+use crate::transport::parse::FastCallParts;
 use crate::{IncomingCall, McpServer};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};

@@ -16,7 +16,7 @@
 //! for JSON that is not such a message).
 
 use crate::RawArguments;
-use crate::transport::FastCallParts;
+use crate::transport::parse::FastCallParts;
 use rmcp::model::{JsonObject, RequestId};
 use serde::Deserialize as _;
 use serde_json::{Map, Value};

@@ -7,6 +7,9 @@
 //! compiled from the cache) and described, and the index remembers it. Either way, the same
 //! checks decide whether it loads: its description's limits, the policy's `sha256` pin, where
 //! it came from, and who signed it.
+//!
+//! Slightly past the house's 700 lines: finding, hashing, compiling, checking provenance and
+//! reloading share the catalog's private state (`Found`, `Loader`).
 
 use crate::pipeline::Runtime;
 use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
