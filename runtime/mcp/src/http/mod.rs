@@ -99,8 +99,6 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// it): a body that never ends would otherwise hold one of its client's places for good.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub use crate::DEFAULT_SHUTDOWN_GRACE;
-
 /// After the calls still running at the end of the grace period are stopped, how long their
 /// `cancelled` answers have to reach their clients before the process exits.
 pub const CANCELLED_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);

@@ -82,14 +82,15 @@ async fn serve_http_on(
 ) -> anyhow::Result<()> {
     // Ends rmcp's sessions (legacy event streams) and everything spawned below.
     let sessions_end = CancellationToken::new();
+    // The allow-lists first: a bad one stops the server before it touches a shared store.
+    let (hosts, origins) = allowed_hosts_and_origins(&options);
+    let guard = Guard::new(&hosts, &origins).map_err(anyhow::Error::msg)?;
     let (server, metrics, ledger) = sharing(
         &options,
         McpServer::new(Arc::clone(&runtime)),
         &sessions_end,
     )
     .await?;
-    let (hosts, origins) = allowed_hosts_and_origins(&options);
-    let guard = Guard::new(&hosts, &origins).map_err(anyhow::Error::msg)?;
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)

@@ -17,7 +17,7 @@ static ENGINES_CREATED: AtomicU64 = AtomicU64::new(0);
 /// many agents and workspaces it serves. Each engine brings its own instance pool (address
 /// space reserved for every slot), so an embedder can check here that it shares one (the
 /// `test-util` feature).
-#[cfg(any(test, feature = "test-util"))]
+#[cfg(feature = "test-util")]
 pub fn engines_created() -> u64 {
     ENGINES_CREATED.load(Ordering::Relaxed)
 }
