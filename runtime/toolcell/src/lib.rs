@@ -119,7 +119,6 @@ mod tool;
 mod validate;
 mod wasm;
 
-#[cfg(feature = "test-util")]
 pub use call::fake::FakeTools;
 pub use call::limits::CallOptions;
 pub use call::port::ToolPort;
@@ -136,7 +135,6 @@ pub use pipeline::{CALL_SPAN_TARGET, Runtime};
 pub use policy::{Policy, PolicyError};
 pub use tool::error::ToolError;
 pub use tool::info::{Capability, CapabilityKind, ResourceRef, ToolInfo};
-#[cfg(feature = "test-util")]
 pub use wasm::engine::engines_created;
 pub use wasm::load::LoadError;
 
@@ -176,7 +174,7 @@ pub mod registry {
     pub use crate::call::cap::{TRUNCATION_MARKER, cap_result, cap_text};
     pub use crate::call::dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
     pub use crate::call::registry::{
-        Entry, Registry, ToolSchema, call_tool_schema, find_tool_schema,
+        Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
     };
     pub use crate::tool::info::{InvalidToolName, check_tool_name};
 }

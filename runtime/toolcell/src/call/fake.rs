@@ -1,5 +1,5 @@
 //! The in-process stand-in for the seam, used where no real tools are wanted (a loop under
-//! test, the benchmarks' floor); built for tests and with the `test-util` feature.
+//! test, the benchmarks' floor): part of the seam's API, as the agent loop defines it.
 
 use crate::call::port::ToolPort;
 use crate::call::proto::{DenyReason, FailureKind, ToolRequest, ToolResponse};

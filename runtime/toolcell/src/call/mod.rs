@@ -6,7 +6,6 @@
 pub(crate) mod cap;
 pub(crate) mod content;
 pub(crate) mod dispatch;
-#[cfg(any(test, feature = "test-util"))]
 pub(crate) mod fake;
 pub(crate) mod limits;
 pub(crate) mod names;

@@ -17,7 +17,7 @@ pub trait ToolPort: Send + Sync {
     fn call(&self, request: &ToolRequest) -> ToolResponse;
 
     /// Run one call with per-call [`CallOptions`]: limits that override the tool's own, and a
-    /// stop token. A port that has nothing to limit or stop (like `FakeTools`, which answers
+    /// stop token. A port that has nothing to limit or stop (like [`FakeTools`](crate::FakeTools), which answers
     /// at once) may ignore them; that is what this default does.
     fn call_with(&self, request: &ToolRequest, options: &CallOptions) -> ToolResponse {
         let _ = options;

@@ -122,7 +122,7 @@ impl Registry {
 }
 
 /// `clock`: the current date and time.
-pub(crate) fn clock_schema() -> ToolSchema {
+pub fn clock_schema() -> ToolSchema {
     ToolSchema {
         name: "clock".to_owned(),
         description: "The current date and time, as RFC 3339 in UTC.".to_owned(),
@@ -131,7 +131,7 @@ pub(crate) fn clock_schema() -> ToolSchema {
 }
 
 /// `echo`: returns its text argument.
-pub(crate) fn echo_schema() -> ToolSchema {
+pub fn echo_schema() -> ToolSchema {
     ToolSchema {
         name: "echo".to_owned(),
         description: "Returns its text argument unchanged.".to_owned(),

@@ -15,9 +15,7 @@ static ENGINES_CREATED: AtomicU64 = AtomicU64::new(0);
 
 /// How many wasm engines this process has made: one per [`Runtime`](crate::Runtime), however
 /// many agents and workspaces it serves. Each engine brings its own instance pool (address
-/// space reserved for every slot), so an embedder can check here that it shares one (the
-/// `test-util` feature).
-#[cfg(feature = "test-util")]
+/// space reserved for every slot), so an embedder can check here that it shares one.
 pub fn engines_created() -> u64 {
     ENGINES_CREATED.load(Ordering::Relaxed)
 }
