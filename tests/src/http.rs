@@ -1899,6 +1899,70 @@ fn a_cancel_notification_stops_the_call_it_names() {
     });
 }
 
+/// An attacker with a token of its own names another tenant's running call in a
+/// `notifications/cancelled` (the request id is easy to guess: clients count from 1): the
+/// call runs on to its own end; only its own client's cancel counts (the front keys running
+/// calls by the client it authenticated, never by anything the request says).
+#[test]
+fn another_tenant_cannot_cancel_a_call_by_naming_its_id() {
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None), ("team-b", None)]);
+    let (metrics_file, metrics) = metrics_token(dir.path());
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--tokens",
+        &file.to_string_lossy(),
+        "--metrics-token",
+        &metrics_file.to_string_lossy(),
+    ]);
+    let addr = server.addr;
+    let (a, b) = (tokens[0].clone(), tokens[1].clone());
+    let operator = format!("Bearer {metrics}");
+    std::thread::scope(|scope| {
+        let spinning = scope.spawn(|| {
+            call_with(
+                addr,
+                Some(&a),
+                42,
+                "hostile",
+                serde_json::json!({"do": "spin"}),
+                &[],
+            )
+        });
+        wait_for_slots(addr, Some(&operator), 1);
+        let cancel = serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 42, "reason": "someone else's call"},
+        });
+        let bearer = format!("Bearer {b}");
+        let answer = request(
+            addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Authorization", &bearer),
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "notifications/cancelled"),
+            ],
+            &cancel.to_string(),
+        );
+        // Accepted, as any notification is: it just names no call of team-b's.
+        assert!(answer.status < 300, "{answer:?}");
+        let spun = spinning.join().expect("the spinning call");
+        let (text, error) = call_text(&spun);
+        assert!(error, "{text}");
+        assert!(
+            !text.contains("Cancelled"),
+            "team-b stopped team-a's call: {text}"
+        );
+    });
+}
+
 /// Approvals over HTTP in the stateless era: each tenant's person answers for its own calls
 /// (in its own workspace), an answer sent back with another tenant's handle is ignored, a
 /// handle counts once, and the initialize era (no session to ask through) is answered
