@@ -1,10 +1,11 @@
-//! `cap`: see `toolcell::fuzzing::check_cap` for the input's layout and what is asserted.
+//! `cap`: see `toolcell_fuzz_checks::check_cap` (`tests/fuzz-checks`) for the input's layout and
+//! what is asserted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(finding) = toolcell::fuzzing::check_cap(data) {
+    if let Err(finding) = toolcell_fuzz_checks::check_cap(data) {
         panic!("cap: {finding}");
     }
 });

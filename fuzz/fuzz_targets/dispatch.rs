@@ -1,10 +1,11 @@
-//! `dispatch`: see `toolcell::fuzzing::check_dispatch` for the input's layout and what is asserted.
+//! `dispatch`: see `toolcell_fuzz_checks::check_dispatch` (`tests/fuzz-checks`) for the input's layout and
+//! what is asserted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(finding) = toolcell::fuzzing::check_dispatch(data) {
+    if let Err(finding) = toolcell_fuzz_checks::check_dispatch(data) {
         panic!("dispatch: {finding}");
     }
 });

@@ -1,10 +1,11 @@
-//! `gate_paths`: see `toolcell::fuzzing::check_gate_paths` for the input's layout and what is asserted.
+//! `gate_paths`: see `toolcell_fuzz_checks::check_gate_paths` (`tests/fuzz-checks`) for the input's layout and
+//! what is asserted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(finding) = toolcell::fuzzing::check_gate_paths(data) {
+    if let Err(finding) = toolcell_fuzz_checks::check_gate_paths(data) {
         panic!("gate_paths: {finding}");
     }
 });

@@ -1,10 +1,11 @@
-//! `policy`: see `toolcell::fuzzing::check_policy` for the input's layout and what is asserted.
+//! `policy`: see `toolcell_fuzz_checks::check_policy` (`tests/fuzz-checks`) for the input's layout and
+//! what is asserted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(finding) = toolcell::fuzzing::check_policy(data) {
+    if let Err(finding) = toolcell_fuzz_checks::check_policy(data) {
         panic!("policy: {finding}");
     }
 });

@@ -1,10 +1,11 @@
-//! `schema`: see `toolcell::fuzzing::check_schema` for the input's layout and what is asserted.
+//! `schema`: see `toolcell_fuzz_checks::check_schema` (`tests/fuzz-checks`) for the input's layout and
+//! what is asserted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(finding) = toolcell::fuzzing::check_schema(data) {
+    if let Err(finding) = toolcell_fuzz_checks::check_schema(data) {
         panic!("schema: {finding}");
     }
 });

@@ -569,6 +569,8 @@ impl Admission {
 }
 
 impl Drop for Held {
+    // Without the `state` feature `Local` is the only kind.
+    #[cfg_attr(not(feature = "state"), allow(irrefutable_let_patterns))]
     fn drop(&mut self) {
         if let Held::Local { states, calls } = self {
             for state in states.iter() {

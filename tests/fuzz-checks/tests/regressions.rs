@@ -1,30 +1,14 @@
 //! Every input the fuzz targets were seeded with (`fuzz/seeds/<target>/`) and every reproducer
 //! of a crash they found (`fuzz/regressions/<target>/`), replayed through the very check the
-//! target runs (`toolcell::fuzzing::check_<target>`, `toolcell_mcp::fuzzing::check_mcp`), without the fuzzer's instrumented build.
-//!
-//! Needs the `fuzzing` feature (the checks reach crate-internal code):
+//! target runs (`toolcell_fuzz_checks::TARGETS`), without the fuzzer's instrumented build. Part
+//! of the workspace's test command (`cargo test --release --workspace`); alone:
 //!
 //! ```sh
-//! cargo test --release -p toolcell-mcp --features fuzzing --test fuzz_regressions
+//! cargo test --release --workspace --test regressions
 //! ```
-#![cfg(feature = "fuzzing")]
 
 use std::path::{Path, PathBuf};
-use toolcell::fuzzing;
-use toolcell_mcp::fuzzing as mcp_fuzzing;
-
-type Check = fn(&[u8]) -> Result<(), String>;
-
-/// Every target and its check, as `fuzz/fuzz_targets/<target>.rs` calls it.
-const TARGETS: &[(&str, Check)] = &[
-    ("policy", fuzzing::check_policy),
-    ("dispatch", fuzzing::check_dispatch),
-    ("cap", fuzzing::check_cap),
-    ("gate_paths", fuzzing::check_gate_paths),
-    ("schema", fuzzing::check_schema),
-    ("mcp", mcp_fuzzing::check_mcp),
-    ("component", fuzzing::check_component),
-];
+use toolcell_fuzz_checks::{self as fuzzing, TARGETS};
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
@@ -72,28 +56,51 @@ fn every_seed_passes_its_check() {
     assert!(ran >= 2 * TARGETS.len(), "only {ran} seeds found");
 }
 
-/// Each target has its check here and a seed directory.
+/// Each target has its check here and a seed directory, and the fuzz crate (its own workspace,
+/// built only by cargo-fuzz) stays in step with this one: every target file calls its check
+/// here by name, and is a `[[bin]]` of `fuzz/Cargo.toml`, which depends on this crate.
 #[test]
 fn every_target_is_replayed() {
+    let manifest = std::fs::read_to_string(fuzz_dir().join("Cargo.toml")).expect("fuzz/Cargo.toml");
+    assert!(
+        manifest.contains("toolcell-fuzz-checks = { path = \"../tests/fuzz-checks\""),
+        "fuzz/Cargo.toml does not depend on this crate"
+    );
+    let mut found = Vec::new();
     for entry in std::fs::read_dir(fuzz_dir().join("fuzz_targets")).expect("fuzz_targets") {
         let path = entry.expect("an entry").path();
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_owned();
         assert!(
             TARGETS.iter().any(|(target, _)| *target == name),
             "{name} is not replayed"
         );
-        assert!(!inputs("seeds", name).is_empty(), "{name} has no seeds");
+        assert!(!inputs("seeds", &name).is_empty(), "{name} has no seeds");
+        let source = std::fs::read_to_string(&path).expect("a target's source");
+        assert!(
+            source.contains(&format!("toolcell_fuzz_checks::check_{name}(data)")),
+            "{} does not call toolcell_fuzz_checks::check_{name}",
+            path.display()
+        );
+        assert!(
+            manifest.contains(&format!(
+                "name = \"{name}\"\npath = \"fuzz_targets/{name}.rs\""
+            )),
+            "{name} is not a [[bin]] of fuzz/Cargo.toml"
+        );
+        found.push(name);
     }
+    assert_eq!(found.len(), TARGETS.len(), "targets {found:?}");
 }
 
 /// The checks are not vacuous: the MCP seed session is answered, request by request.
 #[test]
 fn the_mcp_seed_session_is_answered() {
     let data = std::fs::read(fuzz_dir().join("seeds/mcp/session")).expect("the seed");
-    let messages = mcp_fuzzing::mcp_session(&data).expect("the session checks");
+    let messages = fuzzing::mcp_session(&data).expect("the session checks");
     let answered: Vec<&serde_json::Value> = messages.iter().filter_map(|m| m.get("id")).collect();
     for id in [
         serde_json::json!(1),
