@@ -29,12 +29,12 @@ pub(crate) const HELP: &str = "\
 Exit status:
   0  a result (printed on stdout)
   1  the call failed (the reason on stderr)
-  2  usage: bad flags or arguments, a file that cannot be read
+  2  usage: bad flags or arguments, a file that cannot be read, a malformed tool reference
   3  the call was denied (the policy, a person, the tool; or a registry refused the credentials)
   4  the call ran past its deadline (or a registry operation past its limit)
   5  the call was cancelled (Ctrl-C, SIGTERM)
   6  the call ran, but its audit record could not be written
-  7  not found: no tool of that name (the nearest are suggested), or no such registry artifact
+  7  not found: no tool of that name (nearest suggested), no such registry artifact, not pulled
   8  a registry could not be reached";
 
 /// The exit status for a response: one per kind.
@@ -65,15 +65,22 @@ pub(crate) fn not_built(what: &str, feature: &str) -> ExitCode {
 /// Say why a registry operation failed, and exit with the status its kind has.
 #[cfg(feature = "oci")]
 pub(crate) fn registry_failed(why: toolcell_oci::OciError) -> ExitCode {
-    use toolcell_oci::OciError;
     eprintln!("toolcell: {why}");
-    ExitCode::from(match why {
+    ExitCode::from(registry_status(&why))
+}
+
+/// The exit status for a registry failure: one per kind a caller acts on.
+#[cfg(feature = "oci")]
+fn registry_status(why: &toolcell_oci::OciError) -> u8 {
+    use toolcell_oci::OciError;
+    match why {
         OciError::Denied { .. } => DENIED,
         OciError::TimedOut { .. } => TIMED_OUT,
-        OciError::NotFound { .. } => NOT_FOUND,
+        OciError::NotFound { .. } | OciError::NotPulled { .. } => NOT_FOUND,
         OciError::Unreachable { .. } => UNREACHABLE,
+        OciError::InvalidReference { .. } => USAGE,
         _ => FAILED,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +114,70 @@ mod tests {
                 HELP.contains(&format!("  {code}  ")),
                 "{code} is not in --help"
             );
+        }
+    }
+
+    /// A reference that cannot be read is a usage error and one the store does not hold is not
+    /// found; the other registry failures keep their own statuses.
+    #[cfg(feature = "oci")]
+    #[test]
+    fn every_registry_failure_kind_has_its_status() {
+        use toolcell_oci::OciError;
+        let (reference, why) = ("oci://r.example/echo:1".to_owned(), "why".to_owned());
+        let rows = [
+            (
+                OciError::InvalidReference {
+                    reference: "echo".to_owned(),
+                    why: why.clone(),
+                },
+                USAGE,
+            ),
+            (
+                OciError::NotPulled {
+                    reference: reference.clone(),
+                    why: why.clone(),
+                },
+                NOT_FOUND,
+            ),
+            (
+                OciError::NotFound {
+                    reference: reference.clone(),
+                    why: why.clone(),
+                },
+                NOT_FOUND,
+            ),
+            (
+                OciError::Unreachable {
+                    reference: reference.clone(),
+                    why: why.clone(),
+                },
+                UNREACHABLE,
+            ),
+            (
+                OciError::Invalid {
+                    reference: reference.clone(),
+                    why: why.clone(),
+                },
+                FAILED,
+            ),
+            (
+                OciError::Refused {
+                    reference,
+                    status: 500,
+                    why: why.clone(),
+                },
+                FAILED,
+            ),
+            (
+                OciError::Local {
+                    path: "/x/toolcell.lock".to_owned(),
+                    why,
+                },
+                FAILED,
+            ),
+        ];
+        for (error, expected) in rows {
+            assert_eq!(registry_status(&error), expected, "{error}");
         }
     }
 }

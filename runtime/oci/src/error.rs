@@ -91,8 +91,50 @@ pub enum OciError {
         /// The digest the registry has now.
         now: String,
     },
-    /// Anything else, in words that name the reference.
-    Failed(String),
+    /// The text is not a tool reference toolcell reads (`oci://REGISTRY/REPOSITORY:TAG` or
+    /// `...@sha256:HEX`), or a digest is not `sha256:` and 64 lowercase hex digits.
+    InvalidReference {
+        /// The text given.
+        reference: String,
+        /// What is wrong with it, and how to write one.
+        why: String,
+    },
+    /// The registry answered with an error status that is neither a refusal of credentials
+    /// nor "no such name" (a server error, a request it would not take).
+    Refused {
+        /// The reference the operation was for.
+        reference: String,
+        /// The HTTP status.
+        status: u16,
+        /// The status, the URL and what the registry's error said.
+        why: String,
+    },
+    /// What the registry sent is not what it must be: a manifest whose bytes are not the
+    /// digest it was asked for, an artifact that is not a wasm component, a signature that
+    /// cannot be read, more signatures than are read. Nothing of it was kept.
+    Invalid {
+        /// The reference the operation was for.
+        reference: String,
+        /// What was wrong.
+        why: String,
+    },
+    /// The store on this machine does not hold what the reference names (a tag not in the lock
+    /// file, a manifest or component not stored, or stored bytes that are not their digest):
+    /// `toolcell pull` it.
+    NotPulled {
+        /// The reference.
+        reference: String,
+        /// What is missing.
+        why: String,
+    },
+    /// A file on this machine could not be read, written or understood: the store, the lock
+    /// file, registry credentials, a signing key, a trust root.
+    Local {
+        /// The file (or what it is, where there is no one file).
+        path: String,
+        /// What failed.
+        why: String,
+    },
 }
 
 impl fmt::Display for OciError {
@@ -143,24 +185,20 @@ impl fmt::Display for OciError {
                  new bytes",
                 crate::LOCK_FILE
             ),
-            OciError::Failed(why) => f.write_str(why),
+            OciError::InvalidReference { reference, why } => {
+                write!(f, "{reference:?} is not a tool reference: {why}")
+            }
+            OciError::Refused { reference, why, .. } => write!(f, "{reference}: {why}"),
+            OciError::Invalid { reference, why } => write!(f, "{reference}: {why}"),
+            OciError::NotPulled { reference, why } => {
+                write!(f, "{reference}: {why}; run `toolcell pull {reference}`")
+            }
+            OciError::Local { path, why } => write!(f, "{path}: {why}"),
         }
     }
 }
 
 impl std::error::Error for OciError {}
-
-impl From<String> for OciError {
-    fn from(why: String) -> OciError {
-        OciError::Failed(why)
-    }
-}
-
-impl From<&str> for OciError {
-    fn from(why: &str) -> OciError {
-        OciError::Failed(why.to_owned())
-    }
-}
 
 /// For the registry code that still builds its messages as text.
 impl From<OciError> for String {

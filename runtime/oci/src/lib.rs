@@ -82,22 +82,23 @@ impl ToolRef {
     /// and so must a tag or a digest (no default `latest`).
     pub fn parse(text: &str) -> Result<ToolRef, OciError> {
         let rest = text.strip_prefix(OCI_SCHEME).unwrap_or(text);
-        let bad = |why: &str| {
-            format!(
-                "{text:?} is not a tool reference ({why}): write oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST"
-            )
+        let bad = |why: &str| OciError::InvalidReference {
+            reference: text.to_owned(),
+            why: format!(
+                "{why}: write oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST"
+            ),
         };
         let (registry, path) = rest.split_once('/').ok_or_else(|| bad("no repository"))?;
         if !(registry.contains('.') || registry.contains(':') || registry == "localhost") {
-            return Err(crate::OciError::from(bad("no registry host")));
+            return Err(bad("no registry host"));
         }
         let last = path.rsplit('/').next().unwrap_or(path);
         if !last.contains(':') && !last.contains('@') {
-            return Err(crate::OciError::from(bad("no tag or digest")));
+            return Err(bad("no tag or digest"));
         }
         let reference: Reference = rest.parse().map_err(|error| bad(&format!("{error}")))?;
         if let Some(digest) = reference.digest() {
-            check_digest(digest).map_err(|why| bad(&why.to_string()))?;
+            check_digest(digest).map_err(|_| bad(&format!("{digest:?} is not a sha256 digest")))?;
         }
         Ok(ToolRef { reference })
     }
@@ -179,9 +180,10 @@ pub fn check_digest(digest: &str) -> Result<(), OciError> {
         {
             Ok(())
         }
-        _ => Err(crate::OciError::from(format!(
-            "{digest:?} is not a sha256 digest"
-        ))),
+        _ => Err(OciError::InvalidReference {
+            reference: digest.to_owned(),
+            why: "not a sha256 digest (sha256: and 64 lowercase hex digits)".to_owned(),
+        }),
     }
 }
 
@@ -249,17 +251,23 @@ pub fn load(reference: &ToolRef, store: &Store, lock: Option<&Lock>) -> Result<S
         None => lock
             .and_then(|lock| lock.get(&reference.key()))
             .map(|entry| entry.digest.clone())
-            .ok_or_else(|| {
-                format!("{reference} is not in {LOCK_FILE}: run `toolcell pull {reference}`")
+            .ok_or_else(|| OciError::NotPulled {
+                reference: reference.to_string(),
+                why: format!("not in {LOCK_FILE}"),
             })?,
     };
-    let manifest = store
-        .manifest(&digest)
-        .map_err(|why| format!("{reference}: {why}; run `toolcell pull {reference}`"))?;
-    let layer = component_layer(&manifest).map_err(|why| format!("{reference}: {why}"))?;
+    let not_pulled = |why: OciError| OciError::NotPulled {
+        reference: reference.to_string(),
+        why: why.to_string(),
+    };
+    let manifest = store.manifest(&digest).map_err(not_pulled)?;
+    let layer = component_layer(&manifest).map_err(|why| OciError::Invalid {
+        reference: reference.to_string(),
+        why: format!("the stored manifest: {why}"),
+    })?;
     let bytes = store
         .read(&layer.digest, MAX_COMPONENT_BYTES)
-        .map_err(|why| format!("{reference}: {why}; run `toolcell pull {reference}`"))?;
+        .map_err(not_pulled)?;
     let at = reference.at(&digest);
     let source = match reference.tag() {
         Some(tag) if reference.digest().is_none() => format!("{at} ({tag})"),

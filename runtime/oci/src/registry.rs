@@ -145,14 +145,37 @@ pub fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
             return Ok(RegistryAuth::Anonymous);
         }
         Err(error) => {
-            return Err(crate::OciError::from(format!(
-                "{}: {error}",
-                path.display()
-            )));
+            return Err(OciError::Local {
+                path: path.display().to_string(),
+                why: error.to_string(),
+            });
         }
     };
-    docker_credentials(&text, registry)
-        .map_err(|why| crate::OciError::from(format!("{}: {why}", path.display())))
+    docker_credentials(&text, registry).map_err(|why| OciError::Local {
+        path: path.display().to_string(),
+        why,
+    })
+}
+
+/// What `reference`'s registry sent (or what was given to push) that is not what it must be.
+fn invalid(reference: &ToolRef, why: impl std::fmt::Display) -> OciError {
+    OciError::Invalid {
+        reference: reference.to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// The client for `reference`'s registry (whose making fails only on what the environment
+/// says: a proxy that cannot be used, say).
+fn wire_for(
+    reference: &ToolRef,
+    insecure: &[String],
+    auth: RegistryAuth,
+) -> Result<Wire, OciError> {
+    Wire::new(reference, insecure, auth).map_err(|why| OciError::Unreachable {
+        reference: reference.to_string(),
+        why,
+    })
 }
 
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
@@ -324,7 +347,7 @@ async fn pull_within(
         return Ok(pulled);
     }
     let auth = credentials(reference.registry())?;
-    let wire = Wire::new(reference, &options.insecure, auth.clone())?;
+    let wire = wire_for(reference, &options.insecure, auth.clone())?;
     // A tag resolved by reading its manifest (the registry reports no digest) brings its bytes.
     let (digest, mut read) = match (reference.digest(), reference.tag()) {
         (Some(digest), _) => (digest.to_owned(), None),
@@ -344,7 +367,12 @@ async fn pull_within(
             }
         },
     };
-    check_digest(&digest).map_err(|why| format!("{reference}: the registry answered {why}"))?;
+    check_digest(&digest).map_err(|_| {
+        invalid(
+            reference,
+            format!("the registry answered {digest:?}, not a sha256 digest"),
+        )
+    })?;
     if let Some(entry) = &locked
         && entry.digest != digest
         && !options.update
@@ -359,7 +387,7 @@ async fn pull_within(
     let (manifest, component) = if store.has(&digest) {
         let manifest = store.manifest(&digest)?;
         let layer = component_layer(&manifest)
-            .map_err(|why| format!("{reference}: {why}"))?
+            .map_err(|why| invalid(reference, why))?
             .clone();
         if !store.has(&layer.digest) {
             fetch_component(&wire, &at, &layer, store, options.progress.as_deref())
@@ -376,15 +404,18 @@ async fn pull_within(
                 .map_err(|error| explain(reference, &auth, error))?,
         };
         if digest_of(&raw) != digest {
-            return Err(OciError::Failed(format!(
-                "{reference}: the manifest the registry sent is {}, not {digest}",
-                digest_of(&raw)
-            )));
+            return Err(invalid(
+                reference,
+                format!(
+                    "the manifest the registry sent is {}, not {digest}",
+                    digest_of(&raw)
+                ),
+            ));
         }
         let manifest: OciImageManifest = serde_json::from_slice(&raw)
-            .map_err(|error| format!("{reference}: its manifest: {error}"))?;
+            .map_err(|error| invalid(reference, format!("its manifest: {error}")))?;
         let layer = component_layer(&manifest)
-            .map_err(|why| format!("{reference}: {why}"))?
+            .map_err(|why| invalid(reference, why))?
             .clone();
         // The component first, the manifest after: a stored manifest means a stored component.
         fetch_component(&wire, &at, &layer, store, options.progress.as_deref())
@@ -414,9 +445,12 @@ async fn pull_within(
 }
 
 /// What the store holds of the manifest `digest`, as a [`Pulled`] (offline).
-fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, String> {
+fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, OciError> {
     let manifest = store.manifest(digest)?;
-    let layer = component_layer(&manifest)?;
+    let layer = component_layer(&manifest).map_err(|why| OciError::Local {
+        path: store.root().display().to_string(),
+        why: format!("the manifest {digest}: {why}"),
+    })?;
     let component = store.read(&layer.digest, MAX_COMPONENT_BYTES)?;
     let signatures = store.signatures(digest)?;
     let signers = options.signers(digest, &signatures);
@@ -529,7 +563,7 @@ async fn fetch_signatures(
         }
     };
     let manifest: OciImageManifest = serde_json::from_slice(&raw)
-        .map_err(|error| format!("{reference}: its signature manifest: {error}"))?;
+        .map_err(|error| invalid(reference, format!("its signature manifest: {error}")))?;
     let mut signatures = Vec::new();
     for layer in manifest
         .layers
@@ -588,16 +622,19 @@ async fn push_within(
     let tag = reference
         .tag()
         .filter(|_| reference.digest().is_none())
-        .ok_or_else(|| format!("{reference}: push to a tag"))?;
+        .ok_or_else(|| OciError::InvalidReference {
+            reference: reference.to_string(),
+            why: "a push names a tag (oci://REGISTRY/REPOSITORY:TAG), not a digest".to_owned(),
+        })?;
     let auth = credentials(reference.registry())?;
-    let wire = Wire::new(reference, insecure, auth.clone())?;
+    let wire = wire_for(reference, insecure, auth.clone())?;
     let (mut config, layer) = oci_wasm::WasmConfig::from_raw_component(bytes, None)
-        .map_err(|error| format!("not a component: {error:#}"))?;
+        .map_err(|error| invalid(reference, format!("not a component: {error:#}")))?;
     // The same bytes always push to the same digest.
     config.created = Default::default();
     let config = config
         .to_config()
-        .map_err(|error| format!("{reference}: its config: {error:#}"))?;
+        .map_err(|error| invalid(reference, format!("its config: {error:#}")))?;
     let layers = [layer];
     let mut manifest = OciImageManifest::build(&layers, &config, None);
     manifest.media_type = Some(oci_wasm::WASM_MANIFEST_MEDIA_TYPE.to_owned());
@@ -620,7 +657,7 @@ async fn push_within(
             olpc_cjson::CanonicalFormatter::new(),
         ),
     )
-    .map_err(|error| format!("{reference}: its manifest: {error}"))?;
+    .map_err(|error| invalid(reference, format!("its manifest: {error}")))?;
     wire.push_manifest(tag, body, &media_type)
         .await
         .map_err(refused)
@@ -648,7 +685,7 @@ async fn sign_within(
     insecure: &[String],
 ) -> Result<(String, String), OciError> {
     let auth = credentials(reference.registry())?;
-    let wire = Wire::new(reference, insecure, auth.clone())?;
+    let wire = wire_for(reference, insecure, auth.clone())?;
     let digest = match reference.digest() {
         Some(digest) => digest.to_owned(),
         None => {
@@ -687,7 +724,7 @@ pub async fn attach(
 ) -> Result<String, OciError> {
     check_digest(digest)?;
     let auth = credentials(reference.registry())?;
-    let wire = Wire::new(reference, insecure, auth.clone())?;
+    let wire = wire_for(reference, insecure, auth.clone())?;
     attach_with(&wire, &auth, reference, digest, signature).await
 }
 
@@ -704,7 +741,7 @@ async fn attach_with(
 ) -> Result<String, OciError> {
     let payload = base64::engine::general_purpose::STANDARD
         .decode(&signature.payload)
-        .map_err(|_| "the signature's payload is not base64".to_owned())?;
+        .map_err(|_| invalid(reference, "the signature's payload is not base64"))?;
     let tag = signature_tag(digest);
     let refused = |error| explain(reference, auth, error);
     // The layers already there stay (cosign appends, too); this one joins them.
@@ -715,18 +752,21 @@ async fn attach_with(
     {
         Ok(raw) => {
             let existing: OciImageManifest = serde_json::from_slice(&raw)
-                .map_err(|error| format!("{reference}: its signature manifest: {error}"))?;
+                .map_err(|error| invalid(reference, format!("its signature manifest: {error}")))?;
             let signature_layers: Vec<_> = existing
                 .layers
                 .iter()
                 .filter(|layer| layer.media_type == SIGNATURE_MEDIA_TYPE)
                 .collect();
             if signature_layers.len() >= MAX_SIGNATURES {
-                return Err(OciError::Failed(format!(
-                    "{reference}: {tag} holds {} signatures already, the most read \
-                     (MAX_SIGNATURES) is {MAX_SIGNATURES}: not signed",
-                    signature_layers.len()
-                )));
+                return Err(invalid(
+                    reference,
+                    format!(
+                        "{tag} holds {} signatures already, the most read (MAX_SIGNATURES) is \
+                         {MAX_SIGNATURES}: not signed",
+                        signature_layers.len()
+                    ),
+                ));
             }
             for layer in signature_layers {
                 if u64::try_from(layer.size).map_or(true, |size| size > MAX_SIGNATURE_PAYLOAD_BYTES)
@@ -740,7 +780,7 @@ async fn attach_with(
                     continue;
                 }
                 check_digest(&layer.digest)
-                    .map_err(|why| format!("{reference}: a layer of {tag}: {why}"))?;
+                    .map_err(|why| invalid(reference, format!("a layer of {tag}: {why}")))?;
                 let data = fetch_blob(wire, layer, MAX_SIGNATURE_PAYLOAD_BYTES, None)
                     .await
                     .map_err(refused)?;
@@ -775,7 +815,7 @@ async fn attach_with(
     wire.push_blob(&manifest.config.digest, config.data.clone())
         .await
         .map_err(refused)?;
-    let body = serde_json::to_vec(&manifest).map_err(|error| error.to_string())?;
+    let body = serde_json::to_vec(&manifest).map_err(|error| invalid(reference, error))?;
     wire.push_manifest(&tag, body, OCI_IMAGE_MEDIA_TYPE)
         .await
         .map_err(refused)?;

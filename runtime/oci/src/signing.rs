@@ -162,7 +162,7 @@ pub struct TrustedKey {
 impl TrustedKey {
     /// Read the PEM public key at `path`.
     pub fn read(path: &Path) -> Result<TrustedKey, OciError> {
-        let why = |what: String| format!("the public key {}: {what}", path.display());
+        let why = |what: String| local(path, format!("the public key: {what}"));
         let pem = read_key_file(path).map_err(&why)?;
         let der = pem_body(&pem).map_err(&why)?;
         let verifier = PublicKeyVerifier::try_from(&pem).map_err(|error| why(error.to_string()))?;
@@ -467,15 +467,22 @@ struct RekorPayload {
 impl TrustRoot {
     /// Read the trust root at `path`.
     pub fn read(path: &Path) -> Result<TrustRoot, OciError> {
-        let why = |what: String| format!("the trust root {}: {what}", path.display());
+        let why = |what: String| local(path, format!("the trust root: {what}"));
         let bytes = read_bounded(path, MAX_TRUST_ROOT_BYTES).map_err(&why)?;
-        let mut root = TrustRoot::from_json(&bytes).map_err(|error| why(error.to_string()))?;
+        let mut root = TrustRoot::parse(&bytes).map_err(&why)?;
         root.path = path.to_owned();
         Ok(root)
     }
 
     /// Parse a `trusted_root.json`.
     pub fn from_json(bytes: &[u8]) -> Result<TrustRoot, OciError> {
+        TrustRoot::parse(bytes).map_err(|why| OciError::Local {
+            path: "the trust root".to_owned(),
+            why,
+        })
+    }
+
+    fn parse(bytes: &[u8]) -> Result<TrustRoot, String> {
         let file: TrustedRootFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         let decode = |raw: &RawBytes| {
             base64::engine::general_purpose::STANDARD
@@ -523,11 +530,11 @@ impl TrustRoot {
             root.logs.insert(hex, (key, window));
         }
         if root.roots.is_empty() || root.logs.is_empty() {
-            return Err(crate::OciError::from(
+            return Err(
                 "it names no certificate authority or no transparency log: no keyless \
                  signature could verify"
                     .to_owned(),
-            ));
+            );
         }
         Ok(root)
     }
@@ -538,7 +545,7 @@ impl TrustRoot {
         &self,
         stored: &StoredSignature,
         payload: &[u8],
-    ) -> Result<Identity, OciError> {
+    ) -> Result<Identity, String> {
         let pem = stored
             .certificate
             .as_deref()
@@ -585,10 +592,10 @@ impl TrustRoot {
         let integrated = u64::try_from(bundle.payload.integrated_time)
             .map_err(|_| "its transparency-log time is before 1970")?;
         if !log_window.contains(integrated) {
-            return Err(crate::OciError::from(
+            return Err(
                 "its transparency-log key was not in use when the entry says it was made"
                     .to_owned(),
-            ));
+            );
         }
         let intermediates: Vec<CertificateDer<'static>> = self
             .intermediates
@@ -765,7 +772,7 @@ impl SigningKey {
     /// Read the private key at `path`: cosign's encrypted PEM (the password from
     /// `$COSIGN_PASSWORD`, empty if unset) or a plain PKCS#8 PEM.
     pub fn read(path: &Path) -> Result<SigningKey, OciError> {
-        let why = |what: String| format!("the private key {}: {what}", path.display());
+        let why = |what: String| local(path, format!("the private key: {what}"));
         let pem = read_key_file(path).map_err(&why)?;
         let encrypted = std::str::from_utf8(&pem)
             .map_err(|_| why("not PEM text".to_owned()))?
@@ -793,16 +800,12 @@ impl SigningKey {
     pub fn generate(password: &[u8]) -> Result<(String, String), OciError> {
         let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
             .create_signer()
-            .map_err(|error| error.to_string())?;
-        let keys = signer
-            .to_sigstore_keypair()
-            .map_err(|error| error.to_string())?;
+            .map_err(key_failed)?;
+        let keys = signer.to_sigstore_keypair().map_err(key_failed)?;
         let private = keys
             .private_key_to_encrypted_pem(password)
-            .map_err(|error| error.to_string())?;
-        let public = keys
-            .public_key_to_pem()
-            .map_err(|error| error.to_string())?;
+            .map_err(key_failed)?;
+        let public = keys.public_key_to_pem().map_err(key_failed)?;
         Ok((private.to_string(), public))
     }
 
@@ -811,7 +814,7 @@ impl SigningKey {
         self.keys
             .public_key_to_der()
             .map(|der| digest_of(&der))
-            .map_err(|error| OciError::from(error.to_string()))
+            .map_err(key_failed)
     }
 
     /// This key's signature of `message` (a blob, such as an audit chain's head), base64: what
@@ -820,30 +823,49 @@ impl SigningKey {
         let signer = self
             .keys
             .to_sigstore_signer(&self.scheme)
-            .map_err(|error| error.to_string())?;
-        let signature = signer.sign(message).map_err(|error| error.to_string())?;
+            .map_err(key_failed)?;
+        let signature = signer.sign(message).map_err(key_failed)?;
         Ok(base64::engine::general_purpose::STANDARD.encode(signature))
     }
 
     /// The signature layer for the artifact `repository` (`REGISTRY/REPOSITORY`) at `digest`:
     /// its simple-signing payload and the payload's signature, base64.
     pub fn sign(&self, repository: &str, digest: &str) -> Result<(Vec<u8>, String), OciError> {
-        let reference: sigstore::registry::OciReference = format!("{repository}@{digest}")
-            .parse()
-            .map_err(|error| format!("{repository}@{digest}: {error}"))?;
+        let reference = format!("{repository}@{digest}")
+            .parse::<sigstore::registry::OciReference>()
+            .map_err(|error| OciError::InvalidReference {
+                reference: format!("{repository}@{digest}"),
+                why: error.to_string(),
+            })?;
         let mut simple_signing = SimpleSigning::new(&reference, digest);
         // As cosign writes it: the repository, without tag or digest.
         repository.clone_into(&mut simple_signing.critical.identity.docker_reference);
-        let payload = serde_json::to_vec(&simple_signing).map_err(|error| error.to_string())?;
+        let payload = serde_json::to_vec(&simple_signing).map_err(key_failed)?;
         let signer = self
             .keys
             .to_sigstore_signer(&self.scheme)
-            .map_err(|error| error.to_string())?;
-        let signature = signer.sign(&payload).map_err(|error| error.to_string())?;
+            .map_err(key_failed)?;
+        let signature = signer.sign(&payload).map_err(key_failed)?;
         Ok((
             payload,
             base64::engine::general_purpose::STANDARD.encode(signature),
         ))
+    }
+}
+
+/// A file of signing material (a key, a trust root) that could not be read or understood.
+fn local(path: &Path, why: String) -> OciError {
+    OciError::Local {
+        path: path.display().to_string(),
+        why,
+    }
+}
+
+/// A signing key that could not be made or used.
+fn key_failed(error: impl std::fmt::Display) -> OciError {
+    OciError::Local {
+        path: "the signing key".to_owned(),
+        why: error.to_string(),
     }
 }
 

@@ -40,13 +40,13 @@ impl Store {
         &self.root
     }
 
-    fn blob_path(&self, digest: &str) -> Result<PathBuf, String> {
+    fn blob_path(&self, digest: &str) -> Result<PathBuf, OciError> {
         check_digest(digest)?;
         let hex = &digest["sha256:".len()..];
         Ok(self.root.join("blobs").join("sha256").join(hex))
     }
 
-    fn signatures_path(&self, digest: &str) -> Result<PathBuf, String> {
+    fn signatures_path(&self, digest: &str) -> Result<PathBuf, OciError> {
         check_digest(digest)?;
         let hex = &digest["sha256:".len()..];
         Ok(self
@@ -64,13 +64,13 @@ impl Store {
     /// The blob `digest`, at most `max` bytes, checked against its digest.
     pub fn read(&self, digest: &str, max: u64) -> Result<Vec<u8>, OciError> {
         let path = self.blob_path(digest)?;
-        let bytes =
-            read_bounded(&path, max).map_err(|why| format!("{digest} in the store: {why}"))?;
+        let bytes = read_bounded(&path, max)
+            .map_err(|why| local(&path, format!("{digest} in the store: {why}")))?;
         if digest_of(&bytes) != digest {
-            return Err(crate::OciError::from(format!(
-                "{digest} in the store ({}) does not match its digest: it was changed",
-                path.display()
-            )));
+            return Err(local(
+                &path,
+                format!("{digest} in the store does not match its digest: it was changed"),
+            ));
         }
         Ok(bytes)
     }
@@ -81,8 +81,12 @@ impl Store {
         digest: &str,
     ) -> Result<oci_client::manifest::OciImageManifest, OciError> {
         let bytes = self.read(digest, MAX_MANIFEST_BYTES as u64)?;
-        serde_json::from_slice(&bytes)
-            .map_err(|error| crate::OciError::from(format!("the manifest {digest}: {error}")))
+        serde_json::from_slice(&bytes).map_err(|error| {
+            local(
+                &self.blob_path(digest).unwrap_or_default(),
+                format!("the manifest {digest}: {error}"),
+            )
+        })
     }
 
     /// Keep `bytes` as the blob `digest`, after checking they are.
@@ -90,12 +94,13 @@ impl Store {
         let path = self.blob_path(digest)?;
         let actual = digest_of(bytes);
         if actual != digest {
-            return Err(crate::OciError::from(format!(
-                "the bytes are {actual}, not {digest}"
-            )));
+            return Err(local(
+                &path,
+                format!("not stored: the bytes are {actual}, not {digest}"),
+            ));
         }
         write_atomic(&path, bytes)
-            .map_err(|error| crate::OciError::from(format!("storing {digest}: {error}")))
+            .map_err(|error| local(&path, format!("storing {digest}: {error}")))
     }
 
     /// The signatures recorded for the manifest `digest` (none if none were found).
@@ -105,13 +110,10 @@ impl Store {
     ) -> Result<Vec<crate::signing::StoredSignature>, OciError> {
         let path = self.signatures_path(digest)?;
         match read_bounded(&path, MAX_SIGNATURES_FILE_BYTES) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
-                crate::OciError::from(format!("the signatures of {digest}: {error}"))
-            }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|error| local(&path, format!("the signatures of {digest}: {error}"))),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(error) => Err(crate::OciError::from(format!(
-                "the signatures of {digest}: {error}"
-            ))),
+            Err(error) => Err(local(&path, format!("the signatures of {digest}: {error}"))),
         }
     }
 
@@ -142,9 +144,12 @@ impl Store {
             size += length + 1;
             kept.push(signature.clone());
         }
-        let text = serde_json::to_vec(&kept).map_err(|error| error.to_string())?;
+        let text = serde_json::to_vec(&kept).map_err(|error| local(&path, error))?;
         write_atomic(&path, &text).map_err(|error| {
-            crate::OciError::from(format!("storing the signatures of {digest}: {error}"))
+            local(
+                &path,
+                format!("storing the signatures of {digest}: {error}"),
+            )
         })
     }
 }
@@ -229,17 +234,11 @@ impl Lock {
         let path = path.into();
         let file = match read_bounded(&path, MAX_LOCK_FILE_BYTES) {
             Ok(bytes) => {
-                let text = String::from_utf8(bytes)
-                    .map_err(|_| format!("{}: not UTF-8", path.display()))?;
-                toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+                let text = String::from_utf8(bytes).map_err(|_| local(&path, "not UTF-8"))?;
+                toml::from_str(&text).map_err(|error| local(&path, error))?
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
-            Err(error) => {
-                return Err(crate::OciError::from(format!(
-                    "{}: {error}",
-                    path.display()
-                )));
-            }
+            Err(error) => return Err(local(&path, error)),
         };
         Ok(Lock { path, file })
     }
@@ -278,10 +277,17 @@ impl Lock {
 
     /// Write the lock file (whole, atomically).
     pub fn save(&self) -> Result<(), OciError> {
-        let body = toml::to_string(&self.file).map_err(|error| error.to_string())?;
-        write_atomic(&self.path, format!("{LOCK_HEADER}{body}").as_bytes()).map_err(|error| {
-            crate::OciError::from(format!("writing {}: {error}", self.path.display()))
-        })
+        let body = toml::to_string(&self.file).map_err(|error| local(&self.path, error))?;
+        write_atomic(&self.path, format!("{LOCK_HEADER}{body}").as_bytes())
+            .map_err(|error| local(&self.path, format!("writing: {error}")))
+    }
+}
+
+/// A file of the store or the lock file that could not be read, written or understood.
+fn local(path: &Path, why: impl std::fmt::Display) -> OciError {
+    OciError::Local {
+        path: path.display().to_string(),
+        why: why.to_string(),
     }
 }
 

@@ -177,7 +177,12 @@ impl WireError {
                     why: error.to_string(),
                 }
             }
-            other => OciError::Failed(format!("{reference}: {other}")),
+            error @ WireError::Status { status, .. } => OciError::Refused {
+                reference,
+                status: status.as_u16(),
+                why: error.to_string(),
+            },
+            WireError::Malformed(why) => OciError::Invalid { reference, why },
         }
     }
 }

@@ -184,17 +184,19 @@ pub(crate) fn keygen(prefix: &std::path::Path) -> ExitCode {
         |(private_pem, public_pem)| {
             let create = |path: &std::path::Path, text: &str, mode: u32| {
                 use std::os::unix::fs::OpenOptionsExt as _;
-                let mut file = std::fs::OpenOptions::new()
+                std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(mode)
                     .open(path)
-                    .map_err(|error| format!("{}: {error}", path.display()))?;
-                file.write_all(text.as_bytes())
-                    .map_err(|error| format!("{}: {error}", path.display()))
+                    .and_then(|mut file| file.write_all(text.as_bytes()))
+                    .map_err(|error| toolcell_oci::OciError::Local {
+                        path: path.display().to_string(),
+                        why: error.to_string(),
+                    })
             };
             create(&private, &private_pem, 0o600)?;
-            create(&public, &public_pem, 0o644).map_err(toolcell_oci::OciError::from)
+            create(&public, &public_pem, 0o644)
         },
     );
     match written {
