@@ -155,6 +155,32 @@ pub(crate) fn prowler() {
     }
     std::fs::remove_file(ws.join("a/out")).expect("unlink");
 
+    // A FIFO no one writes, in the granted directory: an open of it would wait forever, on the
+    // thread that runs the call (a call's file operations run there). It is refused at once,
+    // not left to the deadline.
+    let fifo = ws.join("a/pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let runtime = std::sync::Arc::new(runtime);
+    let (answered, answer) = std::sync::mpsc::channel();
+    let prowling = std::sync::Arc::clone(&runtime);
+    std::thread::spawn(move || {
+        let _ = answered.send(prowl(&prowling, "a", "top.txt", "dir_fifo"));
+    });
+    // Far past what the refusal takes; a call stuck in the open never answers at all.
+    let response = answer
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the open of a FIFO was answered, not left waiting");
+    assert!(
+        matches!(&response, ToolResponse::Failed { message, .. }
+            if message.contains("not permitted") || message.contains("Operation not permitted")),
+        "{response:?}"
+    );
+    std::fs::remove_file(&fifo).expect("unlink the FIFO");
+
     // Not even inside the staging directory may a link be made.
     let linked = prowl(&runtime, "a/ro.txt", "a/rw.txt", "escape_link");
     assert!(

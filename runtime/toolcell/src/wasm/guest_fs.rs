@@ -85,6 +85,9 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                 if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
                     return absent();
                 }
+                if would_block(store.data_mut(), &fd, &path, follows(path_flags)) {
+                    return Ok((Err(ErrorCode::NotPermitted),));
+                }
                 let opened_from = OpenedFrom::new(store.data_mut(), &fd);
                 let mut view = store.data_mut().filesystem();
                 let opened =
@@ -425,11 +428,38 @@ fn hidden(
         let Some(dir) = dir else {
             return false;
         };
-        // Resolving walks the file system: off the async threads, as wasmtime-wasi does.
-        tokio::task::spawn_blocking(move || resolves_hidden(&dir, &path, follow, &hides))
-            .await
-            .unwrap_or(true)
+        // Resolving walks the file system, on the calling thread, as every file operation of
+        // a call does (`sandbox.rs`: `allow_blocking_current_thread`).
+        resolves_hidden(&dir, &path, follow, &hides)
     }
+}
+
+/// Whether `path`, from the directory `fd` of `state`'s call, names something an open could
+/// wait on forever: anything but a regular file, a directory or (not followed) a symlink. A
+/// call's file operations run on the thread that runs the call (`sandbox.rs`), where a FIFO
+/// with no writer would hold that thread past the call's deadline; a tool has no use for one
+/// (nor for a device or a socket), so `open-at` refuses them (`not-permitted`). A name that
+/// does not resolve (absent, or a link out of the preopen) is left to wasmtime-wasi.
+///
+/// Checked before the open, so a FIFO put in place between this check and the open by
+/// another process on the host would still be opened: the tool itself cannot make one (WASI
+/// has no `mknod`), and neither can a caller (the file tools write regular files).
+fn would_block(state: &mut CallState, fd: &Resource<Descriptor>, path: &str, follow: bool) -> bool {
+    let Ok(Descriptor::Dir(dir)) = state.filesystem().table.get(fd) else {
+        return false;
+    };
+    let Ok(dir) = dir.dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
+        return false;
+    };
+    let metadata = if follow {
+        dir.metadata(path)
+    } else {
+        dir.symlink_metadata(path)
+    };
+    metadata.is_ok_and(|meta| {
+        let kind = meta.file_type();
+        !(kind.is_file() || kind.is_dir() || kind.is_symlink())
+    })
 }
 
 /// What a call hides in its preopens: names its deny-read list matches, and the runtime's

@@ -66,7 +66,13 @@ impl CallState {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }));
+            .socket_addr_check(|_, _| Box::pin(async { false }))
+            // A file operation (an open, a stat, a read of a few KiB) runs on the thread that
+            // runs the call, as the guest waits for it anyway, instead of a hand-off to tokio's
+            // blocking pool and back for each one: that hand-off was most of what a small
+            // read_file cost (BENCHMARKS "File tools at the call's own pace"). What could wait
+            // forever (a FIFO) is refused before the open (`guest_fs.rs`: `would_block`).
+            .allow_blocking_current_thread(true);
         if !grants.clock {
             builder.wall_clock(FixedWallClock);
         }

@@ -9,8 +9,9 @@
 //! writable file by a hard link to the readable one), `write` (write its own file: the
 //! positive control). With `read` naming a directory (a read grant of the directory itself):
 //! `dir_write` (create a file in it), `dir_up` (read `top.txt` through `..`), `dir_link_out`
-//! (read through a symlink inside it that leads out of the workspace), `dir_read` (read a file
-//! in it: the positive control).
+//! (read through a symlink inside it that leads out of the workspace), `dir_fifo` (open a FIFO
+//! in it, which no one writes: an open that would wait forever), `dir_read` (read a file in it:
+//! the positive control).
 
 use serde::Deserialize;
 use toolcell_guest::{CapabilityKind, Info, Tool, ToolError};
@@ -123,6 +124,7 @@ impl Tool for Prowler {
                 std::fs::read_to_string(format!("{}/out/secret.txt", args.read)).map_err(io)
             }
             "dir_read" => std::fs::read_to_string(format!("{}/ro.txt", args.read)).map_err(io),
+            "dir_fifo" => std::fs::read_to_string(format!("{}/pipe", args.read)).map_err(io),
             "write" => std::fs::write(&args.write, "written by the grant")
                 .map(|()| "wrote".into())
                 .map_err(io),
