@@ -5,6 +5,12 @@ Usage: http_client.py URL TOKEN MODE   (MODE: "auto" or "legacy"; TOKEN may be "
 It lists the tools, calls echo (by name and through call_tool), calls with bad arguments
 (expects isError), calls an unknown tool (expects the -32602 protocol error), and cancels a
 call that never ends, then makes another. Any failed expectation exits non-zero.
+
+One thing is forgiven, and only once every check has passed: the `mcp` client's transport
+delivering, as it closes, the late answer to the call cancelled above into the stream the
+session has already closed (`anyio.ClosedResourceError` out of the transport's task group).
+On a loaded machine the server ends the cancelled call after the last check; the client
+library then raises on its way out although the session did all it was asked.
 """
 
 import sys
@@ -20,6 +26,17 @@ def expect(condition, what):
     if not condition:
         raise SystemExit(f"FAILED: {what}")
     print(f"ok: {what}")
+
+
+# Set when every check of `main` has passed.
+FINISHED = False
+
+
+def closed_stream_only(error):
+    """Whether `error` is a ClosedResourceError, or a group of nothing else."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(closed_stream_only(inner) for inner in error.exceptions)
+    return isinstance(error, anyio.ClosedResourceError)
 
 
 def text_of(result):
@@ -61,9 +78,16 @@ async def main(url, token, mode):
 
         result = await client.call_tool("echo", {"text": "after"})
         expect(not result.is_error and text_of(result) == "after", "the next call succeeds")
+        global FINISHED
+        FINISHED = True
 
 
 if __name__ == "__main__":
     url, token, mode = sys.argv[1:4]
-    anyio.run(main, url, token, mode)
+    try:
+        anyio.run(main, url, token, mode)
+    except BaseException as error:
+        if not (FINISHED and closed_stream_only(error)):
+            raise
+        print("note: the client's transport closed on a late answer to the cancelled call")
     print("client: all checks passed")
