@@ -200,6 +200,16 @@ impl fmt::Display for OciError {
 
 impl std::error::Error for OciError {}
 
+impl OciError {
+    /// A file on this machine (`path`) that could not be read, written or understood.
+    pub(crate) fn local(path: &std::path::Path, why: impl fmt::Display) -> OciError {
+        OciError::Local {
+            path: path.display().to_string(),
+            why: why.to_string(),
+        }
+    }
+}
+
 /// For the registry code that still builds its messages as text.
 impl From<OciError> for String {
     fn from(error: OciError) -> String {

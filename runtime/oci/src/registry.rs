@@ -145,16 +145,10 @@ pub fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
             return Ok(RegistryAuth::Anonymous);
         }
         Err(error) => {
-            return Err(OciError::Local {
-                path: path.display().to_string(),
-                why: error.to_string(),
-            });
+            return Err(OciError::local(&path, error));
         }
     };
-    docker_credentials(&text, registry).map_err(|why| OciError::Local {
-        path: path.display().to_string(),
-        why,
-    })
+    docker_credentials(&text, registry).map_err(|why| OciError::local(&path, why))
 }
 
 /// What `reference`'s registry sent (or what was given to push) that is not what it must be.
@@ -447,10 +441,8 @@ async fn pull_within(
 /// What the store holds of the manifest `digest`, as a [`Pulled`] (offline).
 fn stored(store: &Store, digest: &str, options: &PullOptions) -> Result<Pulled, OciError> {
     let manifest = store.manifest(digest)?;
-    let layer = component_layer(&manifest).map_err(|why| OciError::Local {
-        path: store.root().display().to_string(),
-        why: format!("the manifest {digest}: {why}"),
-    })?;
+    let layer = component_layer(&manifest)
+        .map_err(|why| OciError::local(store.root(), format!("the manifest {digest}: {why}")))?;
     let component = store.read(&layer.digest, MAX_COMPONENT_BYTES)?;
     let signatures = store.signatures(digest)?;
     let signers = options.signers(digest, &signatures);

@@ -162,7 +162,7 @@ pub struct TrustedKey {
 impl TrustedKey {
     /// Read the PEM public key at `path`.
     pub fn read(path: &Path) -> Result<TrustedKey, OciError> {
-        let why = |what: String| local(path, format!("the public key: {what}"));
+        let why = |what: String| OciError::local(path, format!("the public key: {what}"));
         let pem = read_key_file(path).map_err(&why)?;
         let der = pem_body(&pem).map_err(&why)?;
         let verifier = PublicKeyVerifier::try_from(&pem).map_err(|error| why(error.to_string()))?;
@@ -467,7 +467,7 @@ struct RekorPayload {
 impl TrustRoot {
     /// Read the trust root at `path`.
     pub fn read(path: &Path) -> Result<TrustRoot, OciError> {
-        let why = |what: String| local(path, format!("the trust root: {what}"));
+        let why = |what: String| OciError::local(path, format!("the trust root: {what}"));
         let bytes = read_bounded(path, MAX_TRUST_ROOT_BYTES).map_err(&why)?;
         let mut root = TrustRoot::parse(&bytes).map_err(&why)?;
         root.path = path.to_owned();
@@ -772,7 +772,7 @@ impl SigningKey {
     /// Read the private key at `path`: cosign's encrypted PEM (the password from
     /// `$COSIGN_PASSWORD`, empty if unset) or a plain PKCS#8 PEM.
     pub fn read(path: &Path) -> Result<SigningKey, OciError> {
-        let why = |what: String| local(path, format!("the private key: {what}"));
+        let why = |what: String| OciError::local(path, format!("the private key: {what}"));
         let pem = read_key_file(path).map_err(&why)?;
         let encrypted = std::str::from_utf8(&pem)
             .map_err(|_| why("not PEM text".to_owned()))?
@@ -850,14 +850,6 @@ impl SigningKey {
             payload,
             base64::engine::general_purpose::STANDARD.encode(signature),
         ))
-    }
-}
-
-/// A file of signing material (a key, a trust root) that could not be read or understood.
-fn local(path: &Path, why: String) -> OciError {
-    OciError::Local {
-        path: path.display().to_string(),
-        why,
     }
 }
 

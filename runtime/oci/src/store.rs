@@ -65,9 +65,9 @@ impl Store {
     pub fn read(&self, digest: &str, max: u64) -> Result<Vec<u8>, OciError> {
         let path = self.blob_path(digest)?;
         let bytes = read_bounded(&path, max)
-            .map_err(|why| local(&path, format!("{digest} in the store: {why}")))?;
+            .map_err(|why| OciError::local(&path, format!("{digest} in the store: {why}")))?;
         if digest_of(&bytes) != digest {
-            return Err(local(
+            return Err(OciError::local(
                 &path,
                 format!("{digest} in the store does not match its digest: it was changed"),
             ));
@@ -82,7 +82,7 @@ impl Store {
     ) -> Result<oci_client::manifest::OciImageManifest, OciError> {
         let bytes = self.read(digest, MAX_MANIFEST_BYTES as u64)?;
         serde_json::from_slice(&bytes).map_err(|error| {
-            local(
+            OciError::local(
                 &self.blob_path(digest).unwrap_or_default(),
                 format!("the manifest {digest}: {error}"),
             )
@@ -94,13 +94,13 @@ impl Store {
         let path = self.blob_path(digest)?;
         let actual = digest_of(bytes);
         if actual != digest {
-            return Err(local(
+            return Err(OciError::local(
                 &path,
                 format!("not stored: the bytes are {actual}, not {digest}"),
             ));
         }
         write_atomic(&path, bytes)
-            .map_err(|error| local(&path, format!("storing {digest}: {error}")))
+            .map_err(|error| OciError::local(&path, format!("storing {digest}: {error}")))
     }
 
     /// The signatures recorded for the manifest `digest` (none if none were found).
@@ -110,10 +110,14 @@ impl Store {
     ) -> Result<Vec<crate::signing::StoredSignature>, OciError> {
         let path = self.signatures_path(digest)?;
         match read_bounded(&path, MAX_SIGNATURES_FILE_BYTES) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|error| local(&path, format!("the signatures of {digest}: {error}"))),
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+                OciError::local(&path, format!("the signatures of {digest}: {error}"))
+            }),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(error) => Err(local(&path, format!("the signatures of {digest}: {error}"))),
+            Err(error) => Err(OciError::local(
+                &path,
+                format!("the signatures of {digest}: {error}"),
+            )),
         }
     }
 
@@ -144,9 +148,9 @@ impl Store {
             size += length + 1;
             kept.push(signature.clone());
         }
-        let text = serde_json::to_vec(&kept).map_err(|error| local(&path, error))?;
+        let text = serde_json::to_vec(&kept).map_err(|error| OciError::local(&path, error))?;
         write_atomic(&path, &text).map_err(|error| {
-            local(
+            OciError::local(
                 &path,
                 format!("storing the signatures of {digest}: {error}"),
             )
@@ -234,11 +238,12 @@ impl Lock {
         let path = path.into();
         let file = match read_bounded(&path, MAX_LOCK_FILE_BYTES) {
             Ok(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| local(&path, "not UTF-8"))?;
-                toml::from_str(&text).map_err(|error| local(&path, error))?
+                let text =
+                    String::from_utf8(bytes).map_err(|_| OciError::local(&path, "not UTF-8"))?;
+                toml::from_str(&text).map_err(|error| OciError::local(&path, error))?
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => LockFile::default(),
-            Err(error) => return Err(local(&path, error)),
+            Err(error) => return Err(OciError::local(&path, error)),
         };
         Ok(Lock { path, file })
     }
@@ -277,17 +282,10 @@ impl Lock {
 
     /// Write the lock file (whole, atomically).
     pub fn save(&self) -> Result<(), OciError> {
-        let body = toml::to_string(&self.file).map_err(|error| local(&self.path, error))?;
+        let body =
+            toml::to_string(&self.file).map_err(|error| OciError::local(&self.path, error))?;
         write_atomic(&self.path, format!("{LOCK_HEADER}{body}").as_bytes())
-            .map_err(|error| local(&self.path, format!("writing: {error}")))
-    }
-}
-
-/// A file of the store or the lock file that could not be read, written or understood.
-fn local(path: &Path, why: impl std::fmt::Display) -> OciError {
-    OciError::Local {
-        path: path.display().to_string(),
-        why: why.to_string(),
+            .map_err(|error| OciError::local(&self.path, format!("writing: {error}")))
     }
 }
 
