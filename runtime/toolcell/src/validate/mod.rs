@@ -43,11 +43,17 @@ pub const MAX_LISTED_ALLOWED: usize = 12;
 /// the host's start (like [`DESCRIBE_TIMEOUT`](crate::call::limits::DESCRIBE_TIMEOUT)).
 pub const SCHEMA_COMPILE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The most estimated work (argument bytes times subschemas per value) a check may take where
-/// the call is, rather than on the blocking pool. A subschema visit costs up to ~150 ns, so
-/// this is about a millisecond at worst; an echo's arguments are a few dozen. Above it, the
-/// hand-off to another thread (tens of microseconds) is worth its cost.
+/// The most estimated work ([`estimated_work`]: subschema visits) a check may take where the
+/// call is, rather than on the blocking pool. A subschema visit costs up to ~150 ns, so this is
+/// about two milliseconds at worst; an echo's arguments are a few visits, a `write_file` of
+/// 4 KiB a few hundred. Above it, the hand-off to another thread (tens of microseconds, and a
+/// stack the schema's nesting cannot overflow) is worth its cost.
 pub const INLINE_VALIDATION_WORK: u64 = 16 * 1024;
+
+/// How many bytes of a string a keyword may scan (a `pattern`, a length, a `format`) for the
+/// cost of one subschema visit: the `regex` crate's automata and a character count run at
+/// about a nanosecond a byte, so a visit's ~150 ns pays for 16 bytes many times over.
+pub const BYTES_PER_VISIT: u64 = 16;
 
 /// The most subschema nesting a check may have to run where the call is, on a stack the host
 /// does not choose (a tokio worker's is 2 MiB).
@@ -325,8 +331,7 @@ impl ArgumentSchema {
         if stop.is_some_and(StopToken::is_stopped) {
             return Checked::Stopped;
         }
-        let bytes = u64::try_from(arguments.len()).unwrap_or(u64::MAX);
-        let work = bytes.saturating_mul(self.cost.visits_per_value);
+        let work = estimated_work(arguments, self.cost.visits_per_value);
         if work <= INLINE_VALIDATION_WORK && self.cost.nesting <= INLINE_MAX_NESTING {
             return match self.check(tool, arguments) {
                 Ok(value) => Checked::Valid(value),
@@ -354,6 +359,31 @@ impl ArgumentSchema {
             () = stop.stopped() => Checked::Stopped,
         }
     }
+}
+
+/// The subschema visits checking `arguments` may take, at most, against a schema whose values
+/// each meet `visits_per_value` subschemas: every value (and object key) is at most one
+/// structural character's worth (a value follows `[`, `,` or `:`, a key `{` or `,`, and the
+/// first starts the text), and every [`BYTES_PER_VISIT`] bytes of it may be scanned by each of
+/// those subschemas. A long string is one value and its bytes, not a value per byte: the
+/// arguments of a `write_file` of 4 KiB are a few hundred visits, not 4,096 times the schema.
+/// An estimate already past [`INLINE_VALIDATION_WORK`] from the bytes alone is not scanned.
+pub(crate) fn estimated_work(arguments: &str, visits_per_value: u64) -> u64 {
+    let bytes = u64::try_from(arguments.len()).unwrap_or(u64::MAX);
+    let scanned = (bytes / BYTES_PER_VISIT).saturating_mul(visits_per_value);
+    if scanned > INLINE_VALIDATION_WORK {
+        return scanned;
+    }
+    let structural = arguments
+        .bytes()
+        .filter(|byte| matches!(byte, b'[' | b'{' | b',' | b':'))
+        .count();
+    let values = u64::try_from(structural)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    values
+        .saturating_mul(visits_per_value)
+        .saturating_add(scanned)
 }
 
 /// A missing required property, and the property given in its place when one was given
@@ -724,6 +754,42 @@ mod tests {
         .expect("compiles");
         let arguments = format!(r#"{{"xs":[{}0]}}"#, "-1,".repeat(100_000));
         (schema, arguments)
+    }
+
+    #[test]
+    fn the_estimate_counts_values_not_the_bytes_of_a_string() {
+        // write_file's arguments with 4 KiB of text: three values and the text's bytes.
+        let text = "lorem ipsum dolor sit amet ".repeat(152);
+        let write = serde_json::to_string(&json!({ "path": "out.txt", "content": text }))
+            .expect("serialises");
+        assert!(write.len() > 4096, "{}", write.len());
+        let scanned = |text: &str| u64::try_from(text.len()).expect("fits") / BYTES_PER_VISIT;
+        let work = estimated_work(&write, 1);
+        // `{` `:` `,` `:` and the first: five.
+        assert_eq!(work, 5 + scanned(&write));
+        assert!(work <= INLINE_VALIDATION_WORK);
+        // Against a schema whose values each meet four subschemas, it is still checked here;
+        // the estimate before (every byte a value) sent it to the pool.
+        assert!(estimated_work(&write, 4) <= INLINE_VALIDATION_WORK);
+        assert!(u64::try_from(write.len()).expect("fits") * 4 > INLINE_VALIDATION_WORK);
+        // Commas inside a string are counted as if they were values: an estimate over, never under.
+        assert_eq!(estimated_work(r#"{"a":",,,,"}"#, 2), 2 * (1 + 2 + 4));
+        // Many small values: each one, times the subschemas a value meets.
+        let many = format!("[{}0]", "1,".repeat(5000));
+        assert_eq!(
+            estimated_work(&many, 3),
+            3 * (1 + 1 + 5000) + 3 * scanned(&many)
+        );
+        assert!(estimated_work(&many, 4) > INLINE_VALIDATION_WORK);
+        // The slow schema below, with a handful of values, goes to the pool.
+        let (slow, _) = slow();
+        assert!(
+            estimated_work(r#"{"xs":[-1,-2,-3]}"#, slow.cost.visits_per_value)
+                > INLINE_VALIDATION_WORK
+        );
+        // Bytes alone past the bound: answered without the scan, still past it.
+        let huge = "x".repeat(1 << 20);
+        assert!(estimated_work(&huge, 1) > INLINE_VALIDATION_WORK);
     }
 
     #[test]
