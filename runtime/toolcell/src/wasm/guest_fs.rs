@@ -17,6 +17,9 @@
 //!   to wasmtime-wasi's rules; a path that cannot be resolved for the check is refused too.
 //!   `readlink-at` is refused when the link's own text names such a file.
 //!
+//! - a file's output stream writes where the call is (`wasm/guest_write.rs`), not on tokio's
+//!   blocking pool: same permissions, one hand-off fewer.
+//!
 //! - the runtime's protected files (its policy, audit, tokens and compile-cache files, its
 //!   tools directories: `gate/files.rs`) are not there either, whatever the deny-read list says:
 //!   checked by what a path resolves to (and what a listed entry is), not by name, and by file
@@ -316,7 +319,7 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
             })
         },
     )?;
-    Ok(())
+    crate::wasm::guest_write::link(&mut types)
 }
 
 /// The directory an `open-at` starts from, and what its call hides: to check the descriptor the

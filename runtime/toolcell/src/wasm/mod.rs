@@ -14,6 +14,7 @@ pub(crate) mod engine;
 pub(crate) mod epoch;
 pub(crate) mod files;
 mod guest_fs;
+mod guest_write;
 pub(crate) mod index;
 pub(crate) mod instance;
 pub(crate) mod lazy;
