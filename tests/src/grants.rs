@@ -114,6 +114,7 @@ pub(crate) fn prowler() {
     for (read, write, attack) in [
         ("a/ro.txt", "a/rw.txt", "sibling"),
         ("a/ro.txt", "a/rw.txt", "write_read"),
+        ("a/ro.txt", "a/rw.txt", "write_handle"),
         ("a/ro.txt", "a/rw.txt", "hooks"),
         ("top.txt", "top.txt", "hooks"),
         ("top.txt", "top.txt", "settings"),
@@ -123,7 +124,11 @@ pub(crate) fn prowler() {
         ("a/ro.txt", "a/rw.txt", "link_read"),
     ] {
         let response = prowl(&runtime, read, write, attack);
-        if attack == "sibling" || attack.contains("link") {
+        assert!(
+            !format!("{response:?}").contains("no attack named"),
+            "the prowler guest knows {attack}"
+        );
+        if attack == "sibling" || attack.contains("link") || attack == "write_handle" {
             assert!(response.is_error(), "{attack}: {response:?}");
         }
         assert_eq!(
@@ -132,6 +137,16 @@ pub(crate) fn prowler() {
             "{attack} ({read}, {write}) changed the workspace"
         );
     }
+    // Staging directories serve later calls (emptied): what the attacks above left in theirs
+    // (`.git/hooks`, `.toolcell/permissions.toml`, links) is not there for the next call.
+    assert_eq!(
+        prowl(&runtime, "a/ro.txt", "a/rw.txt", "list"),
+        ToolResponse::text("ro.txt\nrw.txt")
+    );
+    assert_eq!(
+        prowl(&runtime, "top.txt", "top.txt", "list"),
+        ToolResponse::text("top.txt")
+    );
     // A read grant of a directory: the directory itself, read-only, and nothing beyond it.
     let outside = ws.parent().expect("temp").join("outside");
     std::fs::create_dir_all(&outside).expect("mkdir");
@@ -167,7 +182,7 @@ pub(crate) fn prowler() {
     let runtime = std::sync::Arc::new(runtime);
     let (answered, answer) = std::sync::mpsc::channel();
     let prowling = std::sync::Arc::clone(&runtime);
-    std::thread::spawn(move || {
+    let prowling = std::thread::spawn(move || {
         let _ = answered.send(prowl(&prowling, "a", "top.txt", "dir_fifo"));
     });
     // Far past what the refusal takes; a call stuck in the open never answers at all.
@@ -180,6 +195,7 @@ pub(crate) fn prowler() {
         "{response:?}"
     );
     std::fs::remove_file(&fifo).expect("unlink the FIFO");
+    prowling.join().expect("the prowling thread ends");
 
     // Not even inside the staging directory may a link be made.
     let linked = prowl(&runtime, "a/ro.txt", "a/rw.txt", "escape_link");
@@ -209,12 +225,27 @@ pub(crate) fn prowler() {
         std::fs::read_to_string(ws.join("new.txt")).expect("created"),
         "written by the grant"
     );
+    // Staging directories are kept for later calls, emptied: nothing of a call is left in one.
+    let kept: Vec<_> = std::fs::read_dir(ws.join(".toolcell/grants"))
+        .expect("grants dir")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert!(!kept.is_empty(), "an emptied staging directory is kept");
+    for dir in &kept {
+        assert_eq!(
+            std::fs::read_dir(dir).expect("a directory").count(),
+            0,
+            "{} holds nothing after its call",
+            dir.display()
+        );
+    }
+    drop(runtime);
     let leftovers = std::fs::read_dir(ws.join(".toolcell/grants"))
         .expect("grants dir")
         .count();
     assert_eq!(
         leftovers, 0,
-        "every staging directory is removed after its call"
+        "every staging directory is removed with the runtime"
     );
 }
 
@@ -780,10 +811,21 @@ fn a_killed_process_s_staging_directory_is_swept_and_a_live_one_is_kept() {
         let report = call.join().expect("the call thread");
         assert_eq!(report.response, ToolResponse::Cancelled);
     });
+    // A call's own is emptied when it ends and kept for the next call, until the runtime goes.
+    let kept = staged();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        std::fs::read_dir(grants.join(&kept[0]))
+            .expect("kept")
+            .count(),
+        0,
+        "emptied: no link to notes.txt left"
+    );
+    drop(runtime);
     assert_eq!(
         staged(),
         Vec::<String>::new(),
-        "a call's own is removed with it"
+        "a call's own is removed with its runtime"
     );
 }
 

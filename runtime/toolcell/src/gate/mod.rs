@@ -201,8 +201,8 @@ impl Gate {
                                     let grants_dir = scope
                                         .workspace
                                         .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
-                                        .grants_dir()
-                                        .and_then(|grants| Staging::new(grants, dir))
+                                        .staging_pool()
+                                        .and_then(|pool| Staging::new(pool, dir))
                                         .map_err(|error| {
                                             open_failed(kind, &shown, "cannot stage it", &error)
                                         })?;

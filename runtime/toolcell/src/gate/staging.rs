@@ -17,9 +17,19 @@
 //! - where a hard link cannot be made (another file system, another user's file under
 //!   `protected_hardlinks`), the file is copied in, and a written copy renamed back.
 //!
-//! Nothing else is in the staging directory, and it is removed when the call's grants are
+//! Nothing else is in the staging directory, and it is emptied when the call's grants are
 //! dropped. Links the tool creates there are never carried over (and `wasm/guest_fs.rs` refuses to
 //! let a guest create one at all).
+//!
+//! An emptied staging directory is kept, still locked, for a later call of the same workspace
+//! ([`StagingPool`]): making and removing a directory costs a journalling file system several
+//! times what emptying one does (66 µs a pair on this machine's ext4, against a few for a link
+//! and its removal; BENCHMARKS.md). Nothing of the earlier call is in it: every entry is removed
+//! (and found gone) before it is kept, one that grew past a fresh directory's size is removed
+//! instead (a large directory would tell a later call that an earlier one made many files),
+//! and a reused one gets the current time as its times, as a new one has. It is kept only when
+//! nothing else holds it (no preopen of it outlives the call that had it); at most
+//! [`POOLED_STAGING_DIRS`] are kept, and they are removed with the workspace.
 //!
 //! A process killed mid-call cannot remove its staging directories, and they hold hard links to
 //! real files. So each is locked (`flock`, on the directory itself) from before anything is put
@@ -31,7 +41,7 @@ use cap_std::fs::MetadataExt as _;
 use cap_std::fs::{Dir, Metadata};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Where staging directories live, relative to the workspace.
 pub const GRANTS_DIR: &str = ".toolcell/grants";
@@ -44,6 +54,90 @@ const NAME_BYTES: usize = 12;
 /// directory a concurrent sweep took before it was locked, costs one try; a run of them means
 /// something other than chance is at work.
 const NAME_ATTEMPTS: usize = 16;
+
+/// How many emptied staging directories a workspace keeps for later calls: about as many as
+/// calls with file grants run at once on a large host; one more is removed, as every one was
+/// before they were kept.
+pub(crate) const POOLED_STAGING_DIRS: usize = 16;
+
+/// The most a directory may measure (its `st_size`) to be kept for reuse: an empty one on ext4
+/// (one block; tmpfs says less). One that grew past it held many entries.
+const FRESH_DIR_BYTES: u64 = 4096;
+
+/// A workspace's `.toolcell/grants`, and the staging directories calls emptied, kept locked for
+/// later calls (see the module docs).
+#[derive(Debug)]
+pub(crate) struct StagingPool {
+    /// `.toolcell/grants` in the workspace.
+    grants: Dir,
+    /// Emptied staging directories, by name, each still locked.
+    free: Mutex<Vec<(String, Arc<Dir>)>>,
+}
+
+impl StagingPool {
+    /// The pool of `grants` (`.toolcell/grants`, opened by the caller without following links),
+    /// holding none yet.
+    pub(crate) fn new(grants: Dir) -> StagingPool {
+        StagingPool {
+            grants,
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take(&self) -> Option<(String, Arc<Dir>)> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+
+    /// Keep `dir` (named `name`, emptied, locked) for a later call, or remove it if the pool is
+    /// full.
+    fn keep(&self, name: String, dir: Arc<Dir>) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < POOLED_STAGING_DIRS {
+            free.push((name, dir));
+            return;
+        }
+        drop(free);
+        let _ = self.grants.remove_dir_all(&name);
+    }
+
+    /// How many emptied staging directories are kept.
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+impl Drop for StagingPool {
+    fn drop(&mut self) {
+        // Removed while still locked; a failure leaves an empty directory the next
+        // `Workspace::open` sweeps.
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (name, _dir) in free {
+            let _ = self.grants.remove_dir_all(&name);
+        }
+    }
+}
+
+/// Remove everything in `dir` without following a link, and check that nothing is left and
+/// that it is no bigger than a fresh directory.
+fn empty(dir: &Dir) -> io::Result<()> {
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if entry.file_type()?.is_dir() {
+            dir.remove_dir_all(&name)?;
+        } else {
+            dir.remove_file(&name)?;
+        }
+    }
+    if dir.entries()?.next().is_some() {
+        return Err(io::Error::other("an entry appeared while it was emptied"));
+    }
+    if dir.dir_metadata()?.len() > FRESH_DIR_BYTES {
+        return Err(io::Error::other("it grew past a fresh directory's size"));
+    }
+    Ok(())
+}
 
 /// One file in a staging directory.
 #[derive(Debug)]
@@ -62,8 +156,8 @@ struct StagedFile {
 /// The staging directory of one real directory, for one call.
 #[derive(Debug)]
 pub(crate) struct Staging {
-    /// `.toolcell/grants` in the workspace.
-    grants: Dir,
+    /// `.toolcell/grants` in the workspace, and the directories kept for reuse.
+    pool: Arc<StagingPool>,
     /// This staging directory's name under it.
     name: String,
     /// The staging directory: what the guest gets as a preopen.
@@ -74,13 +168,34 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
-    /// A new, empty staging directory under `grants` (`.toolcell/grants`, opened by the
-    /// caller without following links) for files of `target`.
+    /// An empty staging directory under `pool`'s `.toolcell/grants` for files of `target`: one
+    /// an earlier call emptied, or a new one.
     ///
     /// The directory is locked before it is handed back, and stays locked while this value (or
-    /// a preopen of it) lives: a [`sweep`] leaves it alone.
-    pub(crate) fn new(grants: &Dir, target: Dir) -> io::Result<Staging> {
-        let grants = grants.try_clone()?;
+    /// a preopen of it) lives, and while it is kept for reuse: a [`sweep`] leaves it alone.
+    pub(crate) fn new(pool: &Arc<StagingPool>, target: Dir) -> io::Result<Staging> {
+        if let Some((name, dir)) = pool.take() {
+            // The times a new directory would have: nothing tells when it was last used.
+            let now = rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            };
+            rustix::fs::futimens(
+                &*dir,
+                &rustix::fs::Timestamps {
+                    last_access: now,
+                    last_modification: now,
+                },
+            )?;
+            return Ok(Staging {
+                pool: Arc::clone(pool),
+                name,
+                dir,
+                target,
+                files: Vec::new(),
+            });
+        }
+        let grants = &pool.grants;
         for _ in 0..NAME_ATTEMPTS {
             let name = crate::digest::hex(&crate::digest::random::<NAME_BYTES>()?);
             match grants.create_dir(&name) {
@@ -90,14 +205,14 @@ impl Staging {
             }
             // Until it is locked, a sweep may take it (it looks like a dead process's): then
             // it is gone, or not the directory made, and another name is tried.
-            let dir = match lock_dir(&grants, OsStr::new(&name)) {
+            let dir = match lock_dir(grants, OsStr::new(&name)) {
                 Ok(Some(dir)) => dir,
                 Ok(None) => continue,
                 Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
                 Err(error) => return Err(error),
             };
             return Ok(Staging {
-                grants,
+                pool: Arc::clone(pool),
                 name,
                 dir: Arc::new(dir),
                 target,
@@ -229,9 +344,15 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        // Whatever the call left in it goes with it; a failure leaves a directory that the
-        // next `Workspace::open` clears.
-        let _ = self.grants.remove_dir_all(&self.name);
+        // Emptied and kept for a later call when nothing else holds it; otherwise removed with
+        // whatever the call left in it. A failure leaves a directory that the next
+        // `Workspace::open` clears.
+        if Arc::strong_count(&self.dir) == 1 && empty(&self.dir).is_ok() {
+            self.pool
+                .keep(std::mem::take(&mut self.name), Arc::clone(&self.dir));
+            return;
+        }
+        let _ = self.pool.grants.remove_dir_all(&self.name);
     }
 }
 
@@ -402,8 +523,10 @@ mod tests {
         std::fs::write(ws.join("real.txt"), "real").expect("write");
         let root = Dir::open_ambient_dir(&ws, ambient_authority()).expect("open");
         assert_eq!(sweep(&root).expect("no grants dir yet"), 0);
-        let grants = open_grants_dir(&root).expect("grants dir");
-        let live = Staging::new(&grants, root.try_clone().expect("clone")).expect("staging");
+        let pool = Arc::new(StagingPool::new(
+            open_grants_dir(&root).expect("grants dir"),
+        ));
+        let live = Staging::new(&pool, root.try_clone().expect("clone")).expect("staging");
 
         // What a killed process leaves: unlocked, a hard link to a real file and a link out in it.
         let on_disk = ws.join(GRANTS_DIR);
@@ -438,10 +561,109 @@ mod tests {
 
         let name = live.name.clone();
         drop(live);
+        assert_eq!(pool.kept(), 1, "a call's own is kept for the next call");
+        assert_eq!(
+            sweep(&root).expect("sweep"),
+            0,
+            "a kept one is still locked"
+        );
+        drop(pool);
         assert!(
             !on_disk.join(name).exists(),
-            "a call's own is removed with it"
+            "a kept one is removed with its workspace"
         );
+    }
+
+    /// What a call left in its staging directory is gone before the directory serves another
+    /// call, and a directory something else still holds, or past the pool's size, is removed.
+    #[test]
+    fn a_staging_directory_is_reused_only_when_emptied_and_unheld() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let ws = temp.path().join("ws");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        std::fs::write(ws.join("real.txt"), "real").expect("write");
+        let root = Dir::open_ambient_dir(&ws, ambient_authority()).expect("open");
+        let pool = Arc::new(StagingPool::new(
+            open_grants_dir(&root).expect("grants dir"),
+        ));
+        let on_disk = ws.join(GRANTS_DIR);
+        let target = || root.try_clone().expect("clone");
+
+        let mut first = Staging::new(&pool, target()).expect("staging");
+        first.add(OsStr::new("real.txt"), true);
+        first.finish().expect("staged");
+        // What a tool may leave: a new file, a directory of files, the granted file.
+        first.dir.write("left.txt", "left").expect("write");
+        first.dir.create_dir_all("sub/deeper").expect("mkdir");
+        first.dir.write("sub/deeper/f", "f").expect("write");
+        let name = first.name.clone();
+        let before = std::time::SystemTime::now();
+        drop(first);
+        assert_eq!(pool.kept(), 1);
+        assert_eq!(
+            std::fs::read_dir(on_disk.join(&name))
+                .expect("kept")
+                .count(),
+            0,
+            "emptied"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("real.txt")).expect("read"),
+            "real"
+        );
+
+        let second = Staging::new(&pool, target()).expect("staging");
+        assert_eq!(second.name, name, "the emptied one serves the next call");
+        assert_eq!(pool.kept(), 0);
+        let modified = second
+            .dir
+            .dir_metadata()
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        assert!(
+            modified.into_std() >= before,
+            "a reused directory has the time of its reuse"
+        );
+
+        // Held by something else when its call ends (a preopen that outlived it): removed.
+        let held = Arc::clone(&second.dir);
+        drop(second);
+        assert_eq!(pool.kept(), 0);
+        assert!(!on_disk.join(&name).exists(), "removed, not kept");
+        drop(held);
+
+        // One that grew past a fresh directory's size is not kept (on ext4 a directory keeps
+        // its blocks when emptied; tmpfs gives them back, and then it may be kept).
+        let big = Staging::new(&pool, target()).expect("staging");
+        for i in 0..400 {
+            big.dir
+                .write(format!("a-rather-long-file-name-to-fill-blocks-{i:04}"), "")
+                .expect("write");
+        }
+        let name = big.name.clone();
+        drop(big);
+        let kept = on_disk.join(&name);
+        match pool.kept() {
+            0 => assert!(!kept.exists(), "not kept: removed"),
+            _ => assert!(
+                std::fs::metadata(&kept).expect("kept").len() <= FRESH_DIR_BYTES,
+                "kept only at a fresh directory's size"
+            ),
+        }
+
+        // At most POOLED_STAGING_DIRS are kept; the rest are removed.
+        let many: Vec<Staging> = (0..POOLED_STAGING_DIRS + 2)
+            .map(|_| Staging::new(&pool, target()).expect("staging"))
+            .collect();
+        drop(many);
+        assert_eq!(pool.kept(), POOLED_STAGING_DIRS);
+        assert_eq!(
+            std::fs::read_dir(&on_disk).expect("grants").count(),
+            POOLED_STAGING_DIRS
+        );
+        drop(pool);
+        assert_eq!(std::fs::read_dir(&on_disk).expect("grants").count(), 0);
     }
 
     #[test]

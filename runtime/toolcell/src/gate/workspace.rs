@@ -10,7 +10,9 @@ use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::gate::staging::StagingPool;
 
 /// Where "always" rules are saved, relative to the workspace.
 pub const PERMISSIONS_FILE: &str = ".toolcell/permissions.toml";
@@ -21,8 +23,9 @@ pub struct Workspace {
     root: PathBuf,
     pub(crate) dir: Dir,
     saved: Mutex<SavedRules>,
-    /// `.toolcell/grants`, where file grants are staged (`gate/staging.rs`), opened on first use.
-    grants: std::sync::OnceLock<Dir>,
+    /// `.toolcell/grants`, where file grants are staged (`gate/staging.rs`), opened on first
+    /// use, with the staging directories kept for reuse.
+    grants: std::sync::OnceLock<Arc<StagingPool>>,
 }
 
 impl Workspace {
@@ -48,13 +51,14 @@ impl Workspace {
         })
     }
 
-    /// `.toolcell/grants` in this workspace, made on first use.
-    pub(crate) fn grants_dir(&self) -> io::Result<&Dir> {
-        if let Some(dir) = self.grants.get() {
-            return Ok(dir);
+    /// `.toolcell/grants` in this workspace (made on first use), and its staging directories
+    /// kept for reuse.
+    pub(crate) fn staging_pool(&self) -> io::Result<&Arc<StagingPool>> {
+        if let Some(pool) = self.grants.get() {
+            return Ok(pool);
         }
         let dir = crate::gate::staging::open_grants_dir(&self.dir)?;
-        Ok(self.grants.get_or_init(|| dir))
+        Ok(self.grants.get_or_init(|| Arc::new(StagingPool::new(dir))))
     }
 
     /// The workspace's canonical path.
