@@ -15,6 +15,18 @@
 //! - **Several writers.** Every record is written holding an exclusive `flock` on the head
 //!   file, and takes its `seq` and `prev` from the head as it is then: two processes appending
 //!   to one file (two `toolcell call`s) extend one chain, never fork it.
+//! - **A lease on the head.** A writer keeps the head's lock after its record while records
+//!   keep coming, and lets go once none came for [`AUDIT_LEASE_IDLE`] (a thread of its own
+//!   watches) or, at its next record, once it has held it for [`AUDIT_LEASE_MAX`]. While it
+//!   holds it no one else can write, so the head it wrote last is the head: a record under the
+//!   lease takes no lock, reads no head and checks only that the head file at the path is still
+//!   the one it holds (one `statx`; a head removed and made again by another writer ends the
+//!   lease, and the record goes on from the new head). The head is still rewritten after every
+//!   record, so what `audit verify` checks is the same. Another process's record waits for the
+//!   lease to end: at most [`AUDIT_LEASE_IDLE`] after this one's last record, or
+//!   [`AUDIT_LEASE_MAX`] while it keeps writing; then for [`AUDIT_LEASE_IDLE`] this one takes
+//!   and lets go of the lock for each record, as it did before leases, so the other gets a turn
+//!   (`flock` does not queue fairly: under sustained load from both it may wait more than one).
 //! - **Group commit.** Within one process, records that arrive while another is being written
 //!   wait for it and are then written together by one of them: one lock, one read of the head,
 //!   their lines in one append, one rewrite of the head. Each [`Audit::record`] returns only
@@ -37,7 +49,18 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a writer keeps the head's lock after its last record: long enough to span the gap
+/// between one call's record and the next on a busy server (microseconds to a millisecond),
+/// short enough that another process's record hardly waits for an idle one.
+pub const AUDIT_LEASE_IDLE: Duration = Duration::from_millis(2);
+
+/// The longest a writer keeps the head's lock while its records keep coming, before it lets go
+/// (at its next record) so another process appending to the same file gets a turn.
+pub const AUDIT_LEASE_MAX: Duration = Duration::from_millis(50);
 
 /// An append-only, hash-chained audit file (see the module docs).
 #[derive(Debug)]
@@ -45,9 +68,32 @@ pub struct Audit {
     path: PathBuf,
     head_path: PathBuf,
     rotate_at: Option<u64>,
-    files: Mutex<Files>,
+    /// The open files, shared with the thread that ends an idle lease.
+    shared: Arc<Shared>,
     /// Records waiting to be written, and what became of those a batch took (module docs).
     queue: Mutex<Queue>,
+    /// The thread that ends an idle lease, started with the first lease.
+    keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// What a writer and its lease keeper share.
+#[derive(Debug)]
+struct Shared {
+    files: Mutex<Files>,
+    /// Signalled when a lease starts and when the audit closes.
+    leased: Condvar,
+    closing: AtomicBool,
+}
+
+/// This handle holds the head's lock between records (module docs).
+#[derive(Debug)]
+struct Lease {
+    /// When it was taken: it is let go at the first record past [`AUDIT_LEASE_MAX`].
+    since: Instant,
+    /// When its last record was written: it is let go [`AUDIT_LEASE_IDLE`] after.
+    last: Instant,
+    /// The head file's length as last written.
+    head_len: usize,
 }
 
 /// The group commit's queue: records that arrived while a batch was being written, by ticket,
@@ -92,10 +138,96 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Files {
     log: File,
     head: File,
+    /// The open head file's device and inode: what the file at the head's path must be.
+    head_identity: (u64, u64),
     /// The head this handle wrote last.
     written: Option<Head>,
     /// How many batches this handle has written (group commit; its tests read it).
     batches: u64,
+    /// Held between records: the head's lock is this handle's.
+    lease: Option<Lease>,
+    /// After a lease held for [`AUDIT_LEASE_MAX`], none is taken until then: each record
+    /// takes and lets go of the lock, so a waiting process gets its turn.
+    no_lease_until: Option<Instant>,
+}
+
+impl Files {
+    /// End the lease, if there is one: the head's lock is let go.
+    fn release(&mut self) {
+        if self.lease.take().is_some() {
+            let _ = rustix::fs::flock(&self.head, rustix::fs::FlockOperation::Unlock);
+        }
+    }
+}
+
+/// The device and inode of an open file.
+fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The device and inode of what is at `path` (not following a link), if anything.
+fn identity_at(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// The lease keeper: ends a lease once no record came for [`AUDIT_LEASE_IDLE`], and the last
+/// one when the audit closes.
+fn keep_lease(shared: &Shared) {
+    let mut files = lock(&shared.files);
+    loop {
+        if shared.closing.load(Ordering::Acquire) {
+            files.release();
+            return;
+        }
+        let wait = match &files.lease {
+            None => None,
+            Some(lease) => {
+                let idle = lease.last.elapsed();
+                if idle >= AUDIT_LEASE_IDLE {
+                    files.release();
+                    continue;
+                }
+                Some(AUDIT_LEASE_IDLE - idle)
+            }
+        };
+        files = match wait {
+            None => shared
+                .leased
+                .wait(files)
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            Some(wait) => {
+                shared
+                    .leased
+                    .wait_timeout(files, wait)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0
+            }
+        };
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        {
+            // Told holding the files, so the keeper is either waiting (and woken) or has yet to
+            // look (and sees it).
+            let _files = lock(&self.shared.files);
+            self.shared.closing.store(true, Ordering::Release);
+            self.shared.leased.notify_all();
+        }
+        let keeper = lock(&self.keeper).take();
+        match keeper {
+            Some(keeper) => {
+                let _ = keeper.join();
+            }
+            None => lock(&self.shared.files).release(),
+        }
+    }
 }
 
 impl Audit {
@@ -110,17 +242,26 @@ impl Audit {
     pub fn open(path: &Path) -> std::io::Result<Audit> {
         let log = open_regular(path, true)?;
         let head = open_head(path)?;
+        let head_identity = identity(&head)?;
         Ok(Audit {
             path: path.to_owned(),
             head_path: head_path(path),
             rotate_at: None,
-            files: Mutex::new(Files {
-                log,
-                head,
-                written: None,
-                batches: 0,
+            shared: Arc::new(Shared {
+                files: Mutex::new(Files {
+                    log,
+                    head,
+                    head_identity,
+                    written: None,
+                    batches: 0,
+                    lease: None,
+                    no_lease_until: None,
+                }),
+                leased: Condvar::new(),
+                closing: AtomicBool::new(false),
             }),
             queue: Mutex::new(Queue::default()),
+            keeper: Mutex::new(None),
         })
     }
 
@@ -149,7 +290,7 @@ impl Audit {
             queue.waiting.push((ticket, record));
             ticket
         };
-        let mut files = lock(&self.files);
+        let mut files = lock(&self.shared.files);
         // Whoever held the files before may have written this record in its batch; if not,
         // it is still waiting, and this thread writes every waiting record.
         let batch = {
@@ -159,7 +300,16 @@ impl Audit {
             }
             std::mem::take(&mut queue.waiting)
         };
+        let leased = files.lease.is_some();
         let mut outcomes = self.write_batch(&mut files, batch);
+        if !leased && files.lease.is_some() {
+            // A lease began: its keeper starts timing it (and is started with the first).
+            if self.start_keeper() {
+                self.shared.leased.notify_all();
+            } else {
+                files.release();
+            }
+        }
         let mine = outcomes.remove(&ticket);
         // The others' outcomes are left before the files are let go: each finds its own as
         // soon as it holds them.
@@ -176,6 +326,29 @@ impl Audit {
         })
     }
 
+    /// Start the lease keeper, once; false if it could not be (then a lease could not end
+    /// while idle, so the caller holds none).
+    fn start_keeper(&self) -> bool {
+        let mut keeper = lock(&self.keeper);
+        if keeper.is_some() {
+            return true;
+        }
+        let shared = Arc::clone(&self.shared);
+        match std::thread::Builder::new()
+            .name("toolcell-audit-lease".to_owned())
+            .spawn(move || keep_lease(&shared))
+        {
+            Ok(handle) => {
+                *keeper = Some(handle);
+                true
+            }
+            Err(error) => {
+                tracing::warn!("the audit's lease keeper could not start: {error}");
+                false
+            }
+        }
+    }
+
     /// Write `batch` in order, holding the head's lock once: each record's outcome by ticket.
     fn write_batch(
         &self,
@@ -185,6 +358,8 @@ impl Audit {
         let tickets: Vec<u64> = batch.iter().map(|(ticket, _)| *ticket).collect();
         let mut outcomes = HashMap::with_capacity(tickets.len());
         if let Err(error) = self.write_locked(files, batch, &mut outcomes) {
+            // Whatever the failure left, the next record starts from the files as they are.
+            files.release();
             let failed = Failed::of(&error);
             for ticket in tickets {
                 outcomes
@@ -204,30 +379,58 @@ impl Audit {
         batch: Vec<(u64, AuditRecord)>,
         outcomes: &mut HashMap<u64, std::io::Result<Head>>,
     ) -> std::io::Result<()> {
-        let mut reopened = 0;
-        let locked = loop {
-            // The lock is taken on a head file that is at the head's path once it is held.
-            let locked = Locked::exclusive(&files.head)?;
-            if same_file(&files.head, &self.head_path) {
-                break locked;
+        let now = Instant::now();
+        // A lease is let go when it has been held long enough for others to get a turn, or
+        // when the head file at the path is no longer the one it locks (another writer made
+        // the head again): then this record takes the lock as any would.
+        if let Some(lease) = &files.lease {
+            if now.duration_since(lease.since) >= AUDIT_LEASE_MAX {
+                files.release();
+                files.no_lease_until = Some(now + AUDIT_LEASE_IDLE);
+            } else if identity_at(&self.head_path) != Some(files.head_identity) {
+                files.release();
             }
-            drop(locked);
-            reopened += 1;
-            if reopened > MAX_HEAD_REOPENS {
-                return Err(std::io::Error::other(format!(
-                    "{} keeps being replaced: the audit record was not written",
-                    self.head_path.display()
-                )));
-            }
-            files.head = open_head(&self.path)?;
-        };
-        let (head, head_len) = read_head_sized(&files.head)?;
-        // A file is rotated only by a record: if the head is still the one this handle wrote
-        // last, no one else has written, so the open file is still the one at the path.
-        if (head.is_none() || head != files.written) && !same_file(&files.log, &self.path) {
-            // Another process rotated the file (or it was removed): write where the path is now.
-            files.log = open_regular(&self.path, true)?;
         }
+        let (head, head_len) = match &files.lease {
+            // Held since this handle's last record: the head is the one it wrote.
+            Some(lease) => (files.written.clone(), lease.head_len),
+            None => {
+                let mut reopened = 0;
+                loop {
+                    // The lock is taken on a head file that is at the head's path once held.
+                    rustix::fs::flock(&files.head, rustix::fs::FlockOperation::LockExclusive)?;
+                    if identity_at(&self.head_path) == Some(files.head_identity) {
+                        break;
+                    }
+                    let _ = rustix::fs::flock(&files.head, rustix::fs::FlockOperation::Unlock);
+                    reopened += 1;
+                    if reopened > MAX_HEAD_REOPENS {
+                        return Err(std::io::Error::other(format!(
+                            "{} keeps being replaced: the audit record was not written",
+                            self.head_path.display()
+                        )));
+                    }
+                    files.head = open_head(&self.path)?;
+                    files.head_identity = identity(&files.head)?;
+                }
+                // Held from here: a failure below ends the lease (and lets the lock go).
+                files.lease = Some(Lease {
+                    since: now,
+                    last: now,
+                    head_len: 0,
+                });
+                let (head, head_len) = read_head_sized(&files.head)?;
+                // A file is rotated only by a record: if the head is still the one this
+                // handle wrote last, no one else has written, so the open file is still the
+                // one at the path.
+                if (head.is_none() || head != files.written) && !same_file(&files.log, &self.path) {
+                    // Another process rotated the file (or it was removed): write where the
+                    // path is now.
+                    files.log = open_regular(&self.path, true)?;
+                }
+                (head, head_len)
+            }
+        };
         files.batches = files.batches.saturating_add(1);
         let mut current = head;
         // The log's length matters only to rotation: read it only then.
@@ -267,13 +470,21 @@ impl Audit {
             current = Some(next);
         }
         append(&mut files.log, &lines)?;
+        let mut head_len = head_len;
         if let Some(head) = &current
             && !pending.is_empty()
         {
-            write_head_over(&files.head, head, Some(head_len))?;
+            head_len = write_head_over(&files.head, head, Some(head_len))?;
             files.written = Some(head.clone());
         }
-        drop(locked);
+        // The lock is kept (the lease) until the keeper or a later record lets it go, unless
+        // this handle just held one for its longest.
+        if files.no_lease_until.is_some_and(|until| now < until) {
+            files.release();
+        } else if let Some(lease) = &mut files.lease {
+            lease.last = Instant::now();
+            lease.head_len = head_len;
+        }
         outcomes.extend(pending.into_iter().map(|(ticket, head)| (ticket, Ok(head))));
         Ok(())
     }
@@ -544,7 +755,7 @@ mod tests {
         audit.record(record(0)).expect("the first record");
         let heads = std::thread::scope(|scope| {
             // A writer holds the files (as a slow batch would) while four records arrive.
-            let held = lock(&audit.files);
+            let held = lock(&audit.shared.files);
             let writers: Vec<_> = (1..=WRITERS)
                 .map(|n| {
                     let audit = &audit;
@@ -561,7 +772,7 @@ mod tests {
                 .collect::<Vec<Head>>()
         });
         assert_eq!(
-            lock(&audit.files).batches,
+            lock(&audit.shared.files).batches,
             2,
             "the first record, then one batch"
         );
@@ -602,6 +813,82 @@ mod tests {
         });
         let verified = check(&path).expect("one chain");
         assert_eq!(verified.lines, 400);
+        assert!(verified.head_checked);
+    }
+
+    /// Whether some other open file description could take the head's lock now.
+    fn head_is_free(path: &Path) -> bool {
+        let head = File::open(head_path(path)).expect("open the head");
+        rustix::fs::flock(&head, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+    }
+
+    #[test]
+    fn a_lease_keeps_the_lock_between_records_and_ends_when_idle() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::open(&path).expect("open");
+        // Right after a record the lease holds the lock (looked at under the files' mutex, so
+        // the keeper cannot end it meanwhile; tried a few times on a machine slow enough for
+        // the keeper to end it between the record and the look).
+        let mut held = false;
+        for n in 0..50 {
+            audit.record(record(n)).expect("record");
+            let files = lock(&audit.shared.files);
+            if files.lease.is_some() {
+                held = !head_is_free(&path);
+                if held {
+                    break;
+                }
+            }
+        }
+        assert!(held, "a record leaves the head's lock held");
+        let batches = lock(&audit.shared.files).batches;
+        // Idle, the lease ends and the lock is free for another writer, which writes.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !head_is_free(&path) {
+            assert!(Instant::now() < deadline, "the idle lease never ended");
+            std::thread::sleep(AUDIT_LEASE_IDLE);
+        }
+        let other = Audit::open(&path).expect("another writer");
+        other.record(record(100)).expect("record");
+        drop(other);
+        // The first writer, its lease over, goes on from the other's head: one chain.
+        audit.record(record(101)).expect("record");
+        assert!(lock(&audit.shared.files).batches > batches);
+        let verified = check(&path).expect("one chain");
+        assert_eq!(verified.last.map(|head| head.seq), Some(verified.lines - 1));
+        // Dropped, the audit lets the lock go at once.
+        drop(audit);
+        assert!(head_is_free(&path), "a dropped audit holds no lock");
+    }
+
+    #[test]
+    fn a_writer_that_keeps_writing_lets_another_have_a_turn() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let (busy, other) = (
+            Audit::open(&path).expect("busy"),
+            Audit::open(&path).expect("other"),
+        );
+        let done = AtomicBool::new(false);
+        let written = std::thread::scope(|scope| {
+            let writing = scope.spawn(|| {
+                // Records back to back, never idle, until the other has written (or for far
+                // longer than a lease: then the other never got its turn).
+                let give_up = Instant::now() + Duration::from_secs(60);
+                let mut n = 0;
+                while !done.load(Ordering::Acquire) && Instant::now() < give_up {
+                    busy.record(record(n)).expect("record");
+                    n += 1;
+                }
+                done.load(Ordering::Acquire)
+            });
+            other.record(record(1_000_000)).expect("record");
+            done.store(true, Ordering::Release);
+            writing.join().expect("the busy writer")
+        });
+        assert!(written, "the other writer's record waited out the busy one");
+        let verified = check(&path).expect("one chain");
         assert!(verified.head_checked);
     }
 

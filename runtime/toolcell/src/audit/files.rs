@@ -265,26 +265,26 @@ pub(crate) fn read_head_sized(file: &File) -> std::io::Result<(Option<Head>, usi
 /// Rewrite an open head file with `head` (one write of a fixed-width line: the file is cut
 /// only if it held something longer).
 pub(crate) fn write_head(file: &File, head: &Head) -> std::io::Result<()> {
-    write_head_over(file, head, None)
+    write_head_over(file, head, None).map(|_| ())
 }
 
 /// [`write_head`] over a head file known to be `known` bytes long: when that is the line's
 /// own width (every head this module writes), nothing is left to cut and its length is not
-/// read again.
+/// read again. Returns the head file's length now.
 pub(crate) fn write_head_over(
     file: &File,
     head: &Head,
     known: Option<usize>,
-) -> std::io::Result<()> {
+) -> std::io::Result<usize> {
     let line = head.line();
     file.write_all_at(line.as_bytes(), 0)?;
     if known == Some(line.len()) {
-        return Ok(());
+        return Ok(line.len());
     }
     if file.metadata()?.len() != line.len() as u64 {
         file.set_len(line.len() as u64)?;
     }
-    Ok(())
+    Ok(line.len())
 }
 
 /// The file at `path`, opened to be read: never through a symlink at its last step when
