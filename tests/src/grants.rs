@@ -35,6 +35,8 @@ const ALLOW_ALL: &str = r#"
 [tools.prowler]
 filesystem.read = { access = "allow", roots = ["."] }
 filesystem.write = { access = "allow", roots = ["."] }
+# deep_tree makes 36,000 file system calls: seconds on a loaded machine.
+limits = { timeout_ms = 30000 }
 
 [tools.read_file]
 filesystem.read = { access = "allow", roots = ["."] }
@@ -137,6 +139,14 @@ pub(crate) fn prowler() {
             "{attack} ({read}, {write}) changed the workspace"
         );
     }
+    // A tree deeper than a recursive removal survives, left in the staging directory: removed
+    // when the call ends (a recursive removal overflowed the worker's stack and killed the
+    // process here), and the workspace untouched.
+    assert_eq!(
+        prowl(&runtime, "a/ro.txt", "a/rw.txt", "deep_tree"),
+        ToolResponse::text("grown")
+    );
+    assert_eq!(snapshot(&ws), before, "deep_tree changed the workspace");
     // Staging directories serve later calls (emptied): what the attacks above left in theirs
     // (`.git/hooks`, `.toolcell/permissions.toml`, links) is not there for the next call.
     assert_eq!(

@@ -27,7 +27,9 @@
 //! and its removal; BENCHMARKS.md). Nothing of the earlier call is in it: every entry is removed
 //! (and found gone) before it is kept, one that grew past a fresh directory's size is removed
 //! instead (a large directory would tell a later call that an earlier one made many files),
-//! and a reused one gets the current time as its times, as a new one has. It is kept only when
+//! and a reused one gets the current time as its times, as a new one has (and a guest is
+//! never shown a directory's birth time, which would still be the first call's:
+//! `wasm/guest_fs.rs`). It is kept only when
 //! nothing else holds it (no preopen of it outlives the call that had it); at most
 //! [`POOLED_STAGING_DIRS`] are kept, and they are removed with the workspace.
 //!
@@ -97,7 +99,7 @@ impl StagingPool {
             return;
         }
         drop(free);
-        let _ = self.grants.remove_dir_all(&name);
+        let _ = remove_tree(&self.grants, OsStr::new(&name));
     }
 
     /// How many emptied staging directories are kept.
@@ -113,30 +115,72 @@ impl Drop for StagingPool {
         // `Workspace::open` sweeps.
         let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
         for (name, _dir) in free {
-            let _ = self.grants.remove_dir_all(&name);
+            let _ = remove_tree(&self.grants, OsStr::new(&name));
         }
     }
 }
 
-/// Remove everything in `dir` without following a link, and check that nothing is left and
-/// that it is no bigger than a fresh directory.
+/// Remove everything in `dir` ([`clear`]), and check that it is no bigger than a fresh
+/// directory.
 fn empty(dir: &Dir) -> io::Result<()> {
-    for entry in dir.entries()? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if entry.file_type()?.is_dir() {
-            dir.remove_dir_all(&name)?;
-        } else {
-            dir.remove_file(&name)?;
-        }
-    }
-    if dir.entries()?.next().is_some() {
-        return Err(io::Error::other("an entry appeared while it was emptied"));
-    }
+    clear(dir)?;
     if dir.dir_metadata()?.len() > FRESH_DIR_BYTES {
         return Err(io::Error::other("it grew past a fresh directory's size"));
     }
     Ok(())
+}
+
+/// Remove the directory `name` of `parent` and everything in it ([`clear`]).
+fn remove_tree(parent: &Dir, name: &OsStr) -> io::Result<()> {
+    clear(&open_dir_nofollow(parent, name)?)?;
+    parent.remove_dir(name)
+}
+
+/// Remove every entry of `dir`, never following a link, with no recursion and two directories
+/// open at a time however deep the tree: a subdirectory's entries are moved up into `dir` under
+/// fresh names and the emptied subdirectory removed, pass after pass, until a pass finds
+/// nothing. A tool can make a tree tens of thousands of levels deep with short paths (rename a
+/// directory into a new one, over and over); a recursive removal (a stack frame and an open
+/// directory a level, as cap-std's `remove_dir_all`) overflowed the thread's stack on it.
+/// Each entry is moved at most once per level above it.
+fn clear(dir: &Dir) -> io::Result<()> {
+    let mut fresh: u64 = 0;
+    loop {
+        let mut found = false;
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let name = entry.file_name();
+            found = true;
+            if !entry.file_type()?.is_dir() {
+                dir.remove_file(&name)?;
+                continue;
+            }
+            let sub = open_dir_nofollow(dir, &name)?;
+            for inner in sub.entries()? {
+                let inner = inner?.file_name();
+                loop {
+                    fresh = fresh.wrapping_add(1);
+                    let up = format!(".toolcell-clear-{fresh}");
+                    match rustix::fs::renameat_with(
+                        &sub,
+                        &inner,
+                        dir,
+                        &up,
+                        rustix::fs::RenameFlags::NOREPLACE,
+                    ) {
+                        Ok(()) => break,
+                        // A name the tool left there: the next one.
+                        Err(rustix::io::Errno::EXIST) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+            }
+            dir.remove_dir(&name)?;
+        }
+        if !found {
+            return Ok(());
+        }
+    }
 }
 
 /// One file in a staging directory.
@@ -352,7 +396,7 @@ impl Drop for Staging {
                 .keep(std::mem::take(&mut self.name), Arc::clone(&self.dir));
             return;
         }
-        let _ = self.pool.grants.remove_dir_all(&self.name);
+        let _ = remove_tree(&self.pool.grants, OsStr::new(&self.name));
     }
 }
 
@@ -438,8 +482,8 @@ fn lock_dir(grants: &Dir, name: &OsStr) -> io::Result<Option<Dir>> {
 /// Returns how many it removed.
 ///
 /// Only directories named as [`Staging::new`] names them are touched; no link is followed (not
-/// to reach `.toolcell/grants`, not to open an entry, not inside one: cap-std's
-/// `remove_dir_all` removes links, never what they lead to); a directory a live process holds
+/// to reach `.toolcell/grants`, not to open an entry, not inside one: [`clear`] removes
+/// links, never what they lead to); a directory a live process holds
 /// locked, this one included, is left alone. A workspace without `.toolcell/grants` has none.
 pub(crate) fn sweep(root: &Dir) -> io::Result<usize> {
     let mut grants = root.try_clone()?;
@@ -463,7 +507,7 @@ pub(crate) fn sweep(root: &Dir) -> io::Result<usize> {
         let Some(_held) = lock_dir(&grants, &name).unwrap_or_default() else {
             continue;
         };
-        match grants.remove_dir_all(&name) {
+        match remove_tree(&grants, &name) {
             Ok(()) => removed += 1,
             Err(error) => {
                 failed.get_or_insert(error);
@@ -664,6 +708,34 @@ mod tests {
         );
         drop(pool);
         assert_eq!(std::fs::read_dir(&on_disk).expect("grants").count(), 0);
+    }
+
+    /// A tree far deeper than a recursive removal survives (made as a tool can: short paths,
+    /// a directory renamed into a new one over and over) is removed on a small stack.
+    #[test]
+    fn a_tree_ten_thousand_levels_deep_is_removed_on_a_small_stack() {
+        const LEVELS: usize = 10_000;
+        let temp = tempfile::tempdir().expect("temp dir");
+        let root = Dir::open_ambient_dir(temp.path(), ambient_authority()).expect("open");
+        root.create_dir("t").expect("mkdir");
+        let tree = root.open_dir("t").expect("open");
+        tree.create_dir("a").expect("mkdir");
+        tree.write("a/leaf.txt", "leaf").expect("write");
+        for _ in 0..LEVELS {
+            tree.create_dir("n").expect("mkdir");
+            tree.rename("a", &tree, "n/a").expect("rename down");
+            tree.rename("n", &tree, "a").expect("rename up");
+        }
+        drop(tree);
+        // 64 KiB of stack: a frame a level would need several megabytes.
+        let removed = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || remove_tree(&root, OsStr::new("t")))
+            .expect("a thread")
+            .join()
+            .expect("no overflow");
+        removed.expect("removed");
+        assert_eq!(std::fs::read_dir(temp.path()).expect("read").count(), 0);
     }
 
     #[test]

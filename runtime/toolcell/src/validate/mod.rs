@@ -50,10 +50,16 @@ pub const SCHEMA_COMPILE_TIMEOUT: Duration = Duration::from_secs(1);
 /// stack the schema's nesting cannot overflow) is worth its cost.
 pub const INLINE_VALIDATION_WORK: u64 = 16 * 1024;
 
-/// How many bytes of a string a keyword may scan (a `pattern`, a length, a `format`) for the
-/// cost of one subschema visit: the `regex` crate's automata and a character count run at
-/// about a nanosecond a byte, so a visit's ~150 ns pays for 16 bytes many times over.
+/// How many bytes of a string a length check may count for the cost of one subschema visit,
+/// in a schema with no `pattern` or `format`: a character count runs at about a nanosecond a
+/// byte, so a visit's ~150 ns pays for 16 bytes many times over.
 pub const BYTES_PER_VISIT: u64 = 16;
+
+/// What one byte of a string costs, in subschema visits, where the schema has a `pattern`,
+/// `patternProperties` or `format`: the `regex` crate's slowest engine (the one it falls back
+/// to when its automata give up on a large pattern such as `a[ab]{300}c`) was measured at
+/// about 2 µs a byte, some thirteen visits.
+pub const PATTERN_BYTE_VISITS: u64 = 16;
 
 /// The most subschema nesting a check may have to run where the call is, on a stack the host
 /// does not choose (a tokio worker's is 2 MiB).
@@ -77,7 +83,48 @@ pub(crate) struct ArgumentSchema {
     /// The schema as the tool gave it, where a refusal looks up the names an object allows.
     schema: Arc<Value>,
     cost: SchemaCost,
+    /// What a value and a string's byte may cost beyond a visit (its `enum`s, its patterns).
+    weights: Weights,
     subject: Subject,
+}
+
+/// What checking a value and a string's byte may cost against one schema, beyond a subschema
+/// visit each: read from the schema when it is compiled, for [`estimated_work`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Weights {
+    /// The most subschemas one value is checked against ([`SchemaCost`]).
+    pub(crate) visits_per_value: u64,
+    /// The most members of one `enum` in the schema (at least 1): a value is compared with
+    /// them one by one.
+    pub(crate) enum_members: u64,
+    /// Whether a keyword scans strings with a regular expression or a format checker
+    /// (`pattern`, `patternProperties`, `format`): bytes then cost [`PATTERN_BYTE_VISITS`]
+    /// each, not one [`BYTES_PER_VISIT`]th.
+    pub(crate) scans_slowly: bool,
+}
+
+impl Weights {
+    /// The weights of `schema`, whose values meet at most `visits_per_value` subschemas.
+    fn of(schema: &Value, visits_per_value: u64) -> Weights {
+        let mut weights = Weights {
+            visits_per_value,
+            enum_members: 1,
+            scans_slowly: false,
+        };
+        for pointer in schema::subschema_pointers(schema) {
+            let Some(Value::Object(map)) = schema.pointer(&pointer) else {
+                continue;
+            };
+            weights.scans_slowly |= ["pattern", "patternProperties", "format"]
+                .iter()
+                .any(|keyword| map.contains_key(*keyword));
+            if let Some(Value::Array(members)) = map.get("enum") {
+                let members = u64::try_from(members.len()).unwrap_or(u64::MAX);
+                weights.enum_members = weights.enum_members.max(members);
+            }
+        }
+        weights
+    }
 }
 
 /// What a schema checks: a call's arguments, or a tool's result. Only the words differ.
@@ -164,6 +211,7 @@ impl ArgumentSchema {
         Ok(ArgumentSchema {
             validator: Arc::new(validator),
             schema: Arc::new(schema.clone()),
+            weights: Weights::of(schema, cost.visits_per_value),
             cost,
             subject,
         })
@@ -331,7 +379,7 @@ impl ArgumentSchema {
         if stop.is_some_and(StopToken::is_stopped) {
             return Checked::Stopped;
         }
-        let work = estimated_work(arguments, self.cost.visits_per_value);
+        let work = estimated_work(arguments, &self.weights);
         if work <= INLINE_VALIDATION_WORK && self.cost.nesting <= INLINE_MAX_NESTING {
             return match self.check(tool, arguments) {
                 Ok(value) => Checked::Valid(value),
@@ -361,16 +409,24 @@ impl ArgumentSchema {
     }
 }
 
-/// The subschema visits checking `arguments` may take, at most, against a schema whose values
-/// each meet `visits_per_value` subschemas: every value (and object key) is at most one
-/// structural character's worth (a value follows `[`, `,` or `:`, a key `{` or `,`, and the
-/// first starts the text), and every [`BYTES_PER_VISIT`] bytes of it may be scanned by each of
-/// those subschemas. A long string is one value and its bytes, not a value per byte: the
-/// arguments of a `write_file` of 4 KiB are a few hundred visits, not 4,096 times the schema.
-/// An estimate already past [`INLINE_VALIDATION_WORK`] from the bytes alone is not scanned.
-pub(crate) fn estimated_work(arguments: &str, visits_per_value: u64) -> u64 {
+/// The subschema visits checking `arguments` may take, at most, against a schema of
+/// `weights`: every value (and object key) is at most one structural character's worth (a
+/// value follows `[`, `,` or `:`, a key `{` or `,`, and the first starts the text), checked
+/// against each subschema a value meets and compared with the members of its largest `enum`;
+/// and every byte may be scanned by each of those subschemas, at [`PATTERN_BYTE_VISITS`] a byte
+/// where the schema has patterns or formats, one [`BYTES_PER_VISIT`]th of a visit where it
+/// has none. A long string is one value and its bytes, not a value per byte: the arguments of
+/// a `write_file` of 4 KiB are a few hundred visits, not 4,096 times the schema. An estimate
+/// already past [`INLINE_VALIDATION_WORK`] from the bytes alone is not scanned.
+pub(crate) fn estimated_work(arguments: &str, weights: &Weights) -> u64 {
     let bytes = u64::try_from(arguments.len()).unwrap_or(u64::MAX);
-    let scanned = (bytes / BYTES_PER_VISIT).saturating_mul(visits_per_value);
+    let visits_per_value = weights.visits_per_value;
+    let scanned = if weights.scans_slowly {
+        bytes.saturating_mul(PATTERN_BYTE_VISITS)
+    } else {
+        bytes / BYTES_PER_VISIT
+    }
+    .saturating_mul(visits_per_value);
     if scanned > INLINE_VALIDATION_WORK {
         return scanned;
     }
@@ -383,6 +439,7 @@ pub(crate) fn estimated_work(arguments: &str, visits_per_value: u64) -> u64 {
         .saturating_add(1);
     values
         .saturating_mul(visits_per_value)
+        .saturating_mul(weights.enum_members)
         .saturating_add(scanned)
 }
 
@@ -764,32 +821,75 @@ mod tests {
             .expect("serialises");
         assert!(write.len() > 4096, "{}", write.len());
         let scanned = |text: &str| u64::try_from(text.len()).expect("fits") / BYTES_PER_VISIT;
-        let work = estimated_work(&write, 1);
+        let plain = |visits_per_value| Weights {
+            visits_per_value,
+            enum_members: 1,
+            scans_slowly: false,
+        };
+        let work = estimated_work(&write, &plain(1));
         // `{` `:` `,` `:` and the first: five.
         assert_eq!(work, 5 + scanned(&write));
         assert!(work <= INLINE_VALIDATION_WORK);
         // Against a schema whose values each meet four subschemas, it is still checked here;
         // the estimate before (every byte a value) sent it to the pool.
-        assert!(estimated_work(&write, 4) <= INLINE_VALIDATION_WORK);
+        assert!(estimated_work(&write, &plain(4)) <= INLINE_VALIDATION_WORK);
         assert!(u64::try_from(write.len()).expect("fits") * 4 > INLINE_VALIDATION_WORK);
         // Commas inside a string are counted as if they were values: an estimate over, never under.
-        assert_eq!(estimated_work(r#"{"a":",,,,"}"#, 2), 2 * (1 + 2 + 4));
+        assert_eq!(
+            estimated_work(r#"{"a":",,,,"}"#, &plain(2)),
+            2 * (1 + 2 + 4)
+        );
         // Many small values: each one, times the subschemas a value meets.
         let many = format!("[{}0]", "1,".repeat(5000));
         assert_eq!(
-            estimated_work(&many, 3),
+            estimated_work(&many, &plain(3)),
             3 * (1 + 1 + 5000) + 3 * scanned(&many)
         );
-        assert!(estimated_work(&many, 4) > INLINE_VALIDATION_WORK);
+        assert!(estimated_work(&many, &plain(4)) > INLINE_VALIDATION_WORK);
         // The slow schema below, with a handful of values, goes to the pool.
         let (slow, _) = slow();
-        assert!(
-            estimated_work(r#"{"xs":[-1,-2,-3]}"#, slow.cost.visits_per_value)
-                > INLINE_VALIDATION_WORK
-        );
+        assert!(estimated_work(r#"{"xs":[-1,-2,-3]}"#, &slow.weights) > INLINE_VALIDATION_WORK);
         // Bytes alone past the bound: answered without the scan, still past it.
         let huge = "x".repeat(1 << 20);
-        assert!(estimated_work(&huge, 1) > INLINE_VALIDATION_WORK);
+        assert!(estimated_work(&huge, &plain(1)) > INLINE_VALIDATION_WORK);
+    }
+
+    /// The two shapes a hostile review found checked where the call is for about a second
+    /// (past any deadline): a large `enum` compared with many values, and a pattern that runs
+    /// on the regex crate's slowest engine over a long string. Both now go to the pool.
+    #[test]
+    fn large_enums_and_patterns_weigh_in_the_estimate() {
+        let members: Vec<Value> = (0..16_500).map(|i| json!(f64::from(i) + 0.5)).collect();
+        let enums = ArgumentSchema::compile(&json!({
+            "type": "array", "items": { "enum": members }
+        }))
+        .expect("compiles");
+        assert_eq!(enums.weights.enum_members, 16_500);
+        let zeros = format!("[{}0]", "0,".repeat(14_499));
+        assert!(estimated_work(&zeros, &enums.weights) > INLINE_VALIDATION_WORK);
+        // A handful of values against a small enum is still checked here.
+        let small = ArgumentSchema::compile(&json!({
+            "type": "object", "properties": { "mode": { "enum": ["r", "w", "a"] } }
+        }))
+        .expect("compiles");
+        assert!(estimated_work(r#"{"mode":"r"}"#, &small.weights) <= INLINE_VALIDATION_WORK);
+
+        let pattern = ArgumentSchema::compile(&json!({
+            "type": "object", "properties": { "s": { "type": "string", "pattern": "a[ab]{300}c" } }
+        }))
+        .expect("compiles");
+        assert!(pattern.weights.scans_slowly);
+        let long = serde_json::to_string(&json!({ "s": "ab".repeat(1024) })).expect("json");
+        assert!(estimated_work(&long, &pattern.weights) > INLINE_VALIDATION_WORK);
+        let format = ArgumentSchema::compile(&json!({ "format": "email" })).expect("compiles");
+        assert!(format.weights.scans_slowly);
+        // Without patterns the same string is a few hundred visits.
+        let free = ArgumentSchema::compile(&json!({
+            "type": "object", "properties": { "s": { "type": "string", "maxLength": 5000 } }
+        }))
+        .expect("compiles");
+        assert!(!free.weights.scans_slowly);
+        assert!(estimated_work(&long, &free.weights) <= INLINE_VALIDATION_WORK);
     }
 
     #[test]

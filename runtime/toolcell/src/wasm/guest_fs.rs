@@ -17,6 +17,9 @@
 //!   to wasmtime-wasi's rules; a path that cannot be resolved for the check is refused too.
 //!   `readlink-at` is refused when the link's own text names such a file.
 //!
+//! - a directory's `status-change-timestamp` is its data-modification time, not its birth time
+//!   (which wasmtime-wasi reports there, and which would tell a call whether its staging
+//!   directory served an earlier one: [`without_birth_time`]).
 //! - a file's output stream writes where the call is (`wasm/guest_write.rs`), not on tokio's
 //!   blocking pool: same permissions, one hand-off fewer.
 //!
@@ -46,8 +49,8 @@ use std::sync::Arc;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, DescriptorStat, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
-    MetadataHashValue, NewTimestamp, OpenFlags, PathFlags,
+    DescriptorFlags, DescriptorStat, DescriptorType, ErrorCode, HostDescriptor,
+    HostDirectoryEntryStream, MetadataHashValue, NewTimestamp, OpenFlags, PathFlags,
 };
 use wasmtime_wasi::p2::{FsResult, ReaddirIterator};
 
@@ -118,7 +121,24 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                     return absent::<DescriptorStat>();
                 }
                 let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::stat_at(&mut view, fd, path_flags, path).await)
+                answer(
+                    HostDescriptor::stat_at(&mut view, fd, path_flags, path)
+                        .await
+                        .map(without_birth_time),
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.stat",
+        |mut store, (fd,): (Resource<Descriptor>,)| {
+            Box::new(async move {
+                let mut view = store.data_mut().filesystem();
+                answer(
+                    HostDescriptor::stat(&mut view, fd)
+                        .await
+                        .map(without_birth_time),
+                )
             })
         },
     )?;
@@ -320,6 +340,19 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
         },
     )?;
     crate::wasm::guest_write::link(&mut types)
+}
+
+/// A directory's stat with its data-modification time where wasmtime-wasi puts its creation
+/// (birth) time, as `status-change-timestamp`. A staging directory serves more than one call
+/// (`gate/staging.rs`): its birth time is the first call's, and a later call comparing it with
+/// the directory's other times could tell whether it was reused, which an earlier call can
+/// decide (by growing it past reuse): one bit from call to call. No tool needs a directory's
+/// birth time.
+fn without_birth_time(mut stat: DescriptorStat) -> DescriptorStat {
+    if stat.type_ == DescriptorType::Directory {
+        stat.status_change_timestamp = stat.data_modification_timestamp;
+    }
+    stat
 }
 
 /// The directory an `open-at` starts from, and what its call hides: to check the descriptor the
