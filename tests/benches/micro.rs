@@ -152,9 +152,10 @@ fn traces_on(bencher: Bencher) {
     let spans = tracing_subscriber::filter::Targets::new()
         .with_target(toolcell::CALL_SPAN_TARGET, tracing::Level::INFO);
     let subscriber = logs_only().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("bench"))
-            .with_filter(spans),
+        toolcell_cli::telemetry::lean_layer(
+            tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")),
+        )
+        .with_filter(spans),
     );
     tracing::subscriber::with_default(subscriber, || {
         bencher.bench_local(|| PORT.call(black_box(&ECHO)));

@@ -184,9 +184,9 @@ fn traces(
     let spans = Targets::new()
         .with_target(toolcell::CALL_SPAN_TARGET, tracing::Level::INFO)
         .with_target(toolcell_mcp::trace::TRACE_TARGET, tracing::Level::INFO);
-    let traces = tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer(SERVICE_NAME))
-        .with_filter(spans);
+    let traces =
+        lean_layer(tracing_opentelemetry::layer().with_tracer(provider.tracer(SERVICE_NAME)))
+            .with_filter(spans);
     tracing_subscriber::registry()
         .with(logs)
         .with(traces)
@@ -194,6 +194,29 @@ fn traces(
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// The OpenTelemetry layer without the attributes `tracing-opentelemetry` adds to every span
+/// by default: the source location (`code.filepath`, `code.lineno`, `code.namespace`), the
+/// thread (`thread.id`, `thread.name`), the `target` (always [`toolcell::CALL_SPAN_TARGET`] or
+/// the MCP server's), and the busy and idle times (taken at every poll of the call's future).
+/// None of them tells an operator anything about a call that the span's own fields and its
+/// start and end do not, and together they were about a fifth of what a traced call added
+/// (BENCHMARKS.md, "Traces on").
+#[cfg(feature = "otel")]
+pub fn lean_layer<S, T>(
+    layer: tracing_opentelemetry::OpenTelemetryLayer<S, T>,
+) -> tracing_opentelemetry::OpenTelemetryLayer<S, T>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    T: opentelemetry::trace::Tracer + 'static,
+    T::Span: Send + Sync,
+{
+    layer
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
 }
 
 /// The traces URL of an OTLP/HTTP endpoint: `BASE/v1/traces`, as `$OTEL_EXPORTER_OTLP_ENDPOINT`
