@@ -224,20 +224,21 @@ impl Staging {
                 tv_sec: 0,
                 tv_nsec: rustix::fs::UTIME_NOW,
             };
-            rustix::fs::futimens(
-                &*dir,
-                &rustix::fs::Timestamps {
-                    last_access: now,
-                    last_modification: now,
-                },
-            )?;
-            return Ok(Staging {
-                pool: Arc::clone(pool),
-                name,
-                dir,
-                target,
-                files: Vec::new(),
-            });
+            let times = rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            };
+            if rustix::fs::futimens(&*dir, &times).is_ok() {
+                return Ok(Staging {
+                    pool: Arc::clone(pool),
+                    name,
+                    dir,
+                    target,
+                    files: Vec::new(),
+                });
+            }
+            // Its times could not be reset: not reused, removed (while still locked).
+            let _ = remove_tree(&pool.grants, OsStr::new(&name));
         }
         let grants = &pool.grants;
         for _ in 0..NAME_ATTEMPTS {
