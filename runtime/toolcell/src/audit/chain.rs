@@ -162,21 +162,6 @@ impl Files {
     }
 }
 
-/// The device and inode of an open file.
-fn identity(file: &File) -> std::io::Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = file.metadata()?;
-    Ok((meta.dev(), meta.ino()))
-}
-
-/// The device and inode of what is at `path` (not following a link), if anything.
-fn identity_at(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|meta| (meta.dev(), meta.ino()))
-}
-
 /// The lease keeper: ends a lease once no record came for [`AUDIT_LEASE_IDLE`], and the last
 /// one when the audit closes.
 fn keep_lease(shared: &Shared) {

@@ -177,11 +177,25 @@ pub(crate) fn open_head(path: &Path) -> std::io::Result<File> {
 
 /// Whether `file` is still the file at `path`.
 pub(crate) fn same_file(file: &File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    match (file.metadata(), std::fs::symlink_metadata(path)) {
-        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+    match (identity(file), identity_at(path)) {
+        (Ok(open), Some(named)) => open == named,
         _ => false,
     }
+}
+
+/// The device and inode of an open file.
+pub(crate) fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The device and inode of what is at `path` (not following a link), if anything.
+pub(crate) fn identity_at(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// An exclusive `flock` on a file, released when dropped.

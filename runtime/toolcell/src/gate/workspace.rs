@@ -25,7 +25,7 @@ pub struct Workspace {
     saved: Mutex<SavedRules>,
     /// `.toolcell/grants`, where file grants are staged (`gate/staging.rs`), opened on first
     /// use, with the staging directories kept for reuse.
-    grants: std::sync::OnceLock<Arc<StagingPool>>,
+    staging: std::sync::OnceLock<Arc<StagingPool>>,
 }
 
 impl Workspace {
@@ -47,18 +47,18 @@ impl Workspace {
             root,
             dir,
             saved,
-            grants: std::sync::OnceLock::new(),
+            staging: std::sync::OnceLock::new(),
         })
     }
 
     /// `.toolcell/grants` in this workspace (made on first use), and its staging directories
     /// kept for reuse.
     pub(crate) fn staging_pool(&self) -> io::Result<&Arc<StagingPool>> {
-        if let Some(pool) = self.grants.get() {
+        if let Some(pool) = self.staging.get() {
             return Ok(pool);
         }
         let dir = crate::gate::staging::open_grants_dir(&self.dir)?;
-        Ok(self.grants.get_or_init(|| Arc::new(StagingPool::new(dir))))
+        Ok(self.staging.get_or_init(|| Arc::new(StagingPool::new(dir))))
     }
 
     /// The workspace's canonical path.

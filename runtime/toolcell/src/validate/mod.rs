@@ -104,15 +104,16 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// The weights of `schema`, whose values meet at most `visits_per_value` subschemas.
-    fn of(schema: &Value, visits_per_value: u64) -> Weights {
+    /// The weights of `schema`, whose values meet at most `visits_per_value` subschemas and
+    /// whose subschemas are at `pointers`.
+    fn of(schema: &Value, pointers: &[String], visits_per_value: u64) -> Weights {
         let mut weights = Weights {
             visits_per_value,
             enum_members: 1,
             scans_slowly: false,
         };
-        for pointer in schema::subschema_pointers(schema) {
-            let Some(Value::Object(map)) = schema.pointer(&pointer) else {
+        for pointer in pointers {
+            let Some(Value::Object(map)) = schema.pointer(pointer) else {
                 continue;
             };
             weights.scans_slowly |= ["pattern", "patternProperties", "format"]
@@ -188,9 +189,10 @@ impl ArgumentSchema {
         }
         let cost = schema::check(schema)?;
         // The compiled copy carries the watch keyword in every subschema.
+        let pointers = schema::subschema_pointers(schema);
         let mut watched = schema.clone();
-        for pointer in schema::subschema_pointers(schema) {
-            if let Some(Value::Object(map)) = watched.pointer_mut(&pointer) {
+        for pointer in &pointers {
+            if let Some(Value::Object(map)) = watched.pointer_mut(pointer) {
                 map.insert(WATCH_KEYWORD.to_owned(), Value::Bool(true));
             }
         }
@@ -211,7 +213,7 @@ impl ArgumentSchema {
         Ok(ArgumentSchema {
             validator: Arc::new(validator),
             schema: Arc::new(schema.clone()),
-            weights: Weights::of(schema, cost.visits_per_value),
+            weights: Weights::of(schema, &pointers, cost.visits_per_value),
             cost,
             subject,
         })
