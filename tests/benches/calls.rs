@@ -407,6 +407,25 @@ fn main() {
         }
         compared.push((format!("stdio, {window} in flight"), rounds));
     }
+    // The same echo served by Wassette ([`Wassette::from_env`]) and by this build in turn,
+    // `SERVED_ROUNDS` times each, by the same client: the comparison issue 41 asks for.
+    let mut versus = Vec::new();
+    if let Some(wassette) = Wassette::from_env() {
+        for window in [1, SERVED_WINDOW] {
+            let name = format!("echo served over MCP stdio, {window} in flight: against Wassette");
+            if !bench.selects(&name) {
+                continue;
+            }
+            let key = cache.path().join("cache.key");
+            let mut rounds = Vec::new();
+            for _ in 0..SERVED_ROUNDS {
+                let theirs = wassette.serve_echo(served_calls(), window);
+                let ours = serve_echo(&binary, &warm, &key, served_calls(), window);
+                rounds.push((theirs, ours));
+            }
+            versus.push((format!("stdio, {window} in flight"), rounds));
+        }
+    }
     // A gated write asked of the client (it answers at once), against the same write allowed
     // by the policy, in each era: what asking a person costs the server, beyond the person.
     for stateless in [false, true] {
@@ -513,6 +532,72 @@ fn main() {
     print_served(&bench.cases, &served);
     if let Some(baseline) = &baseline {
         print_compared(&bench.cases, baseline, &binary, &compared);
+    }
+    print_versus(&versus);
+}
+
+/// Wassette, served beside toolcell: `TOOLCELL_BENCH_WASSETTE` names its binary (built from
+/// its repository, e.g. the v0.2.0 tag: `cargo build --release --bin wassette`) and
+/// `TOOLCELL_BENCH_WASSETTE_COMPONENTS` a directory holding an echo component in Wassette's
+/// own terms (a component exporting `echo: func(text: string) -> string`, which Wassette
+/// serves as the tool `echo`). Neither is part of this repository; without them the case is
+/// skipped.
+struct Wassette {
+    binary: PathBuf,
+    components: PathBuf,
+}
+
+/// What Wassette answers an echo of "hello" with (the function's string result, as text).
+const WASSETTE_ECHO_ANSWER: &str = "hello";
+
+impl Wassette {
+    fn from_env() -> Option<Wassette> {
+        Some(Wassette {
+            binary: std::env::var_os("TOOLCELL_BENCH_WASSETTE")?.into(),
+            components: std::env::var_os("TOOLCELL_BENCH_WASSETTE_COMPONENTS")?.into(),
+        })
+    }
+
+    /// `wassette serve --stdio`, its log at `warn` (its default, `info`, writes lines per
+    /// call to stderr, which toolcell does not: left on, the comparison would favour
+    /// toolcell), then the same calls and checks as toolcell's served echo.
+    fn serve_echo(&self, calls: usize, window: usize) -> Served {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["serve", "--stdio", "--plugin-dir"])
+            .arg(&self.components)
+            .env("RUST_LOG", "warn");
+        let served = ServedChild {
+            ends_at_eof: false,
+            ..ServedChild::spawn(command, "{}")
+        };
+        echo_served(served, calls, window, WASSETTE_ECHO_ANSWER)
+    }
+}
+
+/// Wassette's served echo beside toolcell's, round by round: the server's CPU per call and
+/// how many times toolcell's that is.
+fn print_versus(versus: &[(String, Vec<(Served, Served)>)]) {
+    if versus.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "| served echo | round | Wassette calls/s | toolcell calls/s | Wassette CPU per call | toolcell CPU per call | toolcell cheaper by |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for (served, rounds) in versus {
+        for (round, (theirs, ours)) in rounds.iter().enumerate() {
+            println!(
+                "| {served} | {} | {:.0} | {:.0} | {:.1} µs | {:.1} µs | {:.1}x |",
+                round + 1,
+                theirs.calls_per_second,
+                ours.calls_per_second,
+                theirs.cpu_per_call.as_secs_f64() * 1e6,
+                ours.cpu_per_call.as_secs_f64() * 1e6,
+                theirs.cpu_per_call.as_secs_f64() / ours.cpu_per_call.as_secs_f64(),
+            );
+        }
     }
 }
 
@@ -726,6 +811,9 @@ struct ServedChild {
     child: std::process::Child,
     input: std::io::BufWriter<std::process::ChildStdin>,
     output: std::io::BufReader<std::process::ChildStdout>,
+    /// Whether the server ends when its input does (toolcell does, and the bench checks it;
+    /// Wassette 0.2 does not, and is killed once measured).
+    ends_at_eof: bool,
 }
 
 impl ServedChild {
@@ -736,17 +824,25 @@ impl ServedChild {
         args: &[&std::ffi::OsStr],
         capabilities: &str,
     ) -> ServedChild {
-        use std::io::{BufRead as _, Write as _};
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(args)
             .arg("serve")
             .env(toolcell::cache::CACHE_DIR_ENV, cache)
-            .env(toolcell::cache::CACHE_KEY_ENV, key)
+            .env(toolcell::cache::CACHE_KEY_ENV, key);
+        ServedChild::spawn(command, capabilities)
+    }
+
+    /// Any MCP server on stdio started by `command` (Wassette, for the comparison), past the
+    /// same handshake.
+    fn spawn(mut command: Command, capabilities: &str) -> ServedChild {
+        use std::io::{BufRead as _, Write as _};
+        let mut child = command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
-            .expect("start toolcell serve");
+            .expect("start the MCP server");
         let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
         let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
         writeln!(
@@ -766,6 +862,7 @@ impl ServedChild {
             child,
             input,
             output,
+            ends_at_eof: true,
         }
     }
 
@@ -784,9 +881,15 @@ impl ServedChild {
         let wall = started.elapsed();
         let cpu = cpu_time(self.child.id(), ticks_per_second) - cpu_before;
         let ServedChild {
-            mut child, input, ..
+            mut child,
+            input,
+            ends_at_eof,
+            ..
         } = self;
         drop(input);
+        if !ends_at_eof {
+            child.kill().expect("end the server");
+        }
         child.wait().expect("the server exits");
         times.sort();
         let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
@@ -808,8 +911,14 @@ fn serve_echo(
     calls: usize,
     window: usize,
 ) -> Served {
-    use std::io::{BufRead as _, Write as _};
     let served = ServedChild::start(binary, cache, key, &[], "{}");
+    echo_served(served, calls, window, "hello")
+}
+
+/// Make `calls` echo calls with `window` in flight on `served` (after as many to warm up),
+/// checking that every answer's text is `answer`.
+fn echo_served(served: ServedChild, calls: usize, window: usize, answer: &str) -> Served {
+    use std::io::{BufRead as _, Write as _};
     let mut next_id = 1usize;
     let mut line = String::new();
     served.measure(calls, |served, count| {
@@ -835,7 +944,7 @@ fn serve_echo(
             let started = sent.remove(&id).expect("a request in flight");
             times.push(started.elapsed());
             assert_eq!(
-                response["result"]["content"][0]["text"], "hello",
+                response["result"]["content"][0]["text"], answer,
                 "echo answered wrongly: {line}"
             );
         }
