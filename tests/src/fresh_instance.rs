@@ -64,3 +64,61 @@ fn linear_memory_carries_nothing_from_one_call_to_the_next() {
         }
     }
 }
+
+/// What a call wrote stays its own even when the kernel swaps it out before the call ends. The
+/// call plants 16 MiB of markers and runs on; the test has the server's memory swapped out
+/// under it (`MADV_PAGEOUT`, as memory pressure would) until at least those 16 MiB are; the
+/// deadline stops the call; the next call in the same slot reads all of its memory. wasmtime
+/// 48.0.8's reset skipped pages that were not present: built with it, the next call started
+/// on the previous one's allocator state and trapped on an address past its memory
+/// (vendor/wasmtime/TOOLCELL-PATCH.md). Needs swap: turned on for the test where it is off.
+#[test]
+fn a_call_swapped_out_leaves_nothing_to_the_next() {
+    use serde_json::json;
+    let _swap = crate::system::swap_on();
+    let tools = crate::support::tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let policy = tempfile::NamedTempFile::new().expect("policy file");
+    // Long enough to page the server out on a loaded machine; the test waits for it once.
+    std::fs::write(
+        policy.path(),
+        "[tools.hostile]\nlimits = { timeout_ms = 8000 }\n",
+    )
+    .expect("write the policy");
+    let mut server = crate::mcp::Server::start(&[
+        "--no-builtin",
+        "--tools",
+        tools.path().to_str().expect("path"),
+        "--policy",
+        policy.path().to_str().expect("path"),
+    ]);
+    // What the server has to swap out before the call: the planted 16 MiB come on top.
+    let before = crate::system::page_out(server.pid());
+    server.call(1, "hostile", json!({ "do": "plant_and_spin" }));
+    let planted = 16 << 20;
+    let mut swapped = 0;
+    for _ in 0..PAGE_OUT_TRIES {
+        swapped = crate::system::page_out(server.pid());
+        if swapped >= before + planted {
+            break;
+        }
+    }
+    assert!(
+        swapped >= before + planted,
+        "the server's memory was not swapped out: {swapped} bytes, {before} before the call"
+    );
+    let stopped = server.response(1);
+    assert_eq!(
+        stopped["result"]["isError"], true,
+        "the deadline stops the call: {stopped}"
+    );
+    server.call(2, "hostile", json!({ "do": "scan" }));
+    let scanned = server.response(2);
+    assert_eq!(
+        scanned["result"]["content"][0]["text"], "0",
+        "the next call did not start fresh after a swapped-out call: {scanned}"
+    );
+}
+
+/// How many times the test pages the server out while its call runs: each pass swaps out what
+/// the call has written by then, and the plant takes milliseconds.
+const PAGE_OUT_TRIES: usize = 200;

@@ -72,6 +72,11 @@ impl Server {
         server
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn send(&mut self, message: Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").expect("write to the server");

@@ -175,3 +175,101 @@ fn install(package: &str, service: &str) -> Result<(), String> {
         .output();
     Ok(())
 }
+
+/// Swap for the test that needs the kernel to swap a server's memory out
+/// (`fresh_instance::a_call_swapped_out_leaves_nothing_to_the_next`): the swap already on, or a
+/// 256 MiB swap file in `/var/tmp` (on disk: tmpfs cannot hold swap) turned on (root only: `swapon`) and off again when the
+/// guard is dropped. Panics, naming what failed, where swap cannot be had; never skipped.
+pub fn swap_on() -> Swap {
+    let active = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if active.lines().skip(1).any(|line| !line.trim().is_empty()) {
+        return Swap { file: None };
+    }
+    let file = PathBuf::from(format!(
+        "/var/tmp/toolcell-test-swap-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&file);
+    let run = |program: &str, args: &[&std::ffi::OsStr]| {
+        let output = Command::new(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|error| panic!("swap is needed: {program} did not run: {error}"));
+        assert!(
+            output.status.success(),
+            "swap is needed (run the tests as root, or turn swap on): {program} {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    };
+    run(
+        "fallocate",
+        &["-l".as_ref(), SWAP_FILE_BYTES.as_ref(), file.as_os_str()],
+    );
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("the swap file's mode");
+    run("mkswap", &[file.as_os_str()]);
+    run("swapon", &[file.as_os_str()]);
+    Swap { file: Some(file) }
+}
+
+/// The swap file [`swap_on`] makes: room for the 16 MiB a test swaps out, and the rest of the
+/// server's memory beside it.
+const SWAP_FILE_BYTES: &str = "256M";
+
+/// Swap on for as long as it is held (see [`swap_on`]).
+pub struct Swap {
+    file: Option<PathBuf>,
+}
+
+impl Drop for Swap {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            // Brings what is swapped out back in; then the file can go.
+            let _ = Command::new("swapoff").arg(file).output();
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+/// Ask the kernel to swap out every private writable mapping of process `pid`
+/// (`process_madvise(MADV_PAGEOUT)`, through Python's ctypes: the tests deny `unsafe`), and
+/// return how much of the process is then swapped out (`VmSwap`, bytes).
+pub fn page_out(pid: u32) -> u64 {
+    let script = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+if pidfd < 0:
+    sys.exit("pidfd_open failed: errno %d" % ctypes.get_errno())
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+for line in open("/proc/%d/maps" % pid):
+    fields = line.split()
+    if not fields[1].startswith("rw") or fields[1][3] != "p":
+        continue
+    low, high = (int(x, 16) for x in fields[0].split("-"))
+    vec = iovec(low, high - low)
+    libc.syscall(440, pidfd, ctypes.byref(vec), 1, 21, 0)  # process_madvise, MADV_PAGEOUT
+"#;
+    let output = Command::new("python3")
+        .args(["-c", script, &pid.to_string()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "paging out {pid}: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    swapped_out(pid)
+}
+
+/// How much of process `pid` is swapped out (`VmSwap` in `/proc/PID/status`), in bytes.
+pub fn swapped_out(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmSwap:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}

@@ -32,7 +32,7 @@ impl Tool for Hostile {
         toolcell_guest::info(
             "hostile",
             "Attacks its host: spin, sleep, alloc, recurse, deep_frames, panic, flood, huge, \
-             plant, scan, plant_and_scan.",
+             plant, scan, plant_and_scan, plant_and_spin.",
             serde_json::json!({
                 "type": "object",
                 "properties": { "do": { "type": "string" } },
@@ -100,6 +100,16 @@ impl Tool for Hostile {
                 let found = scan();
                 std::hint::black_box(planted);
                 Ok(found.to_string())
+            }
+            // Plant, then run wasm until the deadline stops the call, never touching what was
+            // planted again: time for the host's memory to be swapped out under it.
+            "plant_and_spin" => {
+                let planted = plant();
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                    std::hint::black_box(&planted);
+                }
             }
             // Grow memory as `plant` did, then read every word of it, allocated or not, and
             // count the markers: any is what an earlier call left behind.

@@ -276,75 +276,110 @@ pub unsafe fn reset_with_pagemap(
         },
     };
 
-    // For now use a fixed set of regions on the stack, but in the future this
-    // may want to use a dynamically allocated vector for more regions for
-    // example.
+    // A fixed set of regions on the stack. When the kernel fills it before the
+    // end of memory (a guest that dirtied more than `MAX_REGIONS` disjoint
+    // runs of pages), the scan goes on from where it stopped while any of the
+    // `keep_resident` budget is left.
+    //
+    // toolcell's patch (vendor/wasmtime/TOOLCELL-PATCH.md): wasmtime 48.0.8
+    // stopped at the first full buffer and decommitted everything after it,
+    // so a guest with a scattered heap (CPython, SpiderMonkey) faulted its
+    // heap back in on every instantiation.
     const MAX_REGIONS: usize = 32;
     let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
-
-    let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(ptr, len.byte_count()))
-        .max_pages(keep_resident.byte_count() / host_page_size)
-        // We specifically want pages that are NOT backed by the zero page or
-        // backed by files. Such pages mean that they haven't changed from their
-        // original contents, so they're inverted.
-        .category_inverted(Categories::PFNZERO | Categories::FILE)
-        // Search for pages that are written and present as those are the dirty
-        // pages. Additionally search for the zero page/file page as those are
-        // inverted above meaning we're searching for pages that specifically
-        // don't have those flags.
-        .category_mask(
-            Categories::WRITTEN | Categories::PRESENT | Categories::PFNZERO | Categories::FILE,
-        )
-        // Don't return any categories back. This helps group regions together
-        // since the reported set of categories is always empty and we otherwise
-        // aren't looking for anything in particular.
-        .return_mask(Categories::empty())
-        .build(&mut storage);
-
-    // SAFETY: this should be a safe ioctl as we control the fd we're operating
-    // on plus all of `scan_arg`, but this relies on `Ioctl` below being the
-    // correct implementation and such.
-    let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
-        Ok(result) => result,
-
-        // If the ioctl fails for whatever reason, we at least tried, so fall
-        // back to the default behavior.
-        //
-        // SAFETY: the safety requirement of
-        // `pagemap_disabled::reset_with_pagemap` is the same as this function.
-        Err(err) => unsafe {
-            log::warn!("failed pagemap scan {err}");
-            return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
-                None,
-                ptr,
-                len,
-                keep_resident,
-                reset_manually,
-                decommit,
-            );
-        },
-    };
-
-    // For all regions that were written in the scan reset them manually, then
-    // afterwards decommit everything else.
+    let end = ptr.addr() + len.byte_count();
+    let mut start = ptr;
+    let mut pages_left = keep_resident.byte_count() / host_page_size;
     let mut bytes_resident = 0;
-    for region in result.regions() {
-        // SAFETY: we're relying on Linux to pass in valid region ranges within
-        // the `ptr/len` we specified to the original syscall.
-        unsafe {
-            reset_manually(&mut *region.region().cast_mut());
+
+    loop {
+        let scan_arg =
+            PageMapScanBuilder::new(ptr::slice_from_raw_parts(start, end - start.addr()))
+                .max_pages(pages_left)
+                // We specifically want pages that are NOT backed by the zero
+                // page or backed by files. Such pages mean that they haven't
+                // changed from their original contents, so they're inverted.
+                .category_inverted(Categories::PFNZERO | Categories::FILE)
+                // Search for pages that are written, and for the zero
+                // page/file page as those are inverted above meaning we're
+                // searching for pages that specifically don't have those
+                // flags.
+                .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
+                // toolcell's patch: a written page is dirty whether it is
+                // present or swapped out (or being migrated, which the kernel
+                // also reports as swapped). wasmtime 48.0.8 asked for present
+                // pages only, so a dirty page the kernel had swapped out was
+                // neither reset nor decommitted, and the next instance in the
+                // slot read the previous one's data. Resetting it manually
+                // faults it back in and overwrites it.
+                .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
+                // Don't return any categories back. This helps group regions
+                // together since the reported set of categories is always
+                // empty and we otherwise aren't looking for anything in
+                // particular.
+                .return_mask(Categories::empty())
+                .build(&mut storage);
+
+        // SAFETY: this should be a safe ioctl as we control the fd we're
+        // operating on plus all of `scan_arg`, but this relies on `Ioctl`
+        // below being the correct implementation and such.
+        let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
+            Ok(result) => result,
+
+            // If the ioctl fails for whatever reason, we at least tried, so
+            // fall back to the default behavior for what is left: on the
+            // first scan all of memory, on a later one everything from where
+            // the last scan stopped, which is decommitted.
+            Err(err) => {
+                log::warn!("failed pagemap scan {err}");
+                if start == ptr {
+                    // SAFETY: the safety requirement of
+                    // `pagemap_disabled::reset_with_pagemap` is the same as
+                    // this function.
+                    return unsafe {
+                        crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
+                            None,
+                            ptr,
+                            len,
+                            keep_resident,
+                            reset_manually,
+                            decommit,
+                        )
+                    };
+                }
+                decommit(start, end - start.addr());
+                return bytes_resident;
+            }
+        };
+
+        // For all regions that were written in the scan reset them manually.
+        for region in result.regions() {
+            // SAFETY: we're relying on Linux to pass in valid region ranges
+            // within the `ptr/len` we specified to the original syscall.
+            unsafe {
+                reset_manually(&mut *region.region().cast_mut());
+            }
+            bytes_resident += region.len();
+            pages_left = pages_left.saturating_sub(region.len() / host_page_size);
         }
-        bytes_resident += region.len();
+
+        // The kernel stops before the end of memory when the buffer is full
+        // or the page budget is spent. With budget left, scan on from there
+        // (a budget of zero would mean "no limit" to the kernel, so never
+        // scan with one; and a scan that made no progress is not repeated).
+        let walk_end = result.walk_end();
+        if walk_end.addr() < end && walk_end.addr() > start.addr() && pages_left > 0 {
+            start = walk_end.cast_mut();
+            continue;
+        }
+
+        // Report everything after `walk_end` to the end of memory as memory
+        // that must be decommitted as the scan didn't reach it. Note that if
+        // `walk_end` is already at the end of memory then the byte size of
+        // the decommitted memory here will be 0 meaning that this is a noop.
+        decommit(walk_end.cast_mut(), end - walk_end.addr());
+        return bytes_resident;
     }
-
-    // Report everything after `walk_end` to the end of memory as memory that
-    // must be decommitted as the scan didn't reach it. Note that if `walk_end`
-    // is already at the end of memory then the byte size of the decommitted
-    // memory here will be 0 meaning that this is a noop.
-    let scan_size = result.walk_end().addr() - ptr.addr();
-    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
-
-    bytes_resident
 }
 
 mod ioctl {
@@ -465,7 +500,6 @@ mod ioctl {
         ///
         /// For more detail see the `pagemap_scan_is_interesting_page` function
         /// in the Linux kernel source.
-        #[expect(dead_code, reason = "bindings for the future if we need them")]
         pub fn category_anyof_mask(&mut self, flags: Categories) -> &mut PageMapScanBuilder {
             self.pm_scan_arg.category_anyof_mask = flags;
             self
