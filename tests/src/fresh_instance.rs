@@ -31,7 +31,8 @@ pub(crate) fn counter() {
 
 /// Nothing a call writes to linear memory survives into the next call that gets the same
 /// slot: not in the part a slot keeps resident (reset), not beyond it (given back and faulted
-/// in fresh), and not when a slot keeps more. One slot, so the second call surely reuses it.
+/// in fresh), and not when a slot keeps more; written in one run or in thousands (the reset
+/// finds dirty pages run by run). One slot, so the second call surely reuses it.
 #[test]
 fn linear_memory_carries_nothing_from_one_call_to_the_next() {
     use toolcell::{CallOptions, ToolPort as _, ToolRequest};
@@ -60,6 +61,14 @@ fn linear_memory_carries_nothing_from_one_call_to_the_next() {
                 attack("scan"),
                 "0",
                 "markers left over (round {round}, {keep_resident} bytes kept resident)"
+            );
+            // The same through 2,048 separate dirty runs: more than the reset's scan takes
+            // in one pass (32), and, with 2 MiB kept, more pages than it may keep.
+            assert_eq!(attack("plant_scattered"), "2048");
+            assert_eq!(
+                attack("scan"),
+                "0",
+                "scattered markers left over (round {round}, {keep_resident} bytes kept resident)"
             );
         }
     }

@@ -32,7 +32,7 @@ impl Tool for Hostile {
         toolcell_guest::info(
             "hostile",
             "Attacks its host: spin, sleep, alloc, recurse, deep_frames, panic, flood, huge, \
-             plant, scan, plant_and_scan, plant_and_spin.",
+             plant, plant_scattered, scan, plant_and_scan, plant_and_spin.",
             serde_json::json!({
                 "type": "object",
                 "properties": { "do": { "type": "string" } },
@@ -101,6 +101,10 @@ impl Tool for Hostile {
                 std::hint::black_box(planted);
                 Ok(found.to_string())
             }
+            // The marker in every other 4 KiB page of memory grown by `PLANT_BYTES`: 2,048
+            // dirty runs of one page each, where `plant` makes one run (the host's reset finds
+            // dirty pages as runs, and must find every one).
+            "plant_scattered" => Ok(plant_scattered().to_string()),
             // Plant, then run wasm until the deadline stops the call, never touching what was
             // planted again: time for the host's memory to be swapped out under it.
             "plant_and_spin" => {
@@ -124,6 +128,24 @@ impl Tool for Hostile {
 /// Two allocations, small and large, filled with [`MARKER`].
 fn plant() -> (Vec<u64>, Vec<u64>) {
     (vec![MARKER; (64 << 10) / 8], vec![MARKER; PLANT_BYTES / 8])
+}
+
+/// Grow memory by [`PLANT_BYTES`] and write [`MARKER`] at the start of every other 4 KiB page
+/// of what was grown; how many were written.
+fn plant_scattered() -> usize {
+    use core::arch::wasm32::memory_grow;
+    const PAGE: usize = 64 << 10;
+    let Some(start) = memory_grow(0, PLANT_BYTES / PAGE).checked_mul(PAGE) else {
+        return 0;
+    };
+    (start..start + PLANT_BYTES)
+        .step_by(8 << 10)
+        .map(|address| {
+            // SAFETY: the address is aligned and inside the memory just grown, which no Rust
+            // allocation owns; volatile, so the write is made.
+            unsafe { (address as *mut u64).write_volatile(MARKER) };
+        })
+        .count()
 }
 
 /// How many words of this instance's whole linear memory hold [`MARKER`], after growing it by
