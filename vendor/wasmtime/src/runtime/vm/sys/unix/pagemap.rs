@@ -306,18 +306,18 @@ pub unsafe fn reset_with_pagemap(
                 // flags.
                 .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
                 // toolcell's patch: a written page is dirty whether it is
-                // present or swapped out (or being migrated, which the kernel
-                // also reports as swapped). wasmtime 48.0.8 asked for present
-                // pages only, so a dirty page the kernel had swapped out was
-                // neither reset nor decommitted, and the next instance in the
-                // slot read the previous one's data. Resetting it manually
-                // faults it back in and overwrites it.
+                // present or swapped out (or being migrated, or poisoned,
+                // which the kernel also reports as swapped). wasmtime 48.0.8
+                // asked for present pages only, so a dirty page the kernel
+                // had swapped out was neither reset nor decommitted, and the
+                // next instance in the slot read the previous one's data.
                 .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
-                // Don't return any categories back. This helps group regions
-                // together since the reported set of categories is always
-                // empty and we otherwise aren't looking for anything in
-                // particular.
-                .return_mask(Categories::empty())
+                // Return only whether a run is swapped: a swapped run is
+                // decommitted (its swap entries dropped), never reset by
+                // hand, which would read it back from swap to overwrite it,
+                // and would take a SIGBUS on a poisoned page. Runs that differ
+                // in it are reported apart.
+                .return_mask(Categories::SWAPPED)
                 .build(&mut storage);
 
         // SAFETY: this should be a safe ioctl as we control the fd we're
@@ -352,14 +352,21 @@ pub unsafe fn reset_with_pagemap(
             }
         };
 
-        // For all regions that were written in the scan reset them manually.
+        // For all regions that were written in the scan reset them manually,
+        // or, swapped out, decommit them.
         for region in result.regions() {
-            // SAFETY: we're relying on Linux to pass in valid region ranges
-            // within the `ptr/len` we specified to the original syscall.
-            unsafe {
-                reset_manually(&mut *region.region().cast_mut());
+            if region.categories().contains(Categories::SWAPPED) {
+                decommit(region.start().cast_mut(), region.len());
+            } else {
+                // SAFETY: we're relying on Linux to pass in valid region
+                // ranges within the `ptr/len` we specified to the original
+                // syscall.
+                unsafe {
+                    reset_manually(&mut *region.region().cast_mut());
+                }
+                bytes_resident += region.len();
             }
-            bytes_resident += region.len();
+            // The kernel counts every page it reports against `max_pages`.
             pages_left = pages_left.saturating_sub(region.len() / host_page_size);
         }
 
@@ -611,10 +618,6 @@ mod ioctl {
         /// Note that this will only contain categories specified in
         /// [`PageMapScanBuilder::return_mask`].
         #[inline]
-        #[cfg_attr(
-            not(test),
-            expect(dead_code, reason = "bindings for the future if we need them")
-        )]
         pub fn categories(&self) -> Categories {
             self.0.categories
         }
