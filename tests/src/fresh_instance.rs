@@ -29,24 +29,30 @@ pub(crate) fn counter() {
     assert!(answers.iter().all(|answer| answer == "1"), "{answers:?}");
 }
 
+/// A fresh runtime with the `hostile` guest alone in a pool of one slot keeping
+/// `keep_resident` bytes, as a function from an attack's name to the call's text.
+fn one_slot_hostile(keep_resident: usize) -> impl Fn(&str) -> String {
+    use toolcell::{CallOptions, ToolPort as _, ToolRequest};
+    let port = crate::support::builder()
+        .builtin_tools(false)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .pool_slots(1)
+        .keep_resident_bytes(keep_resident)
+        .build()
+        .expect("port");
+    move |what: &str| {
+        let request = ToolRequest::new("t", "hostile", format!(r#"{{"do":"{what}"}}"#));
+        result_text(port.call_with(&request, &CallOptions::default()))
+    }
+}
+
 /// Nothing a call writes to linear memory survives into the next call that gets the same
 /// slot: not in the part a slot keeps resident (reset), not beyond it (given back and faulted
 /// in fresh), and not when a slot keeps more. One slot, so the second call surely reuses it.
 #[test]
 fn linear_memory_carries_nothing_from_one_call_to_the_next() {
-    use toolcell::{CallOptions, ToolPort as _, ToolRequest};
     for keep_resident in [toolcell::limits::KEEP_RESIDENT_BYTES, 64 << 20] {
-        let port = crate::support::builder()
-            .builtin_tools(false)
-            .component("test:hostile", crate::guests::HOSTILE)
-            .pool_slots(1)
-            .keep_resident_bytes(keep_resident)
-            .build()
-            .expect("port");
-        let attack = |what: &str| {
-            let request = ToolRequest::new("t", "hostile", format!(r#"{{"do":"{what}"}}"#));
-            result_text(port.call_with(&request, &CallOptions::default()))
-        };
+        let attack = one_slot_hostile(keep_resident);
         // The control: within one instance the scan finds every planted word.
         let words = ((64 << 10) + (16 << 20)) / 8;
         let found: usize = attack("plant_and_scan").parse().expect("a count");
@@ -71,19 +77,8 @@ fn linear_memory_carries_nothing_from_one_call_to_the_next() {
 /// markers one run again.
 #[test]
 fn memory_written_in_thousands_of_runs_carries_nothing_to_the_next_call() {
-    use toolcell::{CallOptions, ToolPort as _, ToolRequest};
     for keep_resident in [toolcell::limits::KEEP_RESIDENT_BYTES, 64 << 20] {
-        let port = crate::support::builder()
-            .builtin_tools(false)
-            .component("test:hostile", crate::guests::HOSTILE)
-            .pool_slots(1)
-            .keep_resident_bytes(keep_resident)
-            .build()
-            .expect("port");
-        let attack = |what: &str| {
-            let request = ToolRequest::new("t", "hostile", format!(r#"{{"do":"{what}"}}"#));
-            result_text(port.call_with(&request, &CallOptions::default()))
-        };
+        let attack = one_slot_hostile(keep_resident);
         assert_eq!(attack("plant_scattered"), "2048");
         assert_eq!(
             attack("scan"),
