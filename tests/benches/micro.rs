@@ -210,3 +210,75 @@ fn audit_record_plain_append(bencher: Bencher) {
             .expect("write");
     });
 }
+
+/// wasmtime alone, the floor under `echo_through_the_port`: the built-in echo component
+/// instantiated from an `InstancePre` in a fresh store from a pooling engine configured as
+/// toolcell's is (`toolcell::wasm` engine: epoch interruption, copy-on-write images, the same
+/// pool sizes and resident sizes, dirty-page reset), `call` run once, the store dropped. No
+/// WASI context (echo calls none of its imports; they are linked as traps), no limiter, no
+/// validation, gate, cap or pipeline. What is above this in `echo_through_the_port` is ours.
+#[divan::bench]
+fn wasmtime_alone_echo(bencher: Bencher) {
+    use wasmtime::component::{Component, Linker, Val};
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    let slots = toolcell::limits::POOL_SLOTS;
+    let per = |n: usize| u32::try_from(n).expect("small");
+    pool.total_component_instances(slots)
+        .total_core_instances(slots * per(toolcell::limits::MAX_INSTANCES))
+        .total_memories(slots * per(toolcell::limits::MAX_MEMORIES))
+        .total_tables(slots * per(toolcell::limits::MAX_TABLES))
+        .total_stacks(slots)
+        .max_core_instances_per_component(per(toolcell::limits::MAX_INSTANCES))
+        .max_memories_per_component(per(toolcell::limits::MAX_MEMORIES))
+        .max_tables_per_component(per(toolcell::limits::MAX_TABLES))
+        .max_memory_size(toolcell::limits::POOL_MAX_MEMORY_BYTES)
+        .table_elements(toolcell::limits::MAX_TABLE_ELEMENTS)
+        .linear_memory_keep_resident(toolcell::limits::KEEP_RESIDENT_BYTES)
+        .table_keep_resident(toolcell::limits::KEEP_RESIDENT_BYTES)
+        .async_stack_keep_resident(toolcell::limits::STACK_KEEP_RESIDENT_BYTES)
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    let mut config = wasmtime::Config::new();
+    config
+        .epoch_interruption(true)
+        .wasm_backtrace_max_frames(None)
+        .wasm_component_model(true)
+        .memory_init_cow(true)
+        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    let engine = wasmtime::Engine::new(&config).expect("engine");
+    let (_, bytes) = toolcell::builtin_components()
+        .iter()
+        .find(|(name, _)| *name == "echo")
+        .expect("the built-in echo");
+    let component = Component::new(&engine, bytes).expect("component");
+    let mut linker = Linker::<()>::new(&engine);
+    linker
+        .define_unknown_imports_as_traps(&component)
+        .expect("imports");
+    let pre = linker.instantiate_pre(&component).expect("pre");
+    let interface = component
+        .get_export_index(None, "toolcell:tool/tool@0.3.0")
+        .expect("the tool interface");
+    let call = component
+        .get_export_index(Some(&interface), "call")
+        .expect("call");
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("executor");
+    let arguments = Val::String(r#"{"text":"hello"}"#.to_owned());
+    let once = || {
+        executor.block_on(async {
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_epoch_deadline(1);
+            let instance = pre.instantiate_async(&mut store).await.expect("instance");
+            let func = instance.get_func(&mut store, call).expect("call func");
+            let mut results = [Val::Bool(false)];
+            func.call_async(&mut store, std::slice::from_ref(&arguments), &mut results)
+                .await
+                .expect("call");
+            matches!(&results[0], Val::Result(Ok(_)))
+        })
+    };
+    // A failing echo would read as a speed-up.
+    assert!(once(), "echo answered an error");
+    bencher.bench_local(once);
+}

@@ -213,7 +213,9 @@ pub mod limits {
     };
     pub use crate::validate::{MAX_LISTED_VIOLATIONS, MAX_VIOLATION_CHARS, SCHEMA_COMPILE_TIMEOUT};
     pub use crate::wasm::cache::MAX_CACHE_ENTRY_BYTES;
-    pub use crate::wasm::engine::{KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS};
+    pub use crate::wasm::engine::{
+        KEEP_RESIDENT_BYTES, POOL_MAX_MEMORY_BYTES, POOL_SLOTS, STACK_KEEP_RESIDENT_BYTES,
+    };
     pub use crate::wasm::files::MAX_COMPONENT_BYTES;
     pub use crate::wasm::index::MAX_INDEX_BYTES;
     pub use crate::wasm::instance::STDERR_TAIL_BYTES;
