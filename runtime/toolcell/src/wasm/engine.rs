@@ -74,6 +74,9 @@ pub(crate) fn new_engine(slots: u32, fuel: bool, keep_resident: usize) -> anyhow
     Ok(engine)
 }
 
+/// The pool's settings. The `micro` bench's `wasmtime_alone_echo` (the floor under an echo)
+/// configures its own engine the same way, from the same constants: a setting changed here is
+/// changed there too.
 fn pool(slots: u32, keep_resident: usize) -> PoolingAllocationConfig {
     let per_call = |count: usize| u32::try_from(count).unwrap_or(u32::MAX);
     let mut pool = PoolingAllocationConfig::new();
