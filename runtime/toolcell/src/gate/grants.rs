@@ -11,7 +11,7 @@ use std::time::Duration;
 pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
 
 /// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Grants {
     /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
     pub clock: bool,
@@ -36,35 +36,6 @@ pub struct Grants {
     /// tokens and cache files, its tools directories), absolute: not there inside the
     /// directories granted either (`wasm/guest_fs.rs`).
     pub(crate) protected: Arc<[std::path::PathBuf]>,
-}
-
-/// The shared parts of [`Grants::default`]: every call starts from them, so they are made once
-/// and shared (an `Arc` clone each) rather than allocated for every call.
-struct Nothing {
-    network: Arc<Vec<HostPattern>>,
-    deny_read: crate::policy::files::DenyRead,
-    protected: Arc<[std::path::PathBuf]>,
-}
-
-static NOTHING: std::sync::LazyLock<Nothing> = std::sync::LazyLock::new(|| Nothing {
-    network: Arc::new(Vec::new()),
-    deny_read: crate::policy::files::DenyRead::default(),
-    protected: Arc::from(Vec::new()),
-});
-
-impl Default for Grants {
-    fn default() -> Grants {
-        Grants {
-            clock: false,
-            env: Vec::new(),
-            preopens: Vec::new(),
-            network: Arc::clone(&NOTHING.network),
-            staged: Vec::new(),
-            pending: Vec::new(),
-            deny_read: NOTHING.deny_read.clone(),
-            protected: Arc::clone(&NOTHING.protected),
-        }
-    }
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path

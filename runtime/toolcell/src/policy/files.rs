@@ -102,8 +102,12 @@ impl FileRules {
 pub(crate) struct DenyRead(Arc<[String]>);
 
 impl Default for DenyRead {
+    /// [`DEFAULT_DENY_READ`], made once and shared: every call's grants start from it.
     fn default() -> Self {
-        DenyRead(DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect())
+        static DEFAULT: std::sync::LazyLock<DenyRead> = std::sync::LazyLock::new(|| {
+            DenyRead(DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect())
+        });
+        DEFAULT.clone()
     }
 }
 
