@@ -712,6 +712,20 @@ pub(crate) fn seeker() {
         text(seek(&own, "list", "")),
         ".env\n.ssh\ninnocent\nkey.pem\nkeys\nsub"
     );
+    // The default list is made once and shared by every call in the process: a runtime with
+    // an empty one, used first, leaves a default runtime made after it (and the first one)
+    // hiding exactly what the default hides.
+    let none = seeker_runtime(&ws, &format!("{SEEKER_POLICY}\n[files]\ndeny_read = []\n"));
+    assert_eq!(text(seek(&none, "read", "key.pem")), "needle SECRET-PEM");
+    for after in [seeker_runtime(&ws, SEEKER_POLICY), runtime] {
+        let answers: Value =
+            serde_json::from_str(&text(seek(&after, "raw", ".env"))).expect("raw answers JSON");
+        assert_eq!(answers["open-at"], "no-entry", "{answers}");
+        assert_eq!(
+            text(seek(&after, "list", "")),
+            "innocent\nkeys\nnotes.txt\nsub"
+        );
+    }
 }
 
 /// A process killed mid-call leaves its staging directory (hard links to real files in it);
