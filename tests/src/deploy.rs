@@ -118,6 +118,10 @@ fn the_kubernetes_replicas_share_a_store() {
         manifest.contains("name: toolcell-state"),
         "the store's Service"
     );
+    assert!(
+        manifest.contains("- --seal-key-file"),
+        "every replica is given the operator's seal key"
+    );
     let replicas = manifest
         .lines()
         .find_map(|line| line.trim().strip_prefix("replicas: "))

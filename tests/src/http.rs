@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod fast_path;
+mod idle;
 mod one_reading;
 mod quotas;
 mod replicas;
@@ -133,7 +134,33 @@ fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Answer {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    request_on(
+        TcpStream::connect(addr).expect("connect"),
+        addr,
+        method,
+        path,
+        headers,
+        body,
+    )
+}
+
+/// A connection to `addr` from the loopback address `from` (`127.0.0.2`, ...): another peer.
+pub(crate) fn connect_from(from: std::net::IpAddr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// [`request`] on a connection already made.
+fn request_on(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
@@ -1152,7 +1179,8 @@ fn a_key_set_from_a_url_is_fetched_at_start_and_again_after_a_rotation() {
         dir.path().join("oauth.toml"),
         format!(
             "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\n\
-             jwks_url = \"http://{}/jwks.json\"\njwks_refresh_secs = 1\n[tenants.team-a]\n",
+             jwks_url = \"http://{}/jwks.json\"\njwks_allow_http = true\njwks_refresh_secs = 1\n\
+             [tenants.team-a]\n",
             keys.addr
         ),
     )
@@ -1205,7 +1233,7 @@ fn keys_from_a_url_expire_when_refreshes_keep_failing() {
     let config = |max_age: u64| {
         format!(
             "resource = \"{RESOURCE}\"\nissuer = \"{ISSUER}\"\n\
-             jwks_url = \"http://{}/jwks.json\"\njwks_refresh_secs = 1\n\
+             jwks_url = \"http://{}/jwks.json\"\njwks_allow_http = true\njwks_refresh_secs = 1\n\
              jwks_max_age_secs = {max_age}\n[tenants.team-a]\n",
             keys.addr
         )
@@ -1263,16 +1291,31 @@ fn a_key_set_url_must_be_https_or_loopback_and_must_answer_at_start() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a port");
-    // Nothing is fetched from the first: it is refused before any connection.
-    for (url, why) in [
-        ("http://auth.test/jwks.json", "must be https"),
-        (&format!("http://{closed}/jwks.json"), "the key set at"),
+    // A local process squatting a loopback port with a key set of its own: a plain-HTTP
+    // `jwks_url` to it is refused unless the operator says `jwks_allow_http`, and nothing is
+    // fetched from it (it never becomes the source of the keys).
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("a squatter");
+    squatter.set_nonblocking(true).expect("non-blocking");
+    let squatted = squatter.local_addr().expect("its port");
+    // Nothing is fetched from the first two: they are refused before any connection.
+    for (url, allow_http, why) in [
+        ("http://auth.test/jwks.json", true, "must be https"),
+        (
+            &format!("http://{squatted}/jwks.json"),
+            false,
+            "jwks_allow_http",
+        ),
+        (
+            &format!("http://{closed}/jwks.json"),
+            true,
+            "the key set at",
+        ),
     ] {
         std::fs::write(
             dir.path().join("oauth.toml"),
             format!(
                 "resource = \"https://tools.test/mcp\"\nissuer = \"https://auth.test\"\n\
-                 jwks_url = \"{url}\"\n[tenants.team-a]\n"
+                 jwks_url = \"{url}\"\njwks_allow_http = {allow_http}\n[tenants.team-a]\n"
             ),
         )
         .expect("oauth config");
@@ -1288,6 +1331,10 @@ fn a_key_set_url_must_be_https_or_loopback_and_must_answer_at_start() {
             "{url}: {stderr}"
         );
     }
+    assert!(
+        squatter.accept().is_err(),
+        "the squatter was never connected to"
+    );
 }
 
 #[test]
@@ -1683,67 +1730,6 @@ fn no_session_is_kept_in_either_era() {
         "",
     );
     assert_eq!(stream.status, 405, "{stream:?}");
-}
-
-#[test]
-fn one_peer_cannot_take_every_connection() {
-    use toolcell_mcp::http::MAX_CONNECTIONS_PER_PEER;
-    let server = Server::start(&[]);
-    let held: Vec<TcpStream> = (0..MAX_CONNECTIONS_PER_PEER)
-        .map(|_| TcpStream::connect(server.addr).expect("connect"))
-        .collect();
-    // Each is accepted (and idle) once an MCP request answers on the last one (a probe's
-    // answer would close it: only MCP requests keep their connections).
-    let last = held.last().expect("a connection");
-    let mut last = last.try_clone().expect("clone");
-    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-    write!(
-        last,
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{ping}",
-        server.addr,
-        ping.len()
-    )
-    .expect("send");
-    let mut first_line = [0u8; 9];
-    last.read_exact(&mut first_line).expect("an answer");
-    assert_eq!(&first_line, b"HTTP/1.1 ");
-    // One more from the same address is closed unanswered.
-    let mut extra = TcpStream::connect(server.addr).expect("connect");
-    extra
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let _ = write!(
-        extra,
-        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        server.addr
-    );
-    let mut answer = Vec::new();
-    let _ = extra.read_to_end(&mut answer);
-    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
-    // Another peer (127.0.0.2, loopback too) still gets in.
-    let socket =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    socket
-        .bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
-        .expect("bind 127.0.0.2");
-    socket
-        .connect(&server.addr.into())
-        .expect("connect from 127.0.0.2");
-    let mut other: TcpStream = socket.into();
-    other
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        other,
-        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        server.addr
-    )
-    .expect("send");
-    let mut answer = Vec::new();
-    other.read_to_end(&mut answer).expect("an answer");
-    assert_eq!(parse_answer(&answer).status, 200);
-    drop(held);
 }
 
 /// A server with the hostile guest and one pool slot, and its tools directory.

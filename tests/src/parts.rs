@@ -194,10 +194,12 @@ pub(crate) fn contract_v2() {
 }
 
 /// `toolcell call` prints text as text and names every other part; with `--save-parts` it
-/// writes the bytes of images, sounds and binary resources to files; with `--json` each part
-/// is described by its type, size and digest.
+/// writes the bytes of images, sounds and binary resources to files (refusing a name already
+/// taken unless `--overwrite`, then replacing it, never writing through it); with `--json`
+/// each part is described by its type, size and digest.
 #[test]
 fn the_cli_prints_parts_and_saves_their_bytes() {
+    use std::os::unix::fs::FileTypeExt as _;
     let tools = tools_dir(&[("painter", crate::guests::PAINTER)]);
     let saved = tempfile::tempdir().expect("temp dir");
     // Planted where the parts go by whoever can write there: a hard link to a file elsewhere
@@ -212,19 +214,42 @@ fn the_cli_prints_parts_and_saves_their_bytes() {
         .status()
         .expect("mkfifo");
     assert!(made.success());
-    let output = toolcell_command()
-        .args(["--tools"])
-        .arg(tools.path())
-        .args([
-            "--no-builtin",
-            "call",
-            "painter",
-            r#"{"make":"honest"}"#,
-            "--save-parts",
-        ])
-        .arg(saved.path())
-        .output()
-        .expect("run toolcell");
+    let save = |overwrite: bool| {
+        let mut command = toolcell_command();
+        command
+            .args(["--tools"])
+            .arg(tools.path())
+            .args([
+                "--no-builtin",
+                "call",
+                "painter",
+                r#"{"make":"honest"}"#,
+                "--save-parts",
+            ])
+            .arg(saved.path());
+        if overwrite {
+            command.arg("--overwrite");
+        }
+        command.output().expect("run toolcell")
+    };
+    // Without --overwrite, a name already taken is refused, naming it: nothing replaced.
+    let output = save(false);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}/part-1.png already exists: give --overwrite",
+            saved.path().display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        std::fs::symlink_metadata(saved.path().join("part-2.wav"))
+            .expect("the FIFO")
+            .file_type()
+            .is_fifo()
+    );
+    let output = save(true);
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let dir = saved.path().display();

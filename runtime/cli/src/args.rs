@@ -104,6 +104,13 @@ pub(crate) enum Command {
         /// rather than only naming it.
         #[arg(long, value_name = "DIR")]
         save_parts: Option<std::path::PathBuf>,
+        /// With --save-parts: replace files already there (default: refuse, naming the file).
+        #[arg(long, requires = "save_parts")]
+        overwrite: bool,
+        /// Print the tool's text as it is, even on a terminal (default on a terminal: control
+        /// characters shown escaped, so a tool cannot drive the terminal).
+        #[arg(long)]
+        raw: bool,
     },
     /// Measure what calls to one tool cost: each in a fresh instance, through the same
     /// pipeline as `call` (validation, gate, cap, audit).
@@ -173,29 +180,48 @@ pub(crate) enum Command {
         /// --metrics`). With --tokens or --oauth, only its bearer reads /metrics.
         #[arg(long, value_name = "FILE", requires = "http")]
         metrics_token: Option<PathBuf>,
+        /// Without --tokens or --oauth (loopback only): whether each peer address is a client
+        /// of its own for the fair shares (per-address, the default), or every caller is one
+        /// client (one), so no local program takes more than one share by using several
+        /// loopback addresses.
+        #[arg(long, value_enum, value_name = "WHO", default_value_t = AnonymousClients::PerAddress, requires = "http")]
+        anonymous_clients: AnonymousClients,
         /// Share quotas, approval answers and tasks with every replica given the same store:
         /// a Redis 7 or Valkey URL (redis://HOST:PORT/DB, or rediss:// for TLS). Default: each
         /// process keeps its own.
         #[arg(long, value_name = "URL", requires = "http")]
         state: Option<String>,
-        /// A file holding the store's password (read at start; better than one in the URL,
-        /// which shows in the process list).
+        /// A file holding the store's password, read at start (a password in the URL is
+        /// refused: it would show in the process list).
         #[arg(long, value_name = "FILE", requires = "state")]
         state_password_file: Option<PathBuf>,
+        /// A PEM file of the CA certificates a rediss:// store's certificate must chain to
+        /// (a store with a private CA), instead of the system's and the web's roots.
+        #[arg(long, value_name = "FILE", requires = "state")]
+        state_ca_file: Option<PathBuf>,
+        /// A file holding the operator's seal key (`toolcell token --seal-key`), the same for
+        /// every replica, never kept in the store: it seals approval answers and task
+        /// results. Needed with --state (or $TOOLCELL_SEAL_KEY).
+        #[arg(long, value_name = "FILE", requires = "state")]
+        seal_key_file: Option<PathBuf>,
     },
     /// Make a bearer token for `serve --http --tokens FILE`: prints the token, then the
     /// `[[token]]` table (its SHA-256, not the token) to add to the file.
     Token {
         /// The tenant the token's calls are made for (audited as that agent).
-        #[arg(required_unless_present = "metrics")]
+        #[arg(required_unless_present_any = ["metrics", "seal_key"])]
         tenant: Option<String>,
         /// The tenant's workspace: the only directory its calls' file tools may reach.
         #[arg(long, value_name = "DIR", conflicts_with = "metrics")]
         dir: Option<PathBuf>,
         /// Make the operator's token for `/metrics` instead: prints the token, then the line
         /// to keep in the file `serve --http --metrics-token FILE` reads (its SHA-256).
-        #[arg(long, conflicts_with = "tenant")]
+        #[arg(long, conflicts_with_all = ["tenant", "seal_key"])]
         metrics: bool,
+        /// Make a seal key for `serve --http --state URL --seal-key-file FILE` instead: prints
+        /// 64 hex digits, to keep in a file every replica reads (mode 0600).
+        #[arg(long, conflicts_with_all = ["tenant", "dir"])]
+        seal_key: bool,
     },
     /// Fetch a tool from an OCI registry into the store, check every digest, and lock its
     /// tag's digest in the workspace's toolcell.lock. Later loads need no network.
@@ -262,4 +288,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// `serve --http --anonymous-clients`: who an unauthenticated caller is, for the fair shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AnonymousClients {
+    /// Each peer address is a client of its own.
+    PerAddress,
+    /// Every anonymous caller is one client.
+    One,
 }

@@ -66,8 +66,11 @@ pub(crate) fn with_runtime_for(
     needs: Needs,
     run: impl FnOnce(Runtime) -> ExitCode,
 ) -> ExitCode {
+    // Every file the command reads for itself is read through this registry, which no tool
+    // reaches (`toolcell::hostfs`); the runtime keeps it.
+    let own_files = toolcell::hostfs::OwnFiles::new();
     let policy = match &cli.policy {
-        Some(path) => match toolcell::Policy::from_file(path) {
+        Some(path) => match toolcell::Policy::from_own_file(path, &own_files) {
             Ok(policy) => policy,
             Err(error) => {
                 eprintln!("toolcell: {error}");
@@ -79,7 +82,9 @@ pub(crate) fn with_runtime_for(
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut bar = CompileBar::default();
     #[cfg_attr(not(feature = "oci"), allow(unused_mut))]
-    let mut builder = Runtime::builder().on_compile(move |compiling| bar.show(compiling));
+    let mut builder = Runtime::builder()
+        .own_files(own_files)
+        .on_compile(move |compiling| bar.show(compiling));
     // Tools from registries (`--tools oci://...`, a policy's `source`): the store and the lock.
     #[cfg(feature = "oci")]
     {
@@ -114,9 +119,10 @@ pub(crate) fn with_runtime_for(
             builder.tools_dir(source)
         };
     }
-    // No tool may write the files that decide and record what tools may do.
+    // No tool may read or write the files that record what tools did (the policy was
+    // registered as it was read).
     let audit_head = cli.audit.as_deref().map(toolcell::audit::head_path);
-    for file in cli.policy.iter().chain(&cli.audit).chain(&audit_head) {
+    for file in cli.audit.iter().chain(&audit_head) {
         builder = builder.protect(file);
     }
     if cli.no_cache {

@@ -229,24 +229,38 @@ impl Approvals {
         }
     }
 
-    /// The key that seals tokens now (`refresh`: read it again from the store), if there is
-    /// one.
-    async fn key(&self, refresh: bool) -> Result<Option<SealKey>, crate::state::Unavailable> {
+    /// The key that seals tokens, if there is one.
+    fn key(&self) -> Option<&SealKey> {
         match &self.keeper {
-            Keeper::Local { key, .. } => {
-                let _ = refresh;
-                Ok(key.as_deref().cloned())
-            }
+            Keeper::Local { key, .. } => key.as_deref(),
             #[cfg(feature = "state")]
-            Keeper::Shared(store) => store.seal_key(refresh).await.map(Some),
+            Keeper::Shared(store) => Some(store.seal_key()),
         }
     }
 
-    /// Spend the token `id` (it counts until `until`, ms since 1970): whether this is its
-    /// first use.
-    async fn spend(&self, id: &str, until: u64) -> Result<bool, crate::state::Unavailable> {
+    /// The epoch a token sealed now belongs to: the shared store's (so that a store that lost
+    /// its data refuses it), none without a store.
+    async fn epoch(&self) -> Result<String, crate::state::Unavailable> {
+        match &self.keeper {
+            Keeper::Local { .. } => Ok(String::new()),
+            #[cfg(feature = "state")]
+            Keeper::Shared(store) => store.epoch().await,
+        }
+    }
+
+    /// Spend the token `id`, sealed in `epoch` (it counts until `until`, ms since 1970):
+    /// whether this is its first use.
+    async fn spend(
+        &self,
+        id: &str,
+        epoch: &str,
+        until: u64,
+    ) -> Result<bool, crate::state::Unavailable> {
         match &self.keeper {
             Keeper::Local { spent, .. } => {
+                if !epoch.is_empty() {
+                    return Ok(false);
+                }
                 let now = crate::seal::millis(SystemTime::now());
                 let mut spent = spent.lock().unwrap_or_else(|poison| poison.into_inner());
                 if spent.contains_key(id) {
@@ -266,7 +280,7 @@ impl Approvals {
                 Ok(true)
             }
             #[cfg(feature = "state")]
-            Keeper::Shared(store) => crate::state::spend_token(store, id, until).await,
+            Keeper::Shared(store) => crate::state::spend_token(store, id, epoch, until).await,
         }
     }
 
@@ -286,25 +300,16 @@ impl Approvals {
         let Some(state) = state else {
             return Ok(Vec::new());
         };
-        let Some(key_id) = Sealed::key_id(state) else {
+        let Some(key) = self.key() else {
             return Ok(Vec::new());
         };
-        let Some(mut key) = self.key(false).await? else {
-            return Ok(Vec::new());
-        };
-        if key.id() != key_id
-            && let Some(fresh) = self.key(true).await?
-        {
-            // Sealed under a key this replica has not seen (the store made a new one).
-            key = fresh;
-        }
-        let Some(sealed) = Sealed::open(state, &key) else {
+        let Some(sealed) = Sealed::open(state, key) else {
             return Ok(Vec::new());
         };
         if sealed.owner != crate::seal::owner_digest(owner)
             || sealed.tool != tool
             || sealed.args != crate::seal::arguments_digest(arguments)
-            || !self.spend(&sealed.id, sealed.deadline).await?
+            || !self.spend(&sealed.id, &sealed.e, sealed.deadline).await?
         {
             return Ok(Vec::new());
         }
@@ -335,11 +340,13 @@ impl Approvals {
         if answered.len() >= MAX_QUESTIONS_PER_CALL {
             return Ok(None);
         }
-        let Some(key) = self.key(false).await? else {
+        let Some(key) = self.key() else {
             return Ok(None);
         };
+        let epoch = self.epoch().await?;
         let Ok(sealed) = Sealed::new(
-            &key,
+            key,
+            &epoch,
             owner,
             tool,
             arguments,
@@ -353,7 +360,7 @@ impl Approvals {
         let requests: InputRequests = [(INPUT_KEY.to_owned(), request)].into_iter().collect();
         Ok(Some(InputRequiredResult::new(
             Some(requests),
-            Some(sealed.seal(&key)),
+            Some(sealed.seal(key)),
         )))
     }
 }

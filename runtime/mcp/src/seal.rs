@@ -27,6 +27,9 @@ use toolcell::approval::{Approval, ApprovalRequest};
 /// The prefix of a token of this format.
 const VERSION: &str = "tc1";
 
+/// The prefix of data sealed at rest ([`SealKey::seal_data`]).
+const DATA_VERSION: &str = "td1";
+
 /// The longest `requestState` opened: a token holds at most
 /// [`crate::approval::MAX_QUESTIONS_PER_CALL`] digests, well under this.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -77,9 +80,62 @@ impl SealKey {
         SealKey::from_bytes(bytes)
     }
 
-    /// The key as hex, as the store keeps it.
+    /// The key as hex, as a key file holds it (`toolcell token --seal-key`).
     pub fn to_hex(&self) -> String {
         toolcell::digest::hex(&self.bytes)
+    }
+
+    /// The key for data at rest, derived from this one (HMAC-SHA256 of a fixed label), so the
+    /// two uses never share a key.
+    fn data_key(&self) -> Option<ring::aead::LessSafeKey> {
+        let derived = self
+            .mac(b"toolcell data at rest v1")
+            .finalize()
+            .into_bytes();
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &derived).ok()?;
+        Some(ring::aead::LessSafeKey::new(unbound))
+    }
+
+    /// `plain` sealed (encrypted and authenticated) for keeping at rest, bound to `context`
+    /// (what it belongs to: a task's id and owner), as `td1.BASE64URL(nonce | ciphertext)`.
+    pub fn seal_data(&self, plain: &[u8], context: &[u8]) -> std::io::Result<String> {
+        let key = self
+            .data_key()
+            .ok_or_else(|| std::io::Error::other("no data key"))?;
+        let nonce_bytes = toolcell::digest::random::<12>()?;
+        let mut sealed = plain.to_vec();
+        key.seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(nonce_bytes),
+            ring::aead::Aad::from(context),
+            &mut sealed,
+        )
+        .map_err(|_| std::io::Error::other("sealing failed"))?;
+        let mut out = nonce_bytes.to_vec();
+        out.extend_from_slice(&sealed);
+        Ok(format!(
+            "{DATA_VERSION}.{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out)
+        ))
+    }
+
+    /// What [`SealKey::seal_data`] sealed for `context`, if this key sealed it for that very
+    /// context and nothing in it was changed.
+    pub fn open_data(&self, sealed: &str, context: &[u8]) -> Option<Vec<u8>> {
+        let body = sealed.strip_prefix(DATA_VERSION)?.strip_prefix('.')?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .ok()?;
+        if bytes.len() < 12 {
+            return None;
+        }
+        let (nonce, ciphertext) = bytes.split_at(12);
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut buffer = ciphertext.to_vec();
+        let plain = self
+            .data_key()?
+            .open_in_place(nonce, ring::aead::Aad::from(context), &mut buffer)
+            .ok()?;
+        Some(plain.to_vec())
     }
 
     /// Its id, as tokens name it.
@@ -177,13 +233,20 @@ pub struct Sealed {
     pub asked: String,
     /// Until when (milliseconds since 1970, UTC) an answer counts.
     pub deadline: u64,
+    /// The shared store's epoch when it was sealed (empty without a store): a token of an
+    /// earlier epoch is refused, since the store that would remember it spent has forgotten.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub e: String,
 }
 
 impl Sealed {
     /// A token for the question `asked` of `owner`'s call of `tool` with `arguments`, after
-    /// `answered`, whose answer counts for `wait` from now.
+    /// `answered`, whose answer counts for `wait` from now, in the store's `epoch` (empty
+    /// without a store).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         key: &SealKey,
+        epoch: &str,
         owner: &str,
         tool: &str,
         arguments: &str,
@@ -203,6 +266,7 @@ impl Sealed {
                 .collect(),
             asked: question_digest(asked),
             deadline: millis(SystemTime::now() + wait),
+            e: epoch.to_owned(),
         })
     }
 
@@ -293,6 +357,7 @@ mod tests {
     fn token(key: &SealKey) -> (Sealed, String) {
         let sealed = Sealed::new(
             key,
+            "",
             "tenant:a",
             "write_file",
             r#"{"path":"x","content":"y"}"#,
@@ -328,6 +393,40 @@ mod tests {
         forged.owner = owner_digest("tenant:b");
         let forged = forged.seal(&other);
         assert_eq!(Sealed::open(&forged, &key), None);
+    }
+
+    #[test]
+    fn data_at_rest_opens_under_its_key_for_its_context_only() {
+        let key = SealKey::random().expect("a key");
+        let sealed = key
+            .seal_data(br#"{"content":"secret result"}"#, b"task-1\0tenant:a")
+            .expect("sealed");
+        assert!(!sealed.contains("secret"), "{sealed}");
+        assert_eq!(
+            key.open_data(&sealed, b"task-1\0tenant:a").as_deref(),
+            Some(&br#"{"content":"secret result"}"#[..])
+        );
+        // Another task's or another owner's context, another key, any byte changed: nothing.
+        assert_eq!(key.open_data(&sealed, b"task-2\0tenant:a"), None);
+        assert_eq!(key.open_data(&sealed, b"task-1\0tenant:b"), None);
+        let other = SealKey::random().expect("a key");
+        assert_eq!(other.open_data(&sealed, b"task-1\0tenant:a"), None);
+        for at in 4..sealed.len() {
+            let mut bytes = sealed.clone().into_bytes();
+            bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+            if let Ok(altered) = String::from_utf8(bytes) {
+                assert_eq!(
+                    key.open_data(&altered, b"task-1\0tenant:a"),
+                    None,
+                    "byte {at}"
+                );
+            }
+        }
+        // Two seals of one text differ (a fresh nonce each).
+        assert_ne!(
+            key.seal_data(b"x", b"c").expect("sealed"),
+            key.seal_data(b"x", b"c").expect("sealed")
+        );
     }
 
     #[test]

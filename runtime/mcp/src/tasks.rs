@@ -125,11 +125,23 @@ impl Progress {
 /// when the task is asked after; this only bounds what the store keeps of tasks no one polls).
 pub const RUNNING_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// The message of a task whose replica stopped while it ran.
+/// The message of a task whose replica stopped while it ran (presumed: its real end, if it
+/// comes after all, replaces it).
 pub const REPLICA_STOPPED: &str = "the replica running this task stopped before it ended";
+
+/// The message of a running task whose replica has not been heard from for a moment.
+pub const REPLICA_NOT_HEARD: &str =
+    "the replica running this task has not been heard from; it may still end it";
 
 /// The operation a task runs: the call, to its answer.
 pub(crate) type Running = Pin<Box<dyn Future<Output = Result<CallToolResult, TaskExit>> + Send>>;
+
+/// How a task ended: its status, and its result or message.
+struct Ended {
+    status: TaskStatus,
+    result: Option<JsonObject>,
+    message: Option<String>,
+}
 
 /// A task's record: whose it is, where it stands, and its result once it has one.
 #[derive(Debug, Clone)]
@@ -225,7 +237,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn unknown(task: &str) -> McpError {
-    McpError::invalid_params(format!("unknown task: {task}"), None)
+    McpError::invalid_params(
+        format!("unknown task: {}", toolcell::registry::echoed(task)),
+        None,
+    )
 }
 
 impl Tasks {
@@ -310,6 +325,7 @@ impl Tasks {
         let operation = make(cancelled);
         let tasks = Arc::clone(self);
         let task_id = id.clone();
+        let (owner, created) = (record.owner.clone(), record.created.clone());
         tokio::spawn(async move {
             let ended = operation.await;
             lock(&tasks.running).remove(&task_id);
@@ -326,23 +342,29 @@ impl Tasks {
                     (TaskStatus::Failed, None, Some(error.message.to_string()))
                 }
             };
-            tasks.finish(&task_id, status, result, message).await;
+            let ended = Ended {
+                status,
+                result,
+                message,
+            };
+            tasks.finish(&task_id, &owner, &created, ended).await;
         });
         Some(record.detailed(&id).task)
     }
 
-    /// Record that the task `id` ended: with a shared store, written there (kept here, and
-    /// written later, while the store cannot be reached).
-    async fn finish(
-        &self,
-        id: &str,
-        status: TaskStatus,
-        result: Option<JsonObject>,
-        message: Option<String>,
-    ) {
+    /// Record that `owner`'s task `id`, made at `created`, ended: with a shared store, written
+    /// there whole (kept here, and written later, while the store cannot be reached).
+    async fn finish(&self, id: &str, owner: &str, created: &str, ended: Ended) {
+        let Ended {
+            status,
+            result,
+            message,
+        } = ended;
         let now = now_rfc3339();
         match &self.board {
             Board::Local(records) => {
+                // The local record knows its owner and creation already.
+                let _ = (owner, created);
                 if let Some(record) = lock(records).get_mut(id)
                     && record.status == TaskStatus::Working
                 {
@@ -356,9 +378,9 @@ impl Tasks {
             #[cfg(feature = "state")]
             Board::Shared(store) => {
                 let record = Record {
-                    owner: String::new(),
+                    owner: owner.to_owned(),
                     status,
-                    created: String::new(),
+                    created: created.to_owned(),
                     updated: now,
                     ttl_ms: millis(TASK_TTL),
                     result,
@@ -509,7 +531,9 @@ fn forget_ended(records: &mut HashMap<String, Record>) {
 mod shared {
     //! Task records in the shared store (`state/scripts.rs`).
 
-    use super::{REPLICA_STOPPED, RUNNING_TASK_TTL, Record, millis, now_rfc3339};
+    use super::{
+        REPLICA_NOT_HEARD, REPLICA_STOPPED, RUNNING_TASK_TTL, Record, millis, now_rfc3339,
+    };
     use crate::state::scripts::{TASK_CANCEL, TASK_CREATE, TASK_FINISH, TASK_GET};
     use crate::state::{Store, Unavailable};
     use rmcp::model::{JsonObject, TaskStatus};
@@ -566,34 +590,43 @@ mod shared {
         Ok(made == 1)
     }
 
-    /// Write task `id`'s end (a record already ended keeps its first end).
+    /// What a task's result or message is sealed to: its id and its owner, so that neither can
+    /// be moved to another task or another tenant.
+    fn context(id: &str, owner: &str) -> Vec<u8> {
+        let mut context = Vec::with_capacity(id.len() + owner.len() + 1);
+        context.extend_from_slice(id.as_bytes());
+        context.push(0);
+        context.extend_from_slice(owner.as_bytes());
+        context
+    }
+
+    /// Write task `id`'s end (a record already ended keeps its first end, but for a presumed
+    /// failure; a record the store lost is written whole again). Its result and message are
+    /// sealed under the operator's key, bound to the task and its owner.
     pub(super) async fn finish(
         store: &Store,
         id: &str,
         record: &Record,
     ) -> Result<(), Unavailable> {
-        let owner = store
-            .run(|mut connection| {
-                let key = record_key(id);
-                async move {
-                    redis::cmd("HGET")
-                        .arg(&key)
-                        .arg("owner")
-                        .query_async::<Option<String>>(&mut connection)
-                        .await
-                }
-            })
-            .await?;
-        let Some(owner) = owner else {
-            // Gone already (its record expired): nothing to write.
-            return Ok(());
+        let context = context(id, &record.owner);
+        let seal = |text: &str| {
+            store
+                .seal_key()
+                .seal_data(text.as_bytes(), &context)
+                .map_err(|error| Unavailable {
+                    store: store.shown().to_owned(),
+                    why: format!("sealing a task's end: {error}"),
+                })
         };
-        let result = record
-            .result
-            .as_ref()
-            .map(|result| serde_json::Value::Object(result.clone()).to_string())
-            .unwrap_or_default();
-        let (record_key, owner_key) = (record_key(id), owner_key(&owner));
+        let result = match &record.result {
+            Some(result) => seal(&serde_json::Value::Object(result.clone()).to_string())?,
+            None => String::new(),
+        };
+        let message = match &record.message {
+            Some(message) => seal(message)?,
+            None => String::new(),
+        };
+        let (record_key, owner_key) = (record_key(id), owner_key(&record.owner));
         store
             .run(|mut connection| async move {
                 TASK_FINISH
@@ -601,10 +634,13 @@ mod shared {
                     .key(&owner_key)
                     .arg(status_name(record.status))
                     .arg(&result)
-                    .arg(record.message.as_deref().unwrap_or_default())
+                    .arg(&message)
                     .arg(&record.updated)
                     .arg(record.ttl_ms)
                     .arg(id)
+                    .arg(&record.owner)
+                    .arg(store.replica())
+                    .arg(&record.created)
                     .invoke_async::<i64>(&mut connection)
                     .await
             })
@@ -612,10 +648,14 @@ mod shared {
             .map(drop)
     }
 
-    /// Task `id`'s record, if there is one (a running task whose replica stopped is ended
-    /// `failed` here).
+    /// Task `id`'s record, if there is one (a running task whose replica is not heard from is
+    /// said so, and presumed `failed` after [`TASK_PRESUMED_LOST_AFTER`]). A result that does
+    /// not open under the operator's key for this task and owner is no result.
+    ///
+    /// [`TASK_PRESUMED_LOST_AFTER`]: crate::state::TASK_PRESUMED_LOST_AFTER
     pub(super) async fn get(store: &Store, id: &str) -> Result<Option<Record>, Unavailable> {
         let (record_key, heartbeats) = (record_key(id), Store::key("replica:"));
+        let grace = millis(crate::state::TASK_PRESUMED_LOST_AFTER);
         let fields: Vec<String> = store
             .run(|mut connection| async move {
                 // The owner's set is only known once the record is read: the script takes
@@ -636,6 +676,8 @@ mod shared {
                     .arg(millis(super::TASK_TTL))
                     .arg(id)
                     .arg(REPLICA_STOPPED)
+                    .arg(grace)
+                    .arg(REPLICA_NOT_HEARD)
                     .invoke_async(&mut connection)
                     .await
             })
@@ -643,14 +685,28 @@ mod shared {
         let [owner, status, created, updated, ttl, result, message] = fields.as_slice() else {
             return Ok(None);
         };
+        let context = context(id, owner);
+        let opened = |text: &str| {
+            store
+                .seal_key()
+                .open_data(text, &context)
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+        };
+        // The store's own messages (a presumed failure, a replica not heard from) are written
+        // by its scripts, in the clear; a tool's are sealed.
+        let message = match message.as_str() {
+            "" => None,
+            REPLICA_STOPPED | REPLICA_NOT_HEARD => Some(message.clone()),
+            sealed => opened(sealed),
+        };
         Ok(Some(Record {
             owner: owner.clone(),
             status: status_of(status),
             created: created.clone(),
             updated: updated.clone(),
             ttl_ms: ttl.parse().unwrap_or(millis(super::TASK_TTL)),
-            result: serde_json::from_str::<JsonObject>(result).ok(),
-            message: (!message.is_empty()).then(|| message.clone()),
+            result: opened(result).and_then(|text| serde_json::from_str::<JsonObject>(&text).ok()),
+            message,
             forget_at: None,
         }))
     }

@@ -114,6 +114,7 @@ pub mod digest;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gate;
+pub mod hostfs;
 mod pipeline;
 mod tool;
 mod validate;
@@ -158,7 +159,9 @@ pub mod report {
 /// gated call asks.
 pub mod approval {
     pub use crate::gate::workspace::PERMISSIONS_FILE;
-    pub use crate::gate::{Approval, ApprovalRequest, Approver, FixedApprover, shown_to_a_person};
+    pub use crate::gate::{
+        Approval, ApprovalRequest, Approver, FixedApprover, shown_on_a_terminal, shown_to_a_person,
+    };
 }
 
 /// What a native tool is handed beside its [`ToolContext`] (the trait, [`NativeTool`], the
@@ -173,6 +176,7 @@ pub mod native {
 pub mod registry {
     pub use crate::call::cap::{TRUNCATION_MARKER, cap_result, cap_text};
     pub use crate::call::dispatch::{CALL_TOOL, Dispatch, FIND_TOOL, dispatch};
+    pub use crate::call::names::echoed;
     pub use crate::call::registry::{
         Entry, Registry, ToolSchema, call_tool_schema, clock_schema, echo_schema, find_tool_schema,
     };

@@ -9,7 +9,7 @@ use std::process::Command;
 /// The core's stages, each allowed to import only those before it (`digest` is a leaf anyone
 /// may use; `lib.rs` and `fuzzing.rs` sit above them all).
 const STAGES: &[&str] = &[
-    "digest", "call", "tool", "audit", "policy", "validate", "gate", "wasm", "pipeline",
+    "digest", "hostfs", "call", "tool", "audit", "policy", "validate", "gate", "wasm", "pipeline",
 ];
 
 /// Packages an embedder of the core must not compile: registry clients, signing, MCP, OAuth,

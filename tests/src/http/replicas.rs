@@ -124,6 +124,17 @@ impl Rig {
         std::fs::write(&file, format!("{text}\n{quotas}")).expect("quotas");
         std::fs::write(dir.path().join("policy.toml"), POLICY).expect("policy");
         let (_, operator) = super::metrics_token(dir.path());
+        // The operator's seal key, the same for every replica.
+        std::fs::write(
+            dir.path().join("seal.key"),
+            format!(
+                "{}\n",
+                toolcell_mcp::seal::SealKey::random()
+                    .expect("a key")
+                    .to_hex()
+            ),
+        )
+        .expect("seal key");
         Rig {
             tools,
             dir,
@@ -148,6 +159,8 @@ impl Rig {
             &path("metrics.sha256"),
             "--state",
             &redis.url(),
+            "--seal-key-file",
+            &path("seal.key"),
         ])
     }
 
@@ -514,7 +527,8 @@ fn status(addr: SocketAddr, token: &str, id: u64, task: &str) -> Value {
 }
 
 /// A task made by replica one is polled and cancelled through replica two, and its instance
-/// stops; a task whose replica is killed ends `failed` within the heartbeat's time.
+/// stops; a task whose replica is killed ends `failed` within the heartbeat's time and the
+/// grace after it.
 #[test]
 fn tasks_are_answered_by_any_replica_and_outlive_none() {
     let _guard = exclusive();
@@ -558,7 +572,10 @@ fn tasks_are_answered_by_any_replica_and_outlive_none() {
         .to_owned();
     drop(one.take());
     let killed = Instant::now();
-    let bound = toolcell_mcp::state::HEARTBEAT_TTL + Duration::from_secs(5);
+    // Heard from no more, then presumed lost after a grace in which it may still end.
+    let bound = toolcell_mcp::state::HEARTBEAT_TTL
+        + toolcell_mcp::state::TASK_PRESUMED_LOST_AFTER
+        + Duration::from_secs(5);
     let (_, ended) = within(bound + Duration::from_secs(5), || {
         let now = status(two.addr, token, 6, &task);
         (now["status"] != "working").then_some(now)

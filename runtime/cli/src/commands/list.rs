@@ -21,6 +21,7 @@ pub(crate) fn find(cli: &Cli, query: &str) -> ExitCode {
             &runtime,
             &runtime.call(&toolcell::ToolRequest::new("cli", FIND_TOOL, &arguments)),
             false,
+            crate::commands::call::Shown::for_stdout(false),
         )
     })
 }

@@ -20,6 +20,9 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
         metrics_token,
         state,
         state_password_file,
+        state_ca_file,
+        seal_key_file,
+        anonymous_clients,
     } = &cli.command
     else {
         return ExitCode::from(exit::USAGE);
@@ -36,6 +39,9 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
             metrics_token,
             state,
             state_password_file,
+            state_ca_file,
+            seal_key_file,
+            anonymous_clients,
         );
         return exit::not_built("serving over HTTP (serve --http)", "http");
     }
@@ -62,7 +68,15 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
                 state: state.clone().map(|url| toolcell_mcp::http::StateOptions {
                     url,
                     password_file: state_password_file.clone(),
+                    ca_file: state_ca_file.clone(),
+                    seal_key_file: seal_key_file.clone(),
                 }),
+                anonymous: match anonymous_clients {
+                    crate::args::AnonymousClients::PerAddress => {
+                        toolcell_mcp::http::AnonymousClients::PerAddress
+                    }
+                    crate::args::AnonymousClients::One => toolcell_mcp::http::AnonymousClients::One,
+                },
             })
         }
         None => None,

@@ -42,7 +42,7 @@
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
 use crate::http::quota::{Limiter, QuotaConfig, Retired, Scope};
-use crate::http::tenant::{Tenant, limiter_after, read_bounded, tenant};
+use crate::http::tenant::{Tenant, limiter_after, read_own, tenant};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -158,7 +158,7 @@ impl Tokens {
         previous: Option<&Tokens>,
     ) -> Result<(Tokens, Vec<PathBuf>), crate::ConfigError> {
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
-        let text = read_bounded(path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
+        let text = read_own(runtime, path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
         if parsed.token.is_empty() {
             return Err(crate::ConfigError(why(
@@ -406,7 +406,7 @@ impl MetricsToken {
     /// Read the file at `path`.
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, crate::ConfigError> {
         let why = |what: String| format!("the metrics token file {}: {what}", path.display());
-        let text = read_bounded(path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
+        let text = read_own(runtime, path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
         // `sha256sum` writes `HASH  -`: the first word is the hash.
         let hash = text
             .split_whitespace()

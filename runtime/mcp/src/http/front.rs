@@ -90,6 +90,8 @@ pub(crate) struct Front {
     pub(crate) metrics_token: Option<MetricsToken>,
     /// The calls running now.
     pub(crate) running: Arc<Running>,
+    /// Who an anonymous caller is, for the fair shares.
+    pub(crate) anonymous: crate::http::options::AnonymousClients,
 }
 
 impl Front {

@@ -50,6 +50,7 @@
 //!   stops the rest (each answers `cancelled`), and exits 0.
 
 pub mod auth;
+pub mod connections;
 mod fast;
 mod front;
 pub mod guard;
@@ -68,7 +69,7 @@ pub use fast::FAST_PATH_ENV;
 pub use front::Auth;
 #[cfg(feature = "state")]
 pub use options::StateOptions;
-pub use options::{HttpOptions, check_exposure};
+pub use options::{AnonymousClients, HttpOptions, check_exposure};
 pub use reading::{INVALID_REQUEST, PARSE_ERROR};
 pub use serve::serve_http;
 

@@ -84,6 +84,10 @@ struct OAuthFile {
     issuer: String,
     jwks_file: Option<PathBuf>,
     jwks_url: Option<String>,
+    /// Take a plain-HTTP `jwks_url` (to loopback only): whoever holds that port on this
+    /// machine then supplies the keys, so it must be said.
+    #[serde(default)]
+    jwks_allow_http: bool,
     jwks_refresh_secs: Option<u64>,
     jwks_max_age_secs: Option<u64>,
     #[serde(default)]
@@ -149,8 +153,8 @@ impl std::fmt::Debug for OAuth {
 }
 
 /// The file at `path`, at most [`MAX_OAUTH_FILE_BYTES`], its errors naming it.
-fn read_bounded(path: &Path) -> Result<String, String> {
-    crate::http::tenant::read_bounded(path, MAX_OAUTH_FILE_BYTES)
+fn read_bounded(runtime: &Runtime, path: &Path) -> Result<String, String> {
+    crate::http::tenant::read_own(runtime, path, MAX_OAUTH_FILE_BYTES)
         .map_err(|error| format!("{}: {error}", path.display()))
 }
 
@@ -262,8 +266,11 @@ fn usable_keys(jwks: &JwkSet, algorithms: &[Algorithm]) -> Vec<Key> {
     keys
 }
 
-/// A key set URL must be https, or http to a loopback address.
-fn check_jwks_url(url: &str) -> Result<(), String> {
+/// A key set URL must be https; or, where the operator allows it (`allow_http`), http to a
+/// loopback address. Plain HTTP cannot tell who answers: a local process that binds the port
+/// first (before the issuer's helper starts, or after it stops) becomes the source of the keys
+/// every token is checked with, so it is refused unless the configuration says so.
+fn check_jwks_url(url: &str, allow_http: bool) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|error| format!("jwks_url {url:?}: {error}"))?;
     let loopback = parsed.host_str().is_some_and(|host| {
         let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -274,9 +281,14 @@ fn check_jwks_url(url: &str) -> Result<(), String> {
     });
     match parsed.scheme() {
         "https" => Ok(()),
-        "http" if loopback => Ok(()),
+        "http" if loopback && allow_http => Ok(()),
+        "http" if loopback => Err(format!(
+            "jwks_url {url:?} is plain HTTP: any local process that holds that port first \
+             would supply the keys; use https, a jwks_file, or say jwks_allow_http = true"
+        )),
         _ => Err(format!(
-            "jwks_url {url:?} must be https (http only to a loopback address)"
+            "jwks_url {url:?} must be https (http only to a loopback address, with \
+             jwks_allow_http = true)"
         )),
     }
 }
@@ -329,8 +341,8 @@ impl OAuth {
     /// workspace in `runtime`.
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, crate::ConfigError> {
         let why = |what: String| format!("the OAuth configuration {}: {what}", path.display());
-        let parsed: OAuthFile =
-            toml::from_str(&read_bounded(path).map_err(&why)?).map_err(|e| why(e.to_string()))?;
+        let parsed: OAuthFile = toml::from_str(&read_bounded(runtime, path).map_err(&why)?)
+            .map_err(|e| why(e.to_string()))?;
         let resource = url_parts(&parsed.resource)
             .map(|_| parsed.resource.clone())
             .ok_or_else(|| {
@@ -361,12 +373,12 @@ impl OAuth {
             (Some(file), None) => {
                 let file = base.join(file);
                 runtime.protect(&file);
-                let jwks = parse_jwks(read_bounded(&file).map_err(&why)?.as_bytes())
+                let jwks = parse_jwks(read_bounded(runtime, &file).map_err(&why)?.as_bytes())
                     .map_err(|error| why(format!("the key set: {error}")))?;
                 (jwks, None, file.display().to_string())
             }
             (None, Some(url)) => {
-                check_jwks_url(url).map_err(&why)?;
+                check_jwks_url(url, parsed.jwks_allow_http).map_err(&why)?;
                 let every = parsed
                     .jwks_refresh_secs
                     .map_or(DEFAULT_JWKS_REFRESH, |secs| {

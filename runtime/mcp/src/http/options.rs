@@ -31,6 +31,33 @@ pub struct HttpOptions {
     /// each process keeps its own.
     #[cfg(feature = "state")]
     pub state: Option<StateOptions>,
+    /// Who an unauthenticated (loopback) caller is, for the fair shares.
+    pub anonymous: AnonymousClients,
+}
+
+/// Who the callers of a server without tokens (loopback only) are, for the fair shares
+/// ([`crate::http::share`]): nothing tells them apart but the address they call from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnonymousClients {
+    /// Each peer address is a client of its own (the default): two local programs calling
+    /// from different loopback addresses get a share each, and so does one program that
+    /// uses several addresses.
+    #[default]
+    PerAddress,
+    /// Every anonymous caller is one client, sharing one share however many addresses it
+    /// calls from: no local program can take more than one client's part of the pool.
+    One,
+}
+
+impl AnonymousClients {
+    /// The client key of an anonymous caller from `peer`.
+    pub(crate) fn client(self, peer: IpAddr) -> String {
+        match self {
+            AnonymousClients::PerAddress => format!("peer:{peer}"),
+            AnonymousClients::One => "anonymous".to_owned(),
+        }
+    }
 }
 
 /// Where the shared store is (`toolcell serve --http --state URL`).
@@ -41,6 +68,12 @@ pub struct StateOptions {
     pub url: String,
     /// A file holding the store's password (trailing whitespace dropped), read at start.
     pub password_file: Option<PathBuf>,
+    /// A PEM file of the CA certificates a `rediss://` store's certificate must chain to,
+    /// instead of the system's and the web's roots (a store with a private CA).
+    pub ca_file: Option<PathBuf>,
+    /// A file holding the operator's seal key (64 hex digits), the same for every replica;
+    /// without it, [`crate::state::SEAL_KEY_ENV`].
+    pub seal_key_file: Option<PathBuf>,
 }
 
 /// Whether serving at `addr` is allowed: an address other than loopback needs authentication

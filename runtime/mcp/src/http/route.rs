@@ -28,10 +28,14 @@ use std::time::{Instant, SystemTime};
 pub(crate) async fn route(
     front: Arc<Front>,
     peer: SocketAddr,
+    connection: Arc<crate::http::connections::Connection>,
     request: Request<Incoming>,
 ) -> Result<BoxResponse, Infallible> {
     let (mut response, keep) = dispatch(&front, peer, request).await;
-    if !keep {
+    if keep {
+        // It passed authentication: its connection keeps its place.
+        connection.authenticated();
+    } else {
         response.headers_mut().insert(
             header::CONNECTION,
             header::HeaderValue::from_static("close"),
@@ -142,7 +146,7 @@ async fn serve_mcp(
 ) -> BoxResponse {
     let client = match caller.tenant() {
         Some(tenant) => format!("tenant:{}", tenant.name),
-        None => format!("peer:{}", peer.ip()),
+        None => front.anonymous.client(peer.ip()),
     };
     let Some(_place) = front
         .per_client
@@ -156,6 +160,20 @@ async fn serve_mcp(
         );
     };
     let (mut parts, body) = request.into_parts();
+    // A body declared longer than any is read: refused now, not once it has trickled in.
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64) {
+        front.metrics.refused(Refusal::BodyTooLarge);
+        return respond(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &[(header::CONNECTION, "close")],
+            &format!("a request body may be at most {MAX_REQUEST_BODY_BYTES} bytes\n"),
+        );
+    }
     let admitted = async {
         let reading = read_message(front, &parts.method, body).await?;
         let is_call = reading.as_ref().is_some_and(Reading::is_call);
@@ -310,9 +328,18 @@ async fn admit(
     if quotas.is_empty() || !is_call {
         return Ok(None);
     }
+    // What the call may run at most (its tool's deadline in the tenant's policy) is reserved
+    // of a daily time budget until it ends.
+    let reserve = match (
+        caller.tenant(),
+        reading.and_then(|r| r.tools_called().pop()),
+    ) {
+        (Some(tenant), Some(tool)) => front.runtime.deadline_of(&tenant.context, tool),
+        _ => toolcell::limits::DEFAULT_TIMEOUT,
+    };
     match front
         .ledger
-        .admit(&quotas, Instant::now(), SystemTime::now())
+        .admit(&quotas, Instant::now(), SystemTime::now(), reserve)
         .await
     {
         Ok(admission) => Ok(Some(admission)),

@@ -13,16 +13,12 @@ use crate::http::quota::Ledger;
 use crate::http::route::route;
 use crate::http::running::Running;
 use crate::http::share::Counts;
-use crate::http::{
-    CANCELLED_ANSWER_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
-    MCP_PATH,
-};
+use crate::http::{CANCELLED_ANSWER_TIMEOUT, HEADER_READ_TIMEOUT, MCP_PATH};
 use anyhow::Context as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -87,6 +83,7 @@ async fn serve_http_on(
     let guard = Guard::new(&hosts, &origins).map_err(anyhow::Error::msg)?;
     let (server, metrics, ledger) = sharing(
         &options,
+        runtime.own_files(),
         McpServer::new(Arc::clone(&runtime)),
         &sessions_end,
     )
@@ -135,6 +132,7 @@ async fn serve_http_on(
         guard,
         metrics_token,
         running: Arc::new(Running::default()),
+        anonymous: options.anonymous,
     });
     refresh_key_set(&front);
     // Listened for before the server says it serves, so that a HUP sent once it does never
@@ -159,15 +157,16 @@ async fn serve_http_on(
 #[cfg(feature = "state")]
 async fn sharing(
     options: &HttpOptions,
+    own: &toolcell::hostfs::OwnFiles,
     server: McpServer,
     stop: &CancellationToken,
 ) -> anyhow::Result<(McpServer, Metrics, Ledger)> {
     let Some(state) = &options.state else {
         return Ok((server, Metrics::default(), Ledger::Local));
     };
-    let store = crate::state::Store::open(&state.url, state.password_file.as_deref())
-        .map_err(anyhow::Error::msg)?;
+    let store = crate::state::Store::open(state, own).map_err(anyhow::Error::msg)?;
     store.ping().await;
+    let _ = store.check_epoch().await;
     eprintln!(
         "toolcell: quotas, approval answers and tasks are shared through the store at {} \
          (this replica: {})",
@@ -190,6 +189,7 @@ async fn sharing(
 #[cfg(not(feature = "state"))]
 async fn sharing(
     _options: &HttpOptions,
+    _own: &toolcell::hostfs::OwnFiles,
     server: McpServer,
     _stop: &CancellationToken,
 ) -> anyhow::Result<(McpServer, Metrics, Ledger)> {
@@ -222,6 +222,9 @@ async fn keep_alive(
             () = &mut giving_back => return,
             _ = heartbeat.tick() => store.beat().await,
             _ = renew.tick() => {
+                // The epoch first: a store that lost its data starts the leases' grace, and
+                // this replica's running calls' places are put back by the renewal.
+                let _ = store.check_epoch().await;
                 let _ = leases.renew(&store).await;
             }
         }
@@ -295,15 +298,19 @@ fn reload_tokens_on_hangup(front: &Arc<Front>, path: Option<PathBuf>) -> anyhow:
 }
 
 /// Accept connections, each served by [`route`], until SIGTERM or SIGINT: at most
-/// [`MAX_CONNECTIONS`], and [`MAX_CONNECTIONS_PER_PEER`] of one peer (a connection past either
-/// is closed at once); headers must arrive within [`HEADER_READ_TIMEOUT`].
+/// [`MAX_CONNECTIONS`](crate::http::MAX_CONNECTIONS), and
+/// [`MAX_CONNECTIONS_PER_PEER`](crate::http::MAX_CONNECTIONS_PER_PEER) of one peer, where a new connection
+/// takes the place of the oldest that has not yet made an authenticated request
+/// ([`crate::http::connections`]); the first byte must arrive within [`FIRST_BYTE_TIMEOUT`]
+/// and the headers within [`HEADER_READ_TIMEOUT`].
+///
+/// [`FIRST_BYTE_TIMEOUT`]: crate::http::connections::FIRST_BYTE_TIMEOUT
 async fn accept_until_told_to_stop(
     front: &Arc<Front>,
     listener: &tokio::net::TcpListener,
     graceful: &GracefulShutdown,
 ) -> anyhow::Result<()> {
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let per_peer: Counts<IpAddr> = Counts::default();
+    let connections = Arc::new(crate::http::connections::Connections::default());
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
     loop {
@@ -321,28 +328,44 @@ async fn accept_until_told_to_stop(
             _ = terminate.recv() => return Ok(()),
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let Some(peer_place) = per_peer.enter(peer_key(peer.ip()), MAX_CONNECTIONS_PER_PEER) else {
+        let Some(place) = connections.admit(peer_key(peer.ip())) else {
             drop(stream);
             continue;
         };
         let front = Arc::clone(front);
-        let service =
-            hyper::service::service_fn(move |request| route(Arc::clone(&front), peer, request));
+        let connection = Arc::clone(&place.connection);
+        let service = hyper::service::service_fn(move |request| {
+            route(Arc::clone(&front), peer, Arc::clone(&connection), request)
+        });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT);
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "an HTTP connection ended with an error");
+            // The first byte, soon: a connection that sends nothing holds a place for naught.
+            let mut byte = [0u8; 1];
+            let first = tokio::select! {
+                ready = tokio::time::timeout(
+                    crate::http::connections::FIRST_BYTE_TIMEOUT,
+                    stream.peek(&mut byte),
+                ) => matches!(ready, Ok(Ok(1))),
+                () = place.connection.evicted() => false,
+            };
+            if !first {
+                return;
             }
-            drop(peer_place);
-            drop(permit);
+            let served = watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+            tokio::select! {
+                ended = served => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%error, "an HTTP connection ended with an error");
+                    }
+                }
+                // A newer connection took this unproven one's place: dropped, so closed.
+                () = place.connection.evicted() => {}
+            }
+            drop(place);
         });
     }
 }

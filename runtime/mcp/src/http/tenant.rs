@@ -76,8 +76,12 @@ pub(crate) fn tenant(
     base: &Path,
     quota: Option<Arc<Limiter>>,
 ) -> Result<(Arc<Tenant>, Option<PathBuf>), String> {
-    toolcell::registry::check_tool_name(name)
-        .map_err(|_| format!("tenant {name:?}: a tenant name is 1 to 64 of a-zA-Z0-9_-"))?;
+    toolcell::registry::check_tool_name(name).map_err(|_| {
+        format!(
+            "tenant {}: a tenant name is 1 to 64 of a-zA-Z0-9_-",
+            toolcell::registry::echoed(name)
+        )
+    })?;
     let workspace =
         match workspace {
             Some(dir) => Some(runtime.workspace(dir).map_err(|error| {
@@ -89,7 +93,7 @@ pub(crate) fn tenant(
     let mut protect = None;
     if let Some(policy) = policy {
         let path = base.join(policy);
-        let loaded = toolcell::Policy::from_file(&path)
+        let loaded = toolcell::Policy::from_own_file(&path, runtime.own_files())
             .map_err(|error| format!("tenant {name:?}: {error}"))?;
         runtime
             .check_policy(&loaded)
@@ -107,17 +111,12 @@ pub(crate) fn tenant(
     ))
 }
 
-/// The text of the file at `path`, refused if longer than `max` bytes (read no further): the
-/// server's own configuration files, which are small.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
-    let mut text = String::new();
-    file.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|error| error.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("longer than {max} bytes"));
-    }
-    Ok(text)
+/// The text of the server's own file at `path`, refused if longer than `max` bytes (read no
+/// further), registered among `runtime`'s own files as it is read: no tool reads or writes it
+/// (`toolcell::hostfs`).
+pub(crate) fn read_own(runtime: &Runtime, path: &Path, max: u64) -> Result<String, String> {
+    runtime
+        .own_files()
+        .read_to_string(path, max)
+        .map_err(|error| error.to_string())
 }

@@ -11,13 +11,27 @@
 //!   ([`LEASE_TTL`], renewed every [`LEASE_RENEW_EVERY`]): a replica killed mid-call gives its
 //!   tenants' places back within a lease.
 //! - **approvals** ([`crate::seal`]): a question's `requestState` is a sealed token any replica
-//!   opens with the key kept here ([`Store::seal_key`]); an answer counts once because its
-//!   token's id is spent here, with an expiry at the question's deadline.
+//!   opens with the operator's key, which every replica is given (`--seal-key-file`, or
+//!   `TOOLCELL_SEAL_KEY`) and which is never kept here: reading the store forges nothing. An
+//!   answer counts once because its token's id is spent here, with an expiry at the question's
+//!   deadline.
+//! - **the epoch** ([`Store::epoch`]): a random name the store keeps for as long as it keeps
+//!   its data. A store that lost its data (`FLUSHALL`, a restart without persistence) has lost
+//!   it too: the replica that finds it gone begins a new one, every token sealed in an earlier
+//!   epoch is refused (the call is asked afresh: an answer spent before cannot count twice),
+//!   every replica re-asserts the leases of its calls still running, and for
+//!   [`LEASE_REASSERT_GRACE`] calls under an in-flight bound are refused, so that no call is
+//!   admitted past a place a running call holds but the store forgot. (The day's use and the
+//!   buckets are forgotten with the data: they start again from zero.)
 //! - **tasks** ([`crate::tasks`]): each task's record (owner, status, result within the cap),
 //!   so any replica answers `tasks/get`; a `tasks/cancel` reaching another replica sets a flag
 //!   the running replica looks at every [`CANCEL_POLL_EVERY`]; every replica writes a heartbeat
-//!   every [`HEARTBEAT_EVERY`], and a task whose replica has none for [`HEARTBEAT_TTL`] is
-//!   answered `failed` ("the replica running it stopped").
+//!   every [`HEARTBEAT_EVERY`]; a task whose replica has none for [`HEARTBEAT_TTL`] is answered
+//!   `working` ("not heard from") for [`TASK_PRESUMED_LOST_AFTER`] more, then `failed` ("the
+//!   replica running it stopped"), and the task's real end, if it comes after all, replaces
+//!   that presumed failure: a result that exists is never lost. Results and messages are kept
+//!   sealed under the operator's key, bound to the task and its owner
+//!   ([`crate::seal::SealKey::seal_data`]).
 //!
 //! **When the store cannot be reached**, nothing it guarantees is given up silently: every
 //! operation is bounded by [`STORE_TIMEOUT`] and fails as [`Unavailable`], which the front
@@ -62,6 +76,28 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 /// moment is not.
 pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
 
+/// How long a running task whose replica is not heard from (no heartbeat for
+/// [`HEARTBEAT_TTL`]) is still answered `working` before it is presumed `failed`: a replica
+/// paused or cut off from the store for a moment may still end it, and its end replaces the
+/// presumption whenever it comes.
+pub const TASK_PRESUMED_LOST_AFTER: Duration = Duration::from_secs(10);
+
+/// How long, after a store lost its data, calls under an in-flight bound are refused: one
+/// renewal of every replica's leases and a store operation's timeout, so that every live
+/// replica has re-asserted the places of its running calls before a new call is counted
+/// against them.
+pub const LEASE_REASSERT_GRACE: Duration = LEASE_RENEW_EVERY
+    .saturating_add(STORE_TIMEOUT)
+    .saturating_add(Duration::from_secs(1));
+
+/// The environment variable that may hold the seal key (64 hex digits) instead of
+/// `--seal-key-file`. The gate never grants a tool a `TOOLCELL_` variable.
+pub const SEAL_KEY_ENV: &str = "TOOLCELL_SEAL_KEY";
+
+/// The longest password, key or CA file read for the store (a CA bundle of a few dozen
+/// certificates fits).
+pub const MAX_STATE_FILE_BYTES: u64 = 1024 * 1024;
+
 /// How often a replica with running tasks looks for cancellations other replicas received.
 pub const CANCEL_POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -94,8 +130,10 @@ pub struct Store {
     down: AtomicBool,
     /// Operations refused because the store could not be reached.
     unavailable: AtomicU64,
-    /// The key that seals approval tokens, once read from (or made in) the store.
-    seal_key: Mutex<Option<crate::seal::SealKey>>,
+    /// The operator's key: it seals approval tokens and task results (never kept in the store).
+    seal_key: crate::seal::SealKey,
+    /// The store's epoch as this replica last saw it (empty before it has seen one).
+    epoch: Mutex<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -108,44 +146,86 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// A store at `url` (`redis://` or `rediss://`, with a database and a password if the
-    /// operator puts them there), its password read from `password_file` if one is given
-    /// (trailing whitespace dropped). Nothing is connected yet: a store that is down at start
-    /// is connected to once it is up. Must be called inside a tokio runtime.
-    pub fn open(url: &str, password_file: Option<&Path>) -> Result<Arc<Store>, crate::ConfigError> {
+    /// The store `options` name, its password, CA and seal key read through `own` (the
+    /// server's own files, which no tool reaches). Nothing is connected yet: a store that is
+    /// down at start is connected to once it is up. Must be called inside a tokio runtime.
+    ///
+    /// Refused: a URL that is not `redis://` or `rediss://`; a password written in the URL (it
+    /// would be in the process list, `/proc/PID/cmdline`, for every local user to read: give
+    /// `--state-password-file`); no seal key (`--seal-key-file` or [`SEAL_KEY_ENV`]), or one
+    /// that is not 64 hex digits.
+    pub fn open(
+        options: &crate::http::StateOptions,
+        own: &toolcell::hostfs::OwnFiles,
+    ) -> Result<Arc<Store>, crate::ConfigError> {
         use redis::IntoConnectionInfo as _;
+        let url = options.url.as_str();
+        let refuse = |what: String| crate::ConfigError(format!("--state {}: {what}", scrub(url)));
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            return Err(crate::ConfigError(format!(
-                "--state {}: give a redis:// or rediss:// URL (Redis 7 or Valkey)",
-                scrub(url)
-            )));
+            return Err(refuse(
+                "give a redis:// or rediss:// URL (Redis 7 or Valkey)".to_owned(),
+            ));
         }
         let mut info = url
             .into_connection_info()
-            .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
-        if let Some(file) = password_file {
-            let password = std::fs::read_to_string(file).map_err(|error| {
-                crate::ConfigError(format!("--state-password-file {}: {error}", file.display()))
-            })?;
+            .map_err(|error| refuse(error.to_string()))?;
+        if info.redis_settings().password().is_some() {
+            return Err(refuse(
+                "the URL holds a password, which every local user could read in the process \
+                 list (/proc/PID/cmdline): give it in --state-password-file FILE instead"
+                    .to_owned(),
+            ));
+        }
+        if let Some(file) = &options.password_file {
+            let password = own
+                .read_to_string(file, MAX_STATE_FILE_BYTES)
+                .map_err(|error| {
+                    crate::ConfigError(format!("--state-password-file {}: {error}", file.display()))
+                })?;
             let settings = info
                 .redis_settings()
                 .clone()
                 .set_password(password.trim_end());
             info = info.set_redis_settings(settings);
         }
+        let seal_key = read_seal_key(options.seal_key_file.as_deref(), own)?;
+        let root_cert = match &options.ca_file {
+            Some(file) if url.starts_with("rediss://") => {
+                Some(own.read(file, MAX_STATE_FILE_BYTES).map_err(|error| {
+                    crate::ConfigError(format!("--state-ca-file {}: {error}", file.display()))
+                })?)
+            }
+            Some(file) => {
+                return Err(crate::ConfigError(format!(
+                    "--state-ca-file {}: a CA is for rediss:// (TLS) only",
+                    file.display()
+                )));
+            }
+            None => None,
+        };
         let shown = format!("{} (database {})", info.addr(), info.redis_settings().db());
         // `rediss://` makes its TLS configuration from the process's provider: ring, as
         // every other TLS client here (a provider already installed stays).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = redis::Client::open(info)
-            .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
+        let client = match root_cert {
+            // The operator's own CA, and no other root: a private store's certificate.
+            Some(root_cert) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            ),
+            None => redis::Client::open(info),
+        }
+        .map_err(|error| refuse(error.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(STORE_TIMEOUT))
             .set_response_timeout(Some(STORE_TIMEOUT))
             .set_number_of_retries(1)
             .set_max_delay(STORE_TIMEOUT);
         let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|error| crate::ConfigError(format!("--state {}: {error}", scrub(url))))?;
+            .map_err(|error| refuse(error.to_string()))?;
         let replica = toolcell::digest::hex(
             &toolcell::digest::random::<8>()
                 .map_err(|error| crate::ConfigError(format!("naming this replica: {error}")))?,
@@ -156,7 +236,8 @@ impl Store {
             replica,
             down: AtomicBool::new(false),
             unavailable: AtomicU64::new(0),
-            seal_key: Mutex::new(None),
+            seal_key,
+            epoch: Mutex::new(String::new()),
         }))
     }
 
@@ -187,7 +268,24 @@ impl Store {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let answer = tokio::time::timeout(STORE_TIMEOUT, op(self.connection.clone())).await;
+        let deadline = tokio::time::Instant::now() + STORE_TIMEOUT;
+        if self.down.load(Ordering::Relaxed) {
+            // After an outage the connection it broke fails the first command sent on it (and
+            // makes the client connect again): a ping takes that failure, within the same
+            // bound, so that the first request after the store is back is not refused.
+            for _ in 0..2 {
+                let mut connection = self.connection.clone();
+                let pinged = tokio::time::timeout_at(
+                    deadline,
+                    redis::cmd("PING").query_async::<String>(&mut connection),
+                )
+                .await;
+                if matches!(pinged, Ok(Ok(_)) | Err(_)) {
+                    break;
+                }
+            }
+        }
+        let answer = tokio::time::timeout_at(deadline, op(self.connection.clone())).await;
         let failed = match answer {
             Ok(Ok(value)) => {
                 if self.down.swap(false, Ordering::Relaxed) {
@@ -233,52 +331,71 @@ impl Store {
         format!("{KEY_PREFIX}{name}")
     }
 
-    /// The key that seals approval tokens, shared by every replica: read from the store, or
-    /// made there by the first replica that needs it (`SET NX`, so two replicas starting at
-    /// once agree on one). `refresh` reads it again (a token sealed under a key this replica
-    /// has not seen: the store was emptied and a new key made).
-    pub(crate) async fn seal_key(
-        &self,
-        refresh: bool,
-    ) -> Result<crate::seal::SealKey, Unavailable> {
-        if !refresh
-            && let Some(key) = self
-                .seal_key
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .clone()
-        {
-            return Ok(key);
+    /// The operator's key, which seals approval tokens and task results.
+    pub(crate) fn seal_key(&self) -> &crate::seal::SealKey {
+        &self.seal_key
+    }
+
+    /// The store's epoch as this replica last saw it, asking the store when it has seen none
+    /// yet (and beginning one there if the store has none).
+    pub(crate) async fn epoch(&self) -> Result<String, Unavailable> {
+        let seen = lock(&self.epoch).clone();
+        if !seen.is_empty() {
+            return Ok(seen);
         }
-        let name = Store::key("seal-key");
-        let fresh = crate::seal::SealKey::random().map_err(|error| Unavailable {
-            store: self.shown.clone(),
-            why: format!("making a key: {error}"),
-        })?;
-        let hex = fresh.to_hex();
-        let stored: String = self
+        self.check_epoch().await
+    }
+
+    /// Ask the store for its epoch now (beginning one if it has none, and, if it is not the
+    /// one this replica saw, starting the leases' grace: [`scripts::EPOCH`]); remembered.
+    pub(crate) async fn check_epoch(&self) -> Result<String, Unavailable> {
+        let keys = epoch_keys();
+        let (seen, candidate, grace) = self.epoch_arguments()?;
+        let epoch: String = self
             .run(|mut connection| async move {
-                let _: () = redis::cmd("SET")
-                    .arg(&name)
-                    .arg(&hex)
-                    .arg("NX")
-                    .query_async(&mut connection)
-                    .await?;
-                redis::cmd("GET")
-                    .arg(&name)
-                    .query_async(&mut connection)
+                scripts::EPOCH
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .arg(&seen)
+                    .arg(&candidate)
+                    .arg(grace)
+                    .invoke_async(&mut connection)
                     .await
             })
             .await?;
-        let key = crate::seal::SealKey::from_hex(&stored).ok_or_else(|| Unavailable {
-            store: self.shown.clone(),
-            why: "the seal key in the store is not one toolcell made".to_owned(),
-        })?;
-        *self
-            .seal_key
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(key.clone());
-        Ok(key)
+        Ok(self.saw_epoch(epoch).0)
+    }
+
+    /// What the scripts that check the epoch take after their own arguments: the epoch this
+    /// replica saw, a fresh one to begin if the store has none, and the leases' grace (ms).
+    pub(crate) fn epoch_arguments(&self) -> Result<(String, String, u64), Unavailable> {
+        let candidate = toolcell::digest::random::<8>()
+            .map(|bytes| toolcell::digest::hex(&bytes))
+            .map_err(|error| Unavailable {
+                store: self.shown.clone(),
+                why: format!("naming an epoch: {error}"),
+            })?;
+        Ok((
+            lock(&self.epoch).clone(),
+            candidate,
+            u64::try_from(LEASE_REASSERT_GRACE.as_millis()).unwrap_or(u64::MAX),
+        ))
+    }
+
+    /// Remember the epoch a script answered: it, and whether it is not the one seen before
+    /// (the store forgot: this replica's leases must be re-asserted now).
+    pub(crate) fn saw_epoch(&self, epoch: String) -> (String, bool) {
+        let mut seen = lock(&self.epoch);
+        let changed = !seen.is_empty() && *seen != epoch;
+        if changed {
+            eprintln!(
+                "toolcell: the shared store at {} lost its data (a new epoch): approval answers \
+                 sealed before are asked again, and running calls' places are re-asserted",
+                self.shown
+            );
+        }
+        seen.clone_from(&epoch);
+        (epoch, changed)
     }
 
     /// Write this replica's heartbeat once: it lives [`HEARTBEAT_TTL`], and the serving loop
@@ -301,25 +418,80 @@ impl Store {
     }
 }
 
-/// Spend the approval token `id`, which counts until `until` (ms since 1970): whether this is
-/// its first use, on any replica (`SET NX`, expiring at `until`).
-pub(crate) async fn spend_token(store: &Store, id: &str, until: u64) -> Result<bool, Unavailable> {
-    let key = Store::key(&format!("spent:{id}"));
+/// The keys of the store's epoch and of the leases' grace after it lost its data.
+pub(crate) fn epoch_keys() -> [String; 2] {
+    [Store::key("epoch"), Store::key("epoch-grace")]
+}
+
+/// Spend the approval token `id`, sealed in the store's `epoch` and counting until `until` (ms
+/// since 1970): whether this is its first use, on any replica (`SET NX`, expiring at `until`),
+/// in the epoch it was sealed in. A token of another epoch (the store lost its data since) is
+/// never a first use.
+pub(crate) async fn spend_token(
+    store: &Store,
+    id: &str,
+    epoch: &str,
+    until: u64,
+) -> Result<bool, Unavailable> {
+    let [epoch_key, grace_key] = epoch_keys();
+    let spent_key = Store::key(&format!("spent:{id}"));
     // A deadline already past still marks the token spent, for a moment.
     let until = until.max(crate::seal::millis(std::time::SystemTime::now()) + 1000);
-    let first: Option<String> = store
+    let (seen, candidate, grace) = store.epoch_arguments()?;
+    let (answer, current): (String, String) = store
         .run(|mut connection| async move {
-            redis::cmd("SET")
-                .arg(&key)
-                .arg(1)
-                .arg("NX")
-                .arg("PXAT")
+            scripts::SPEND
+                .key(&epoch_key)
+                .key(&grace_key)
+                .key(&spent_key)
+                .arg(&seen)
+                .arg(&candidate)
+                .arg(grace)
+                .arg(epoch)
                 .arg(until)
-                .query_async(&mut connection)
+                .invoke_async(&mut connection)
                 .await
         })
         .await?;
-    Ok(first.is_some())
+    store.saw_epoch(current);
+    Ok(answer == "first")
+}
+
+/// A poisoned lock's data (what it guards is kept whole by every writer).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// The seal key: from `file` (64 hex digits, white space around them ignored) through `own`,
+/// or else from [`SEAL_KEY_ENV`]; refused when neither gives one.
+fn read_seal_key(
+    file: Option<&Path>,
+    own: &toolcell::hostfs::OwnFiles,
+) -> Result<crate::seal::SealKey, crate::ConfigError> {
+    let (text, from) = match file {
+        Some(file) => (
+            own.read_to_string(file, MAX_STATE_FILE_BYTES)
+                .map_err(|error| {
+                    crate::ConfigError(format!("--seal-key-file {}: {error}", file.display()))
+                })?,
+            format!("--seal-key-file {}", file.display()),
+        ),
+        None => match std::env::var(SEAL_KEY_ENV) {
+            Ok(text) => (text, SEAL_KEY_ENV.to_owned()),
+            Err(_) => {
+                return Err(crate::ConfigError(format!(
+                    "--state needs the operator's seal key, the same for every replica and never \
+                     kept in the store: give --seal-key-file FILE (or {SEAL_KEY_ENV}); make one \
+                     with `toolcell token --seal-key`"
+                )));
+            }
+        },
+    };
+    crate::seal::SealKey::from_hex(&text).ok_or_else(|| {
+        crate::ConfigError(format!(
+            "{from}: expected the seal key as 64 hex digits (`toolcell token --seal-key` makes one)"
+        ))
+    })
 }
 
 /// `url` without the password it may carry (`redis://user:secret@host` shows `user:***`).
@@ -348,16 +520,40 @@ mod tests {
         assert_eq!(scrub("redis://127.0.0.1"), "redis://127.0.0.1");
     }
 
+    fn options(url: &str) -> crate::http::StateOptions {
+        crate::http::StateOptions {
+            url: url.to_owned(),
+            password_file: None,
+            ca_file: None,
+            seal_key_file: None,
+        }
+    }
+
     #[tokio::test]
-    async fn only_redis_urls_are_taken() {
-        let refused = Store::open("http://127.0.0.1:6379", None).expect_err("refused");
+    async fn only_redis_urls_without_passwords_are_taken() {
+        let own = toolcell::hostfs::OwnFiles::new();
+        let refused = Store::open(&options("http://127.0.0.1:6379"), &own).expect_err("refused");
         assert!(refused.0.contains("redis://"), "{refused}");
-        let refused = Store::open("redis://:hunter2@", None).err();
-        assert!(
-            refused
-                .as_ref()
-                .is_none_or(|refused| !refused.0.contains("hunter2")),
-            "{refused:?}"
-        );
+        let refused = Store::open(&options("redis://:hunter2@127.0.0.1"), &own)
+            .expect_err("a password in the URL");
+        assert!(!refused.0.contains("hunter2"), "{refused}");
+        assert!(refused.0.contains("--state-password-file"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn the_seal_key_is_the_operators_and_is_read_as_the_servers_own_file() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let own = toolcell::hostfs::OwnFiles::new();
+        let file = temp.path().join("seal.key");
+        std::fs::write(&file, "not a key\n").expect("write");
+        let mut with_file = options("redis://127.0.0.1:1");
+        with_file.seal_key_file = Some(file.clone());
+        let refused = Store::open(&with_file, &own).expect_err("not hex");
+        assert!(refused.0.contains("64 hex digits"), "{refused}");
+        let key = crate::seal::SealKey::random().expect("a key");
+        std::fs::write(&file, format!("{}\n", key.to_hex())).expect("write");
+        let store = Store::open(&with_file, &own).expect("opened");
+        assert_eq!(store.seal_key().id(), key.id());
+        assert!(own.contains_path(&std::fs::canonicalize(&file).expect("canonical")));
     }
 }

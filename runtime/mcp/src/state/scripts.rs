@@ -2,31 +2,93 @@
 //! share: each runs in one round trip, and no other client sees it half done. Time is the
 //! store's own (`TIME`), so replicas whose clocks differ still share one bucket and one day.
 //!
-//! Keys (under [`super::KEY_PREFIX`]): `quota:HOLDER` (a hash: `bucket`, `refilled` in ms,
+//! Every value a caller chose (a tenant's name, a task's id, a token's id) reaches a script as
+//! an argument or inside a key name, never in the script's text: it is data to Redis, whatever
+//! it holds (`:`, `*`, `{`, new lines, kilobytes).
+//!
+//! Keys (under [`super::KEY_PREFIX`]): `epoch` (the store's epoch: a random name it keeps as
+//! long as its data) and `epoch-grace` (set for [`super::LEASE_REASSERT_GRACE`] when a replica
+//! finds the epoch is not the one it saw: the store lost its data); `quota:HOLDER` (a hash:
+//! `bucket`, `refilled` in ms,
 //! `day`, `used_us`, `used_fuel`) and `lease:HOLDER` (a sorted set of in-flight leases, scored
 //! by when each expires) for each tenant's and token's quota; `task:ID` (a hash: `owner`,
 //! `status`, `replica`, `created`, `updated`, `ttl`, `result`, `message`), `tasks:OWNER` (a
-//! sorted set of an owner's task ids, scored by when each record expires), `cancel:ID` (a
+//! sorted set of an owner's task ids, scored by when each record expires; the record's
+//! `result` and `message` are sealed under the operator's key, `lost` notes when its replica
+//! was first not heard from, `presumed` marks a failure presumed from that), `cancel:ID` (a
 //! cancellation asked through another replica) and `replica:ID` (a replica's heartbeat).
 
 use redis::Script;
 use std::sync::LazyLock;
 
-/// Admit one call under `n` quotas at once, or say which refused it; nothing is taken unless
-/// all admit. `KEYS`: each quota's hash and lease set, in order. `ARGV`: `n`, the lease's
-/// member, its time to live (ms), then for each quota: rate (calls a second, 0 for none),
-/// burst, in-flight bound (0: none), daily microseconds (0: none), daily fuel (0: none).
-/// Answers `{0}` when admitted, or `{i, kind, retry_after}` for the first quota `i` (from 1)
-/// that refused.
-pub(crate) static ADMIT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+/// The epoch check every script that depends on what the store remembers begins with, as a Lua
+/// function: `epoch(epoch_key, grace_key, seen, candidate, grace_ms)` answers the store's
+/// epoch, beginning `candidate` if it has none; if the replica saw another (or one the store no
+/// longer has), the store lost its data: the leases' grace starts (or starts again).
+const EPOCH_LUA: &str = r#"
+local function epoch(epoch_key, grace_key, seen, candidate, grace)
+  local e = redis.call('GET', epoch_key)
+  if not e then
+    redis.call('SET', epoch_key, candidate)
+    e = candidate
+  end
+  if seen ~= '' and e ~= seen then
+    redis.call('SET', grace_key, 1, 'PX', grace)
+  end
+  return e
+end
+"#;
+
+/// A script made of [`EPOCH_LUA`] and `body`.
+fn with_epoch(body: &str) -> Script {
+    Script::new(&format!("{EPOCH_LUA}{body}"))
+}
+
+/// The store's epoch ([`EPOCH_LUA`]). `KEYS`: the epoch, the grace; `ARGV`: seen, candidate,
+/// grace (ms). Answers the epoch.
+pub(crate) static EPOCH: LazyLock<Script> = LazyLock::new(|| {
+    with_epoch("return epoch(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))")
+});
+
+/// Spend an approval token once, in the epoch it was sealed in. `KEYS`: the epoch, the grace,
+/// the token's `spent:ID`; `ARGV`: seen, candidate, grace (ms), the token's epoch, until when
+/// it stays spent (ms since 1970). Answers `{'first'|'spent'|'stale', epoch}`: `stale` for a
+/// token of another epoch (the store forgot which were spent).
+pub(crate) static SPEND: LazyLock<Script> = LazyLock::new(|| {
+    with_epoch(
         r#"
+local e = epoch(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+if ARGV[4] ~= e then return {'stale', e} end
+if redis.call('SET', KEYS[3], 1, 'NX', 'PXAT', ARGV[5]) then return {'first', e} end
+return {'spent', e}
+"#,
+    )
+});
+
+/// Admit one call under `n` quotas at once, or say which refused it; nothing is taken unless
+/// all admit. `KEYS`: each quota's hash and lease set, in order, then the epoch and the grace.
+/// `ARGV`: `n`, the lease's member (`REPLICA:N:RESERVE`, where `RESERVE` is the most the call
+/// may run, in microseconds), its time to live (ms), then for each quota: rate (calls a second,
+/// 0 for none), burst, in-flight bound (0: none), daily microseconds (0: none), daily fuel (0:
+/// none); then seen, candidate, grace (the epoch's). A daily budget admits a call while what
+/// was used today and what the calls still running may use (their leases' reservations) is
+/// below it, so calls in flight overshoot it by at most one call's reservation. While the
+/// leases' grace runs (the store lost its data moments ago), a call under an in-flight bound
+/// is refused as `in_flight`. Answers `{0, epoch}` when admitted, or `{i, kind, retry_after,
+/// epoch}` for the first quota `i` (from 1) that refused.
+pub(crate) static ADMIT: LazyLock<Script> = LazyLock::new(|| {
+    with_epoch(
+        r#"
+local n = tonumber(ARGV[1])
+local at_epoch = 3 + n * 5
+local e = epoch(KEYS[2 * n + 1], KEYS[2 * n + 2], ARGV[at_epoch + 1], ARGV[at_epoch + 2],
+  tonumber(ARGV[at_epoch + 3]))
+local grace = redis.call('PTTL', KEYS[2 * n + 2])
 local t = redis.call('TIME')
 local seconds = tonumber(t[1])
 local now = seconds * 1000 + math.floor(tonumber(t[2]) / 1000)
 local day = math.floor(seconds / 86400)
 local to_midnight = 86400 - (seconds % 86400)
-local n = tonumber(ARGV[1])
 local member = ARGV[2]
 local ttl = tonumber(ARGV[3])
 local kept = {}
@@ -38,15 +100,22 @@ for i = 1, n do
   local h = redis.call('HMGET', hash, 'bucket', 'refilled', 'day', 'used_us', 'used_fuel')
   local used_us, used_fuel = tonumber(h[4]) or 0, tonumber(h[5]) or 0
   if tonumber(h[3]) ~= day then used_us = 0; used_fuel = 0 end
-  if daily_us > 0 and used_us >= daily_us then return {i, 'daily_ms', to_midnight} end
-  if daily_fuel > 0 and used_fuel >= daily_fuel then return {i, 'daily_fuel', to_midnight} end
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-  if most > 0 and redis.call('ZCARD', leases) + 1 > most then return {i, 'in_flight', 1} end
+  if daily_us > 0 then
+    local reserved = 0
+    for _, m in ipairs(redis.call('ZRANGE', leases, 0, -1)) do
+      reserved = reserved + (tonumber(string.match(m, ':(%d+)$')) or 0)
+    end
+    if used_us + reserved >= daily_us then return {i, 'daily_ms', to_midnight, e} end
+  end
+  if daily_fuel > 0 and used_fuel >= daily_fuel then return {i, 'daily_fuel', to_midnight, e} end
+  if most > 0 and grace > 0 then return {i, 'in_flight', math.ceil(grace / 1000), e} end
+  if most > 0 and redis.call('ZCARD', leases) + 1 > most then return {i, 'in_flight', 1, e} end
   local bucket = burst
   if rate > 0 then
     local b, r = tonumber(h[1]), tonumber(h[2])
     if b and r then bucket = math.min(burst, b + math.max(0, now - r) / 1000 * rate) end
-    if bucket < 1 then return {i, 'rate', math.max(1, math.ceil((1 - bucket) / rate))} end
+    if bucket < 1 then return {i, 'rate', math.max(1, math.ceil((1 - bucket) / rate)), e} end
     bucket = bucket - 1
   end
   kept[i] = {bucket, used_us, used_fuel}
@@ -59,14 +128,15 @@ for i = 1, n do
   redis.call('ZADD', leases, now + ttl, member)
   redis.call('PEXPIRE', leases, ttl * 4)
 end
-return {0}
+return {0, e}
 "#,
     )
 });
 
-/// Renew leases still held. `KEYS`: lease sets; `ARGV`: the time to live (ms), then the member
-/// for each key. A lease already gone (expired while its replica could not reach the store) is
-/// not brought back.
+/// Renew (re-assert) the leases of calls still running. `KEYS`: lease sets; `ARGV`: the time to
+/// live (ms), then the member for each key. A lease that is gone while its call still runs
+/// (it lapsed while its replica was paused or cut off, or the store lost its data) is added
+/// again: a running call is counted, whatever happened to its place meanwhile.
 pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -74,7 +144,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
 for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], 'XX', now + ttl, ARGV[i + 1])
+  redis.call('ZADD', KEYS[i], now + ttl, ARGV[i + 1])
   redis.call('PEXPIRE', KEYS[i], ttl * 4)
 end
 return #KEYS
@@ -82,9 +152,10 @@ return #KEYS
     )
 });
 
-/// Give calls' places back and charge what each used to the day it ended in. `KEYS`: for each
-/// lease in turn, each of its quotas' hash and lease set; `ARGV`: the number of leases, then
-/// for each: how many quotas it has, its member, microseconds, fuel.
+/// Give calls' places back (and with them what they reserved of a daily budget) and charge
+/// what each used to the day it ended in. `KEYS`: for each lease in turn, each of its quotas'
+/// hash and lease set; `ARGV`: the number of leases, then for each: how many quotas it has,
+/// its member, microseconds, fuel.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -149,20 +220,26 @@ return 1
     )
 });
 
-/// End a task: its status, result and message, kept for its time to live from now. A task
-/// already ended (cancelled, or failed because its replica was taken for dead) keeps its first
-/// end. `KEYS`: the record, the owner's set; `ARGV`: status, result (JSON, or empty), message,
-/// the time (ISO 8601), the time to live (ms), the task's id. Answers 1 if this ended it.
+/// End a task: its status, result and message (sealed by the caller), kept for its time to live
+/// from now. A task already ended keeps its first end, but for a presumed failure (its replica
+/// was not heard from: `TASK_GET`), which the real end replaces; a record the store no longer
+/// has (it lost its data, or the record expired) is written whole again, so a result that
+/// exists is kept. `KEYS`: the record, the owner's set; `ARGV`: status, result, message, the
+/// time (ISO 8601), the time to live (ms), the task's id, its owner, its replica, when it was
+/// created (ISO 8601). Answers 1 if this ended it.
 pub(crate) static TASK_FINISH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-local status = redis.call('HGET', KEYS[1], 'status')
-if status ~= 'working' then return 0 end
+local h = redis.call('HMGET', KEYS[1], 'status', 'presumed', 'owner')
+if h[3] and h[3] ~= ARGV[7] then return 0 end
+if h[1] and h[1] ~= 'working' and h[2] ~= '1' then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[5])
+redis.call('HDEL', KEYS[1], 'presumed', 'lost')
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'result', ARGV[2], 'message', ARGV[3],
-  'updated', ARGV[4], 'ttl', ttl)
+  'updated', ARGV[4], 'ttl', ttl, 'owner', ARGV[7], 'replica', ARGV[8])
+redis.call('HSETNX', KEYS[1], 'created', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[6])
 if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
@@ -173,25 +250,40 @@ return 1
 
 /// A task's record as `tasks/get` answers it: `{owner, status, created, updated, ttl, result,
 /// message}`, or an empty answer when there is none. A running task whose replica has no
-/// heartbeat is ended here, `failed` (its replica stopped). `KEYS`: the record, the owner's
-/// set; `ARGV`: the heartbeat keys' prefix, the time (ISO 8601), the ended record's time to
-/// live (ms), the task's id, the message.
+/// heartbeat is still `working` ("not heard from") for the grace, from when that was first
+/// seen; past it, it is presumed `failed` (its replica stopped), a presumption the task's real
+/// end replaces (`TASK_FINISH`). `KEYS`: the record, the owner's set; `ARGV`: the heartbeat
+/// keys' prefix, the time (ISO 8601), the ended record's time to live (ms), the task's id, the
+/// failure's message, the grace (ms), the message while not heard from.
 pub(crate) static TASK_GET: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 local h = redis.call('HMGET', KEYS[1], 'owner', 'status', 'created', 'updated', 'ttl',
-  'result', 'message', 'replica')
+  'result', 'message', 'replica', 'lost')
 if not h[1] then return {} end
-if h[2] == 'working' and redis.call('EXISTS', ARGV[1] .. h[8]) == 0 then
+if h[2] == 'working' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local ttl = tonumber(ARGV[3])
-  redis.call('HSET', KEYS[1], 'status', 'failed', 'message', ARGV[5], 'updated', ARGV[2],
-    'ttl', ttl)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
-  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
-  h[2] = 'failed'; h[4] = ARGV[2]; h[5] = tostring(ttl); h[7] = ARGV[5]
+  if redis.call('EXISTS', ARGV[1] .. h[8]) == 1 then
+    if h[9] then redis.call('HDEL', KEYS[1], 'lost') end
+  else
+    local lost = tonumber(h[9])
+    if not lost then
+      redis.call('HSET', KEYS[1], 'lost', now)
+      lost = now
+    end
+    if now - lost < tonumber(ARGV[6]) then
+      h[7] = ARGV[7]
+    else
+      local ttl = tonumber(ARGV[3])
+      redis.call('HSET', KEYS[1], 'status', 'failed', 'presumed', 1, 'message', ARGV[5],
+        'updated', ARGV[2], 'ttl', ttl)
+      redis.call('PEXPIRE', KEYS[1], ttl)
+      redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
+      if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+      h[2] = 'failed'; h[4] = ARGV[2]; h[5] = tostring(ttl); h[7] = ARGV[5]
+    end
+  end
 end
 return {h[1], h[2], h[3], h[4], h[5] or '', h[6] or '', h[7] or ''}
 "#,

@@ -321,13 +321,25 @@ fn check_plain(what: &str, text: &str, limit: usize) -> Result<(), String> {
             text.len()
         ));
     }
-    if text.chars().any(char::is_control) {
+    if text.chars().any(|c| c.is_control() || is_format_control(c)) {
         return Err(format!(
             "its {what} {} holds a control character",
             crate::call::names::echoed(text)
         ));
     }
     Ok(())
+}
+
+/// The format characters that reorder or hide text (bidirectional embeddings, overrides and
+/// isolates, zero-width characters, the word joiner and its kin, the byte order mark): in a
+/// name or a link shown to a person they make it read as something it is not ("txt.exe" shown
+/// as "exe.txt"), so they are refused as controls are.
+pub(crate) fn is_format_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
 }
 
 /// The media type the first bytes of `data` say it is, among the image and audio types;
@@ -436,6 +448,15 @@ mod tests {
                 "bytes are not image/png (they begin 3c68746d6c3e3c73...)",
             ),
             (image("image/jpeg", PNG), "bytes are not image/jpeg"),
+            (
+                Part::ResourceLink {
+                    uri: "file:///notes/report".to_owned(),
+                    name: "report\u{202E}txt.exe".to_owned(),
+                    description: None,
+                    mime_type: None,
+                },
+                "control character",
+            ),
             (image("image/png", b""), "the image is empty"),
             (
                 Part::Audio(Media {

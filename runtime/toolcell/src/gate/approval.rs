@@ -103,6 +103,23 @@ pub(crate) fn escaped_line(line: &str) -> String {
     shown
 }
 
+/// A tool's text as a person should read it on a terminal: as written, lines and tabs kept, but
+/// every other control character (escape sequences that set the window's title, clear the
+/// screen or write the clipboard, a carriage return that overwrites a line) and every
+/// [invisible](invisible) or reordering character written `\u{...}`, so a tool can neither
+/// drive the terminal nor make its text read as something else.
+pub fn shown_on_a_terminal(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if (c.is_control() && c != '\t' && c != '\n') || invisible(c) {
+            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 /// `text` as a person should read it in a question: what Rust's `{:?}` escapes (controls,
 /// quotes, bidirectional overrides, unassigned and unprintable characters), and also the
 /// characters that print as nothing or as blank space (non-ASCII spaces, fillers, zero-width

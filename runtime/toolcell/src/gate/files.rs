@@ -1,5 +1,6 @@
 //! The file checks of a grant: what a policy's [`FileRules`] decide about one path in one
-//! workspace (protected from writing, denied reading, too large to read).
+//! workspace (protected from writing, denied reading, too large to read), and what no rule
+//! decides: the host's own files and the kernel's views of the host (`hostfs`).
 
 use crate::gate::workspace::Workspace;
 use crate::policy::files::{ALWAYS_PROTECTED, FileRules};
@@ -49,6 +50,14 @@ impl FileRules {
                 return Err(format!("{name} is protected: no tool may write in it"));
             }
         }
+        // What runs code for the user later (shell start-up files, autostart entries, ...).
+        let real = workspace.root().join(path);
+        if let Some((part, pattern)) = self.deny_write.hiding(path, Some(&real)) {
+            return Err(format!(
+                "{part} matches {pattern:?}: it runs code for the user later, outside any \
+                 sandbox, so no tool may write it (the policy's [files] deny_write)"
+            ));
+        }
         // The policy's own list, resolved in this workspace as the path was (so a link to a
         // protected directory, or `./deploy` for `deploy`, is the same path).
         for protected in &self.protected {
@@ -62,50 +71,12 @@ impl FileRules {
                 ));
             }
         }
-        self.check_protected_files(workspace, CapabilityKind::FilesystemWrite, path)
-    }
-
-    /// Whether `kind` on `path` leaves the files this runtime protects by name (its policy,
-    /// audit, tokens and OAuth files, its compile cache and the cache's key) alone, and
-    /// everything under the directories it protects (its tools directories, whose files a
-    /// running server loads as they change, and the cache): neither written nor read, whatever
-    /// policy a call runs under and whatever its `[files]` lists say. (A grant of a directory
-    /// that holds them is the directory's; inside it they are not there, `wasm/guest_fs.rs`.)
-    pub(crate) fn check_protected_files(
-        &self,
-        workspace: &Workspace,
-        kind: CapabilityKind,
-        path: &Path,
-    ) -> Result<(), String> {
-        let verb = match kind {
-            CapabilityKind::FilesystemWrite => "write",
-            CapabilityKind::FilesystemRead => "read",
-            _ => return Ok(()),
-        };
-        let target = workspace.root().join(path);
-        // By path, and by what the file is (a hard link to a protected file elsewhere).
-        if self.is_protected(&target)
-            || std::fs::metadata(&target).is_ok_and(|found| {
-                crate::policy::files::is_protected_identity(&self.protected_files, &found)
-            })
-        {
-            return Err(format!(
-                "it is a policy, audit, tokens or compile-cache file of this server (or one of \
-                 its companions: a rotated copy, a head, a signature), or in a directory it \
-                 loads tools from: no tool may {verb} it"
-            ));
-        }
         Ok(())
     }
 
-    /// Whether the absolute path `target` is one of the files this runtime protects, a
-    /// companion of one, or under a directory it protects.
-    pub(crate) fn is_protected(&self, target: &Path) -> bool {
-        crate::policy::files::is_protected(&self.protected_files, target)
-    }
-
     fn check_read(&self, workspace: &Workspace, path: &Path, is_dir: bool) -> Result<(), String> {
-        if let Some((part, pattern)) = self.deny_read.part_matching(path) {
+        let real = workspace.root().join(path);
+        if let Some((part, pattern)) = self.deny_read.hiding(path, Some(&real)) {
             return Err(format!(
                 "{part} matches {pattern:?}, which no tool may read (the policy's [files] \
                  deny_read)"
@@ -123,4 +94,77 @@ impl FileRules {
         }
         Ok(())
     }
+}
+
+/// Whether `kind` on `path` (canonical, relative to the workspace) leaves the host alone: not
+/// one of its own files (`hostfs::OwnFiles`: its policy, audit, tokens, keys, password and
+/// cache files, a companion of one, anything under its tools directories), by path and by what
+/// the file is (a hard link elsewhere); and not on a file system that shows the host itself
+/// (procfs, sysfs, devfs: `hostfs::host_view`), by what the opened directory and file lie on.
+/// Neither written nor read, whatever policy a call runs under and whatever its `[files]` say.
+pub(crate) fn check_host(
+    own: &[crate::hostfs::OwnFile],
+    workspace: &Workspace,
+    kind: CapabilityKind,
+    path: &Path,
+    dir: &cap_std::fs::Dir,
+    name: Option<&std::ffi::OsStr>,
+) -> Result<(), String> {
+    let verb = match kind {
+        CapabilityKind::FilesystemWrite => "write",
+        CapabilityKind::FilesystemRead => "read",
+        _ => return Ok(()),
+    };
+    let view = crate::hostfs::host_view(dir)
+        .or_else(|| name.and_then(|name| crate::hostfs::host_view_at(dir, Path::new(name))));
+    if let Some(view) = view {
+        return Err(format!(
+            "it is on {view}, which shows the host itself (its processes, devices and kernel), \
+             not files: no path grant reaches it"
+        ));
+    }
+    let target = workspace.root().join(path);
+    if crate::hostfs::own::covers_path(own, &target)
+        || std::fs::metadata(&target)
+            .is_ok_and(|found| crate::hostfs::own::covers_identity(own, &found))
+    {
+        return Err(format!(
+            "it is one of the server's own files (its policy, audit, tokens, keys, password or \
+             compile-cache files, one of their companions: a rotated copy, a head, a signature), \
+             or in a directory it loads tools from: no tool may {verb} it"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the file at `path` (canonical, relative to the workspace) is another name of one of
+/// the workspace's credential files (`gate/secrets.rs`): a hard link planted under an innocent
+/// name is that file, and is refused as it would be. Only a file with more than one name is
+/// looked up.
+pub(crate) fn check_credential_link(
+    rules: &FileRules,
+    workspace: &Workspace,
+    path: &Path,
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    if rules.deny_read.is_empty() {
+        return Ok(());
+    }
+    let Ok(meta) = std::fs::symlink_metadata(workspace.root().join(path)) else {
+        return Ok(());
+    };
+    if !meta.is_file() || meta.nlink() < 2 {
+        return Ok(());
+    }
+    if workspace
+        .credential_identities(&rules.deny_read)
+        .contains(&(meta.dev(), meta.ino()))
+    {
+        return Err(
+            "it is another name (a hard link) of a credential file no tool may read (the \
+             policy's [files] deny_read)"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }

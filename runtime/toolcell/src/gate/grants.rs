@@ -32,10 +32,13 @@ pub struct Grants {
     ///
     /// [`DEFAULT_DENY_READ`]: crate::policy::files::DEFAULT_DENY_READ
     pub(crate) deny_read: crate::policy::files::DenyRead,
-    /// The files and directories of this runtime no tool may read or write (its policy, audit,
-    /// tokens and cache files, its tools directories), absolute: not there inside the
-    /// directories granted either (`wasm/guest_fs.rs`).
-    pub(crate) protected: Arc<[std::path::PathBuf]>,
+    /// The host's own files and directories (`hostfs/own.rs`: its policy, audit, tokens, keys
+    /// and cache files, its tools directories), as they were when the call was decided: not
+    /// there inside the directories granted either (`wasm/guest_fs.rs`).
+    pub(crate) protected: Arc<[crate::hostfs::OwnFile]>,
+    /// The workspace's credential files that have other names, by identity
+    /// (`gate/secrets.rs`): an open of one under another name is refused.
+    pub(crate) credentials: crate::gate::secrets::Identities,
 }
 
 /// One directory a call may open: a directory the gate opened inside the workspace, the path

@@ -34,12 +34,14 @@ mod approval;
 mod files;
 pub(crate) mod grants;
 mod paths;
+pub(crate) mod secrets;
 pub(crate) mod staging;
 pub(crate) mod workspace;
 
 pub(crate) use approval::{Answers, escaped_line};
 pub use approval::{
-    Approval, ApprovalRequest, Approver, FixedApprover, capability_name, shown_to_a_person,
+    Approval, ApprovalRequest, Approver, FixedApprover, capability_name, shown_on_a_terminal,
+    shown_to_a_person,
 };
 pub(crate) use paths::resolve;
 use paths::{display, open_contained_dir, resolve_from, within_root};
@@ -89,6 +91,8 @@ pub(crate) struct Scope<'a> {
 pub(crate) struct Gate {
     approver: Option<Arc<dyn Approver>>,
     files: FileRules,
+    /// The host's own files: no grant reaches them (`hostfs/own.rs`).
+    own: crate::hostfs::OwnFiles,
 }
 
 /// Put the files of `grants`' pending staging directories in place and hand the directories
@@ -131,9 +135,21 @@ enum FsGrant {
     },
 }
 
+/// The prefix of the environment variables that configure the host itself (its seal key, its
+/// cache's key and directory): no policy grants a tool one.
+pub const HOST_ENV_PREFIX: &str = "TOOLCELL_";
+
 impl Gate {
-    pub(crate) fn new(approver: Option<Arc<dyn Approver>>, files: FileRules) -> Gate {
-        Gate { approver, files }
+    pub(crate) fn new(
+        approver: Option<Arc<dyn Approver>>,
+        files: FileRules,
+        own: crate::hostfs::OwnFiles,
+    ) -> Gate {
+        Gate {
+            approver,
+            files,
+            own,
+        }
     }
 
     /// The runtime's approver, if a person can be asked.
@@ -141,9 +157,9 @@ impl Gate {
         self.approver.as_ref()
     }
 
-    /// Protect the file at `path` from every tool's writes.
-    pub(crate) fn protect(&mut self, path: &Path) {
-        self.files = std::mem::take(&mut self.files).protecting(path);
+    /// The host's own files, which no grant reaches.
+    pub(crate) fn own_files(&self) -> &crate::hostfs::OwnFiles {
+        &self.own
     }
 
     /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
@@ -158,6 +174,7 @@ impl Gate {
         arguments: &mut Value,
     ) -> Result<(Grants, Vec<Granted>), Refusal> {
         let mut grants = Grants::default();
+        let own = self.own.snapshot();
         let mut granted = Vec::new();
         // Staging directories for granted files, by the directory path the guest knows.
         let mut staged: Vec<(String, Staging)> = Vec::new();
@@ -179,8 +196,15 @@ impl Gate {
                     }
                 }
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
-                    let (grant, shown, by) =
-                        self.filesystem(tool, kind, &capability.target, rule, scope, arguments)?;
+                    let (grant, shown, by) = self.filesystem(
+                        tool,
+                        kind,
+                        &capability.target,
+                        rule,
+                        scope,
+                        arguments,
+                        &own,
+                    )?;
                     match grant {
                         // Two capabilities on one directory share one preopen: a call holds
                         // at most one descriptor per directory it was granted.
@@ -219,6 +243,15 @@ impl Gate {
                 CapabilityKind::Env => {
                     let name = resource_text(&capability.target, arguments)
                         .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
+                    if name.starts_with(HOST_ENV_PREFIX) {
+                        return Err(refuse(
+                            kind,
+                            &name,
+                            "TOOLCELL_ variables configure the host itself (a seal key, a \
+                             cache key): no tool is given one",
+                        )
+                        .into());
+                    }
                     let by = self.allowed(tool, kind, &name, rule, scope, |rule| {
                         rule.vars.iter().any(|var| var == &name)
                     })?;
@@ -266,9 +299,17 @@ impl Gate {
             }
         }
         grants.pending = staged;
-        // What the rules deny reading is not there inside the directories granted either.
+        // What the rules deny reading is not there inside the directories granted either, nor
+        // are the credential files with other names in the workspace (a hard link planted
+        // under an innocent name: `gate/secrets.rs`).
         grants.deny_read = scope.files.unwrap_or(&self.files).deny_read.clone();
-        grants.protected = Arc::clone(&self.files.protected_files);
+        if !grants.preopens.is_empty()
+            && !grants.deny_read.is_empty()
+            && let Some(workspace) = scope.workspace
+        {
+            grants.credentials = workspace.credential_identities(&grants.deny_read);
+        }
+        grants.protected = own;
         Ok((grants, granted))
     }
 
@@ -280,6 +321,7 @@ impl Gate {
         rule: Option<&Rule>,
         scope: &Scope<'_>,
         arguments: &mut Value,
+        own: &[crate::hostfs::OwnFile],
     ) -> Result<(FsGrant, String, GrantedBy), Refusal> {
         let Some(workspace) = scope.workspace else {
             return Err(refuse(kind, "", "no workspace is open").into());
@@ -305,10 +347,15 @@ impl Gate {
             .files
             .unwrap_or(&self.files)
             .check(workspace, kind, &resolved.path, is_dir)
-            .and_then(|()| {
-                self.files
-                    .check_protected_files(workspace, kind, &resolved.path)
-            })
+            .map_err(|why| refuse(kind, &shown, &why))?;
+        // The host's own files and views, decided on the directory as opened (and the file in
+        // it), which no later swap of a path component changes, before anyone is asked.
+        let dir = open_contained_dir(workspace, &resolved.dir)
+            .map_err(|error| open_failed(kind, &shown, "cannot open its directory", &error))?;
+        let name = (!is_dir).then(|| resolved.path.file_name()).flatten();
+        let rules = scope.files.unwrap_or(&self.files);
+        files::check_host(own, workspace, kind, &resolved.path, &dir, name)
+            .and_then(|()| files::check_credential_link(rules, workspace, &resolved.path))
             .map_err(|why| refuse(kind, &shown, &why))?;
         let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
             rule.roots
@@ -320,8 +367,6 @@ impl Gate {
         {
             *slot = Value::String(shown.clone());
         }
-        let dir = open_contained_dir(workspace, &resolved.dir)
-            .map_err(|error| open_failed(kind, &shown, "cannot open its directory", &error))?;
         let writable = kind == CapabilityKind::FilesystemWrite;
         let guest = display(&resolved.dir);
         let grant = match resolved.path.file_name() {
@@ -577,9 +622,10 @@ mod tests {
             wait: Duration::ZERO,
         };
         let mut arguments = serde_json::json!({ "path": "a/." });
-        let (grants, granted) = Gate::new(None, FileRules::default())
-            .decide("t", &info, &policy, &scope, &mut arguments)
-            .expect("allowed");
+        let (grants, granted) =
+            Gate::new(None, FileRules::default(), crate::hostfs::OwnFiles::new())
+                .decide("t", &info, &policy, &scope, &mut arguments)
+                .expect("allowed");
         assert_eq!(granted.len(), crate::tool::info::MAX_CAPABILITIES);
         assert_eq!(grants.preopens.len(), 1, "one directory, one preopen");
         assert_eq!(grants.preopens[0].guest, "a");

@@ -26,6 +26,8 @@ pub struct Workspace {
     /// `.toolcell/grants`, where file grants are staged (`gate/staging.rs`), opened on first
     /// use, with the staging directories kept for reuse.
     staging: std::sync::OnceLock<Arc<StagingPool>>,
+    /// The last look at where its credentials are kept (`gate/secrets.rs`).
+    secrets: crate::gate::secrets::SecretScan,
 }
 
 impl Workspace {
@@ -36,6 +38,15 @@ impl Workspace {
     pub fn open(path: &Path) -> io::Result<Workspace> {
         let root = path.canonicalize()?;
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
+        if let Some(view) = crate::hostfs::host_view(&dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "it is on {view}, which shows the host itself, not files: a workspace \
+                     must hold files"
+                ),
+            ));
+        }
         if let Err(error) = crate::gate::staging::sweep(&dir) {
             tracing::warn!(
                 workspace = %root.display(),
@@ -48,7 +59,17 @@ impl Workspace {
             dir,
             saved,
             staging: std::sync::OnceLock::new(),
+            secrets: crate::gate::secrets::SecretScan::default(),
         })
+    }
+
+    /// The identities of this workspace's credential files that have other names, under
+    /// `deny`'s patterns (`gate/secrets.rs`).
+    pub(crate) fn credential_identities(
+        &self,
+        deny: &crate::policy::files::DenyRead,
+    ) -> crate::gate::secrets::Identities {
+        self.secrets.identities(&self.root, deny)
     }
 
     /// `.toolcell/grants` in this workspace (made on first use), and its staging directories

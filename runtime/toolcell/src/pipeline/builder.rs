@@ -45,6 +45,7 @@ pub struct RuntimeBuilder {
     agent: String,
     approver: Option<Arc<dyn Approver>>,
     protected: Vec<PathBuf>,
+    own_files: crate::hostfs::OwnFiles,
     pulled: Vec<String>,
     source: Option<Arc<dyn ComponentSource>>,
     code_memory_budget: usize,
@@ -81,6 +82,7 @@ impl Runtime {
             agent: DEFAULT_AGENT.to_owned(),
             approver: None,
             protected: Vec::new(),
+            own_files: crate::hostfs::OwnFiles::new(),
             pulled: Vec::new(),
             source: None,
             code_memory_budget: DEFAULT_CODE_MEMORY_BUDGET,
@@ -220,6 +222,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Keep the host's own files in `own` (default: a registry of its own), the registry a
+    /// front end already read its files through before building the runtime (the command
+    /// line's policy file, [`Policy::from_own_file`]). What the builder protects is added to
+    /// it; [`Runtime::own_files`] is this registry.
+    pub fn own_files(mut self, own: crate::hostfs::OwnFiles) -> Self {
+        self.own_files = own;
+        self
+    }
+
     /// Use this policy instead of [`Policy::embedded_default`].
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
@@ -309,14 +320,12 @@ impl RuntimeBuilder {
         let mut runtime = Runtime {
             catalog: Default::default(),
             loader: tokio::sync::Mutex::new(Loader::empty()),
-            gate: Gate::new(
-                self.approver,
-                protected
-                    .iter()
-                    .fold(loader.policy.files().clone(), |rules, path| {
-                        rules.protecting(path)
-                    }),
-            ),
+            gate: Gate::new(self.approver, loader.policy.files().clone(), {
+                for path in &protected {
+                    self.own_files.register(path);
+                }
+                self.own_files
+            }),
             wasm,
             io: super::Io::new(io),
             workspaces: Default::default(),

@@ -186,6 +186,28 @@ impl Runtime {
         self.catalog().tools.get(name).map(|tool| tool.info.clone())
     }
 
+    /// The longest a call of the tool named `name` may run in `context` (its policy's
+    /// `timeout_ms`, the context's own policy first, as the call itself decides it): what a
+    /// front end reserves of a daily time budget when it admits the call. `find_tool` and
+    /// `call_tool` are the host's own and take no time of their own; an unknown tool, the
+    /// default deadline.
+    pub fn deadline_of(&self, context: &CallContext, name: &str) -> std::time::Duration {
+        match context.policy() {
+            Some(policy) => policy
+                .entry(name)
+                .map_or(crate::call::limits::DEFAULT_TIMEOUT, |entry| {
+                    entry.limits.timeout
+                }),
+            None => self
+                .catalog()
+                .tools
+                .get(name)
+                .map_or(crate::call::limits::DEFAULT_TIMEOUT, |tool| {
+                    tool.policy.limits.timeout
+                }),
+        }
+    }
+
     /// Where the tool named `name` came from: a file path, `builtin:<name>` or
     /// `native:<name>`.
     pub fn source(&self, name: &str) -> Option<String> {
@@ -264,12 +286,21 @@ impl Runtime {
         Ok(())
     }
 
-    /// Protect the file at `path` (absolute, or relative to the current directory) from every
-    /// tool's writes, whatever policy a call runs under: as
-    /// [`RuntimeBuilder::protect`](crate::RuntimeBuilder::protect), for files a front end reads
-    /// after the runtime is built (a server's tokens file, its tenants' policies).
-    pub fn protect(&mut self, path: &Path) {
-        self.gate.protect(path);
+    /// Protect the file or directory at `path` (absolute, or relative to the current
+    /// directory) from every tool's reads and writes, whatever policy a call runs under: as
+    /// [`RuntimeBuilder::protect`](crate::RuntimeBuilder::protect), for a file the host writes
+    /// or names after the runtime is built. A file the host *reads* for itself is better read
+    /// through [`Runtime::own_files`]'s [`read`](crate::hostfs::OwnFiles::read), which
+    /// registers the very file it opens.
+    pub fn protect(&self, path: &Path) {
+        self.gate.own_files().register(path);
+    }
+
+    /// The registry of the host's own files (`hostfs`): every file a front end reads for itself
+    /// (tokens, keys, password and CA files, tenant policies) is read through it, and no tool
+    /// reads or writes what it holds. Clones share the registry.
+    pub fn own_files(&self) -> &crate::hostfs::OwnFiles {
+        self.gate.own_files()
     }
 
     /// The context calls get when they name none: the builder's workspace and agent.

@@ -28,8 +28,13 @@ use std::sync::Arc;
 /// Paths, relative to the workspace, that no tool may write.
 pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".toolcell"];
 
-/// File name patterns (`*` matches any run of characters) that no tool may read by default.
+/// Patterns of what no tool may read by default: secrets and the places credentials are kept.
+/// A pattern is one path part (`*` matches any run of characters), or several joined by `/`,
+/// which match consecutive parts anywhere in a path (`.config/gcloud` hides
+/// `home/me/.config/gcloud/credentials.db`, not a project's `gcloud/` directory). Matched
+/// ignoring ASCII case. The policy's `[files] deny_read` replaces this list.
 pub const DEFAULT_DENY_READ: &[&str] = &[
+    // Environment files and private keys, wherever they are.
     ".env",
     ".env.*",
     "*.pem",
@@ -41,10 +46,80 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     "id_ecdsa*",
     "id_ed25519*",
     ".ssh",
+    // Package registries' tokens.
     ".netrc",
     ".npmrc",
     ".pypirc",
+    ".yarnrc.yml",
+    ".cargo/credentials*",
+    ".gem/credentials",
+    ".m2/settings*.xml",
+    ".gradle/gradle.properties",
     ".git-credentials",
+    ".config/git/credentials",
+    // Cloud command lines, clusters and containers.
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".oci",
+    ".kube",
+    ".docker",
+    ".config/gh",
+    ".config/hub",
+    ".boto",
+    ".s3cfg",
+    ".vault-token",
+    ".terraform.d/credentials*",
+    ".pgpass",
+    ".my.cnf",
+    // Keys, keyrings and password stores.
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    // What a person typed: shell and interpreter histories.
+    ".*_history",
+    ".histfile",
+    "fish_history",
+];
+
+/// Patterns (as [`DEFAULT_DENY_READ`]'s) of what no tool may write by default: what runs code
+/// for the user later, outside any sandbox (shell start-up files, `authorized_keys`, autostart
+/// entries, hook managers, crontabs, a directory on `PATH`, direnv's `.envrc`, git's config,
+/// whose aliases and pager run commands). `.git` and `.toolcell` are protected apart, whatever
+/// the policy says. The policy's `[files] deny_write` replaces this list (name a file there no
+/// longer to let a tool write it).
+pub const DEFAULT_DENY_WRITE: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".cshrc",
+    ".tcshrc",
+    ".kshrc",
+    ".config/fish",
+    ".xprofile",
+    ".xinitrc",
+    ".xsession",
+    ".pam_environment",
+    ".envrc",
+    ".gitconfig",
+    ".config/git/config",
+    ".ssh",
+    ".config/autostart",
+    ".config/systemd",
+    "Library/LaunchAgents",
+    ".local/bin",
+    ".husky",
+    ".githooks",
+    "crontab",
+    "crontabs",
+    "cron.d",
 ];
 
 /// The rules on files of one runtime (from the policy's `[files]` section, and the files the
@@ -53,12 +128,10 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
 pub struct FileRules {
     /// Relative to the workspace, never written.
     pub(crate) protected: Vec<PathBuf>,
-    /// Absolute paths never written nor read (the policy file, the audit file, the tokens
-    /// files, the compile cache and its key, the tools directories), whatever the rules above
-    /// say. Shared: every call's grants hold it (`wasm/guest_fs.rs`).
-    pub(crate) protected_files: Arc<[PathBuf]>,
     /// Name patterns never read.
     pub(crate) deny_read: DenyRead,
+    /// Name patterns never written (what runs code for the user later).
+    pub(crate) deny_write: DenyRead,
     /// The largest file a read grant may name.
     pub(crate) max_read_bytes: Option<u64>,
 }
@@ -67,63 +140,95 @@ impl Default for FileRules {
     fn default() -> Self {
         FileRules {
             protected: ALWAYS_PROTECTED.iter().map(PathBuf::from).collect(),
-            protected_files: Arc::from(Vec::new()),
             deny_read: DenyRead::default(),
+            deny_write: DenyRead::default_write(),
             max_read_bytes: None,
         }
     }
 }
 
-impl FileRules {
-    /// These rules, also protecting the file at `path` (absolute, or relative to the current
-    /// directory) from every tool's writes and reads.
-    pub(crate) fn protecting(mut self, path: &Path) -> FileRules {
-        // A file that does not exist yet (an audit file about to be made) is named through its
-        // directory's canonical path.
-        let absolute = std::fs::canonicalize(path)
-            .ok()
-            .or_else(|| {
-                let parent = path.parent().filter(|p| !p.as_os_str().is_empty())?;
-                Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
-            })
-            .or_else(|| std::path::absolute(path).ok())
-            .unwrap_or_else(|| path.to_owned());
-        let mut files = self.protected_files.to_vec();
-        files.push(absolute);
-        self.protected_files = files.into();
-        self
-    }
+/// Name patterns of files no tool may read (or, for [`DEFAULT_DENY_WRITE`], write): the one
+/// matcher for the gate (a path a call names) and the wasm sandbox (every path a guest names
+/// inside its preopens, every name it lists: `wasm/guest_fs.rs`). Cheap to clone; by default
+/// [`DEFAULT_DENY_READ`].
+///
+/// A one-part pattern (`.env`, `*.pem`) is matched on every part of a path relative to the
+/// workspace or the granted directory. A pattern of several parts (`.config/gcloud`) names a
+/// place, and is matched on the whole real path (absolute, links resolved), wherever the
+/// workspace or a granted directory begins inside it: a grant of `.config` still does not show
+/// `gcloud`.
+#[derive(Debug, Clone)]
+pub(crate) struct DenyRead(Arc<[Pattern]>);
+
+/// One pattern, its parts lowered once.
+#[derive(Debug)]
+pub(crate) struct Pattern {
+    text: String,
+    parts: Vec<String>,
 }
 
-/// The name patterns no tool may read: the one matcher for the gate (a path a call names) and
-/// the wasm sandbox (every path a guest names inside its preopens, every name it lists:
-/// `wasm/guest_fs.rs`). Cheap to clone; by default [`DEFAULT_DENY_READ`].
-#[derive(Debug, Clone)]
-pub(crate) struct DenyRead(Arc<[String]>);
+impl Pattern {
+    fn new(text: &str) -> Pattern {
+        Pattern {
+            text: text.to_owned(),
+            parts: text
+                .to_ascii_lowercase()
+                .split('/')
+                .filter(|part| !part.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    fn is_one_part(&self) -> bool {
+        self.parts.len() <= 1
+    }
+}
 
 impl Default for DenyRead {
     /// [`DEFAULT_DENY_READ`], made once and shared: every call's grants start from it.
     fn default() -> Self {
-        static DEFAULT: std::sync::LazyLock<DenyRead> = std::sync::LazyLock::new(|| {
-            DenyRead(DEFAULT_DENY_READ.iter().map(|p| (*p).to_owned()).collect())
-        });
+        static DEFAULT: std::sync::LazyLock<DenyRead> =
+            std::sync::LazyLock::new(|| DenyRead::from_patterns(DEFAULT_DENY_READ));
         DEFAULT.clone()
     }
 }
 
-impl From<Vec<String>> for DenyRead {
-    fn from(patterns: Vec<String>) -> Self {
-        DenyRead(patterns.into())
+impl<S: AsRef<str>> From<Vec<S>> for DenyRead {
+    fn from(patterns: Vec<S>) -> Self {
+        DenyRead::from_patterns(&patterns)
     }
 }
 
 impl DenyRead {
+    /// [`DEFAULT_DENY_WRITE`], made once and shared.
+    pub(crate) fn default_write() -> DenyRead {
+        static DEFAULT: std::sync::LazyLock<DenyRead> =
+            std::sync::LazyLock::new(|| DenyRead::from_patterns(DEFAULT_DENY_WRITE));
+        DEFAULT.clone()
+    }
+
+    fn from_patterns<S: AsRef<str>>(patterns: &[S]) -> DenyRead {
+        DenyRead(
+            patterns
+                .iter()
+                .map(|pattern| Pattern::new(pattern.as_ref()))
+                .filter(|pattern| !pattern.parts.is_empty())
+                .collect(),
+        )
+    }
+
     /// True when no name is denied (a policy's `deny_read = []`).
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    /// The pattern the single path part `name` matches, if any.
+    /// Whether some pattern has several parts (and needs the real path to be matched).
+    pub(crate) fn has_places(&self) -> bool {
+        self.0.iter().any(|pattern| !pattern.is_one_part())
+    }
+
+    /// The one-part pattern the single path part `name` matches, if any.
     pub(crate) fn matching(&self, name: &OsStr) -> Option<&str> {
         // ASCII case is folded: on a case-insensitive file system (macOS, a casefolded ext4,
         // a network share) `.ENV` opens `.env`, and hiding `.ENV` where it is another file
@@ -131,12 +236,12 @@ impl DenyRead {
         let name = name.to_string_lossy().to_ascii_lowercase();
         self.0
             .iter()
-            .find(|pattern| glob(&pattern.to_ascii_lowercase(), &name))
-            .map(String::as_str)
+            .find(|pattern| pattern.is_one_part() && glob(&pattern.parts[0], &name))
+            .map(|pattern| pattern.text.as_str())
     }
 
-    /// The first part of `path` that a pattern matches, and the pattern. `.` and `..` are
-    /// never matched: `sub/../.env` is caught by its `.env`.
+    /// The first part of the relative `path` that a one-part pattern matches, and the pattern.
+    /// `.` and `..` are never matched: `sub/../.env` is caught by its `.env`.
     pub(crate) fn part_matching<'p>(&self, path: &'p Path) -> Option<(Cow<'p, str>, &str)> {
         path.components().find_map(|part| match part {
             Component::Normal(part) => self
@@ -144,6 +249,73 @@ impl DenyRead {
                 .map(|pattern| (part.to_string_lossy(), pattern)),
             _ => None,
         })
+    }
+
+    /// The part of the real path `real` (absolute, links resolved) at which a pattern of
+    /// several parts ends, matching the parts before it, and the pattern.
+    pub(crate) fn place_matching<'p>(&self, real: &'p Path) -> Option<(Cow<'p, str>, &str)> {
+        if !self.has_places() {
+            return None;
+        }
+        let parts: Vec<&OsStr> = real
+            .components()
+            .filter_map(|part| match part {
+                Component::Normal(part) => Some(part),
+                _ => None,
+            })
+            .collect();
+        let lowered: Vec<String> = parts
+            .iter()
+            .map(|part| part.to_string_lossy().to_ascii_lowercase())
+            .collect();
+        for at in 0..parts.len() {
+            for pattern in self.0.iter().filter(|pattern| !pattern.is_one_part()) {
+                let Some(start) = (at + 1).checked_sub(pattern.parts.len()) else {
+                    continue;
+                };
+                if pattern
+                    .parts
+                    .iter()
+                    .zip(&lowered[start..=at])
+                    .all(|(pattern, name)| glob(pattern, name))
+                {
+                    return Some((parts[at].to_string_lossy(), pattern.text.as_str()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether the relative path `dir` is a proper beginning of a place of several parts
+    /// (`.config` for `.config/gcloud`): a scan for credentials must look into it.
+    pub(crate) fn passes_through(&self, dir: &Path) -> bool {
+        let parts: Vec<String> = dir
+            .components()
+            .filter_map(|part| match part {
+                Component::Normal(part) => Some(part.to_string_lossy().to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect();
+        !parts.is_empty()
+            && self.0.iter().any(|pattern| {
+                pattern.parts.len() > parts.len()
+                    && pattern
+                        .parts
+                        .iter()
+                        .zip(&parts)
+                        .all(|(pattern, name)| glob(pattern, name))
+            })
+    }
+
+    /// [`Self::part_matching`] on `relative`, then [`Self::place_matching`] on `real` (when
+    /// known).
+    pub(crate) fn hiding<'p>(
+        &self,
+        relative: &'p Path,
+        real: Option<&'p Path>,
+    ) -> Option<(Cow<'p, str>, &str)> {
+        self.part_matching(relative)
+            .or_else(|| real.and_then(|real| self.place_matching(real)))
     }
 }
 
@@ -166,53 +338,6 @@ fn glob(pattern: &str, name: &str) -> bool {
             remaining.len() >= last.len() && remaining.ends_with(last)
         }
     }
-}
-
-/// Whether the open `file` is one of the `protected` files itself, under whatever name (a hard
-/// link elsewhere): the same device and inode.
-pub(crate) fn is_protected_file(protected: &[std::path::PathBuf], file: &std::fs::File) -> bool {
-    match file.metadata() {
-        Ok(opened) => is_protected_identity(protected, &opened),
-        Err(_) => true,
-    }
-}
-
-/// Whether a file with metadata `found` is one of the `protected` files (same device and
-/// inode).
-pub(crate) fn is_protected_identity(
-    protected: &[std::path::PathBuf],
-    found: &std::fs::Metadata,
-) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    found.is_file()
-        && protected.iter().any(|path| {
-            std::fs::metadata(path).is_ok_and(|meta| {
-                meta.is_file() && meta.dev() == found.dev() && meta.ino() == found.ino()
-            })
-        })
-}
-
-/// Whether the absolute path `target` is one of `protected`, a companion of one, or under one.
-pub(crate) fn is_protected(protected: &[std::path::PathBuf], target: &Path) -> bool {
-    protected
-        .iter()
-        .any(|file| target.starts_with(file) || is_companion(target, file))
-}
-
-/// Whether `target` is a companion of the protected file `file`: in the same directory, named
-/// `FILE.` and more (an audit file's head `FILE.head`, its rotated copies `FILE.1` and their
-/// heads, its signed head `FILE.head.sig`; a policy's backup). They are protected with it.
-pub(crate) fn is_companion(target: &Path, file: &Path) -> bool {
-    let (Some(name), Some(protected)) = (
-        target.file_name().and_then(|name| name.to_str()),
-        file.file_name().and_then(|name| name.to_str()),
-    ) else {
-        return false;
-    };
-    target.parent() == file.parent()
-        && name
-            .strip_prefix(protected)
-            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 #[cfg(test)]
@@ -250,6 +375,10 @@ mod tests {
             ("keys/Server.PEM", Some("Server.PEM")),
             (".ssh/config", Some(".ssh")),
             ("a/.ssh", Some(".ssh")),
+            ("home/me/.aws/credentials", Some(".aws")),
+            (".kube/config", Some(".kube")),
+            (".docker/config.json", Some(".docker")),
+            (".bash_history", Some(".bash_history")),
             ("notes.txt", None),
             ("sub/..", None),
             ("env/.envy", None),
@@ -258,8 +387,25 @@ mod tests {
             assert_eq!(found.as_deref(), expected, "{path}");
         }
         assert_eq!(
-            DenyRead::from(Vec::new()).matching(OsStr::new(".env")),
+            DenyRead::from(Vec::<String>::new()).matching(OsStr::new(".env")),
             None
         );
+        // Places: several parts, matched on the real path wherever a grant begins in it.
+        for (real, expected) in [
+            ("/home/me/.config/gcloud/credentials.db", Some("gcloud")),
+            ("/home/me/.config/gcloud", Some("gcloud")),
+            ("/home/me/.cargo/credentials.toml", Some("credentials.toml")),
+            ("/home/me/.m2/settings.xml", Some("settings.xml")),
+            (
+                "/home/me/.local/share/keyrings/login.keyring",
+                Some("keyrings"),
+            ),
+            ("/srv/project/gcloud/notes.txt", None),
+            ("/srv/project/credentials.toml", None),
+            ("/home/me/.config/nvim/init.lua", None),
+        ] {
+            let found = deny.place_matching(Path::new(real)).map(|(part, _)| part);
+            assert_eq!(found.as_deref(), expected, "{real}");
+        }
     }
 }

@@ -35,6 +35,7 @@
 //! [files]                           # for every tool, whatever its rules say
 //! protected = ["deploy/", "Makefile"]   # never written (besides .git, .toolcell, policy, audit)
 //! deny_read = [".env", ".env.*", "*.pem"] # never read (replaces the default list)
+//! deny_write = [".bashrc", ".envrc"]     # never written (replaces the default list)
 //! max_read_bytes = 10485760         # the largest file a tool may be handed to read
 //! ```
 //!
@@ -312,6 +313,10 @@ pub struct Policy {
     sources: Vec<(String, String)>,
 }
 
+/// The longest policy file read: hundreds of tools' rules fit in a few kilobytes; a file past
+/// this is a mistake (or an attack on the parser), refused before it is read whole.
+pub const MAX_POLICY_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The embedded default policy's text.
 pub const DEFAULT_POLICY: &str = include_str!("default-policy.toml");
 
@@ -368,6 +373,9 @@ impl Policy {
             }
             if let Some(deny_read) = files.deny_read {
                 policy.files.deny_read = deny_read.into();
+            }
+            if let Some(deny_write) = files.deny_write {
+                policy.files.deny_write = deny_write.into();
             }
             policy.files.max_read_bytes = files.max_read_bytes;
         }
@@ -450,11 +458,23 @@ impl Policy {
 
     /// Read and parse the policy file at `path`.
     pub fn from_file(path: &std::path::Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|error| PolicyError {
-            file: Some(path.to_owned()),
-            line: None,
-            message: format!("reading it: {error}"),
-        })?;
+        Policy::from_own_file(path, &crate::hostfs::OwnFiles::new())
+    }
+
+    /// Read and parse the policy file at `path`, registering it among the host's own files
+    /// `own` as it is read, so that no tool reads or writes it (a runtime's
+    /// [`own_files`](crate::Runtime::own_files), or the registry a builder is given).
+    pub fn from_own_file(
+        path: &std::path::Path,
+        own: &crate::hostfs::OwnFiles,
+    ) -> Result<Policy, PolicyError> {
+        let text = own
+            .read_to_string(path, MAX_POLICY_FILE_BYTES)
+            .map_err(|error| PolicyError {
+                file: Some(path.to_owned()),
+                line: None,
+                message: format!("reading it: {error}"),
+            })?;
         let base = path.parent().unwrap_or(Path::new(""));
         Policy::from_toml_in(&text, base).map_err(|error| PolicyError {
             file: Some(path.to_owned()),
@@ -582,6 +602,7 @@ struct FilesEntry {
     #[serde(default)]
     protected: Vec<String>,
     deny_read: Option<Vec<String>>,
+    deny_write: Option<Vec<String>>,
     max_read_bytes: Option<u64>,
 }
 

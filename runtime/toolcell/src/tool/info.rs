@@ -237,12 +237,14 @@ pub fn check_tool_name(name: &str) -> Result<(), InvalidToolName> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !fits {
         return Err(InvalidToolName(format!(
-            "tool name {name:?} must be 1 to {MAX_TOOL_NAME_CHARS} characters from a-z A-Z 0-9 _ -"
+            "tool name {} must be 1 to {MAX_TOOL_NAME_CHARS} characters from a-z A-Z 0-9 _ -",
+            crate::call::names::echoed(name)
         )));
     }
     if name == crate::call::dispatch::FIND_TOOL || name == crate::call::dispatch::CALL_TOOL {
         return Err(InvalidToolName(format!(
-            "tool name {name:?} is reserved for the agent loop"
+            "tool name {} is reserved for the agent loop",
+            crate::call::names::echoed(name)
         )));
     }
     Ok(())

@@ -23,10 +23,15 @@
 //! - a file's output stream writes where the call is (`wasm/guest_write.rs`), not on tokio's
 //!   blocking pool: same permissions, one hand-off fewer.
 //!
-//! - the runtime's protected files (its policy, audit, tokens and compile-cache files, its
-//!   tools directories: `gate/files.rs`) are not there either, whatever the deny-read list says:
-//!   checked by what a path resolves to (and what a listed entry is), not by name, and by file
-//!   identity after an open, so a hard link to one elsewhere is no way in.
+//! - the host's own files (its policy, audit, tokens, keys, password and compile-cache files,
+//!   its tools directories: `hostfs/own.rs`) are not there either, whatever the deny-read list
+//!   says: checked by what a path resolves to (and what a listed entry is), not by name, and by
+//!   file identity after an open, so a hard link to one elsewhere is no way in.
+//! - nothing on a file system that shows the host itself (procfs, sysfs, devfs:
+//!   `hostfs/pseudo.rs`) is there, under a workspace of `/`, through a bind mount or a link:
+//!   decided by what the kernel says the opened file lies on (after every `open-at`, and, for
+//!   the calls that take a path without opening it, on the file the path leads to), and a
+//!   listing leaves out the directories that are such mount points.
 //!
 //! A name can change between that check and the open it guards, by another process's hand
 //! (a directory preopened for reading cannot be changed by the guest, and a writable preopen is
@@ -280,14 +285,10 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
         |mut store, (fd,): (Resource<Descriptor>,)| {
             Box::new(async move {
                 // Where the listed directory is, for its entries to be checked against the
-                // runtime's protected files (by what they are, not by name).
-                let listed = if store.data().protected.is_empty() {
-                    None
-                } else {
-                    match store.data_mut().filesystem().table.get(&fd) {
-                        Ok(Descriptor::Dir(dir)) => fd_path(&dir.dir),
-                        _ => None,
-                    }
+                // host's own files and views (by what they are, not by name).
+                let listed = match store.data_mut().filesystem().table.get(&fd) {
+                    Ok(Descriptor::Dir(dir)) => fd_path(&dir.dir),
+                    _ => None,
                 };
                 let mut view = store.data_mut().filesystem();
                 let stream = HostDescriptor::read_directory(&mut view, fd).await;
@@ -328,10 +329,13 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                         Ok(Some(entry))
                             if deny.matching(OsStr::new(&entry.name)).is_some()
                                 || listed.as_ref().is_some_and(|dir| {
-                                    crate::policy::files::is_protected(
-                                        &protected,
-                                        &dir.join(&entry.name),
-                                    )
+                                    let path = dir.join(&entry.name);
+                                    deny.place_matching(&path).is_some()
+                                        || crate::hostfs::own::covers_path(&protected, &path)
+                                        // A mount point of procfs, sysfs or devfs (under a
+                                        // workspace of `/`): a directory, asked of the kernel.
+                                        || (entry.type_ == DescriptorType::Directory
+                                            && crate::hostfs::host_view_of_path(&path).is_some())
                                 }) => {}
                         next => return answer(next),
                     }
@@ -360,30 +364,31 @@ fn without_birth_time(mut stat: DescriptorStat) -> DescriptorStat {
 struct OpenedFrom {
     dir: Arc<std::fs::File>,
     deny: DenyRead,
-    protected: Arc<[std::path::PathBuf]>,
+    protected: Arc<[crate::hostfs::OwnFile]>,
+    credentials: crate::gate::secrets::Identities,
 }
 
 impl OpenedFrom {
-    /// For an `open-at` from `fd` in `state`'s call; `None` when there is nothing to hide (or
-    /// `fd` is not a directory, which wasmtime-wasi refuses).
+    /// For an `open-at` from `fd` in `state`'s call; `None` when `fd` is not a directory (which
+    /// wasmtime-wasi refuses).
     fn new(state: &mut CallState, fd: &Resource<Descriptor>) -> Option<OpenedFrom> {
-        if state.deny_read.is_empty() && state.protected.is_empty() {
-            return None;
-        }
         let (deny, protected) = (state.deny_read.clone(), Arc::clone(&state.protected));
+        let credentials = Arc::clone(&state.credentials);
         match state.filesystem().table.get(fd) {
             Ok(Descriptor::Dir(dir)) => Some(OpenedFrom {
                 dir: Arc::clone(&dir.dir),
                 deny,
                 protected,
+                credentials,
             }),
             _ => None,
         }
     }
 
-    /// Whether `opened` (the descriptor the open made) is a file the call hides: the path the
-    /// kernel gives it is one of the runtime's protected files, or, relative to the directory
-    /// the open started from, has a part the deny-read list names. What cannot be told (no
+    /// Whether `opened` (the descriptor the open made) is a file the call hides: it lies on a
+    /// file system that shows the host itself (procfs, sysfs, devfs: `hostfs::host_view`), the
+    /// path the kernel gives it is one of the host's own files, or, relative to the directory
+    /// the open started from, it has a part the deny-read list names. What cannot be told (no
     /// path, a path outside that directory, which a rename racing the open could make) is
     /// hidden too.
     fn hides(&self, opened: Option<&Descriptor>) -> bool {
@@ -392,11 +397,29 @@ impl OpenedFrom {
             Some(Descriptor::Dir(dir)) => &dir.dir,
             None => return true,
         };
+        if crate::hostfs::host_view(&**file).is_some() {
+            return true;
+        }
+        // Another name (a hard link) of one of the workspace's credential files.
+        if !self.credentials.is_empty()
+            && let Ok(meta) = file.metadata()
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            if meta.is_file()
+                && meta.nlink() > 1
+                && self.credentials.contains(&(meta.dev(), meta.ino()))
+            {
+                return true;
+            }
+        }
+        if self.deny.is_empty() && self.protected.is_empty() {
+            return false;
+        }
         let (Some(from), Some(real)) = (fd_path(&self.dir), fd_path(file)) else {
             return true;
         };
-        if crate::policy::files::is_protected(&self.protected, &real)
-            || crate::policy::files::is_protected_file(&self.protected, file)
+        if crate::hostfs::own::covers_path(&self.protected, &real)
+            || crate::hostfs::own::covers_file(&self.protected, file)
         {
             return true;
         }
@@ -404,7 +427,7 @@ impl OpenedFrom {
             return false;
         }
         match real.strip_prefix(&from) {
-            Ok(relative) => self.deny.part_matching(relative).is_some(),
+            Ok(relative) => self.deny.hiding(relative, Some(&real)).is_some(),
             Err(_) => true,
         }
     }
@@ -453,7 +476,7 @@ fn hidden(
     };
     let named = hides.deny.part_matching(Path::new(path)).is_some();
     let dir = match state.filesystem().table.get(fd) {
-        Ok(Descriptor::Dir(dir)) if !named && !hides.is_empty() => Some(Arc::clone(&dir.dir)),
+        Ok(Descriptor::Dir(dir)) if !named => Some(Arc::clone(&dir.dir)),
         _ => None,
     };
     let path = path.to_owned();
@@ -466,8 +489,30 @@ fn hidden(
         };
         // Resolving walks the file system, on the calling thread, as every file operation of
         // a call does (`sandbox.rs`: `allow_blocking_current_thread`).
-        resolves_hidden(&dir, &path, follow, &hides)
+        (!hides.is_empty() && resolves_hidden(&dir, &path, follow, &hides))
+            || on_host_view(&dir, &path, follow)
     }
+}
+
+/// Whether `path`, from the directory `dir`, leads onto a file system that shows the host itself
+/// (procfs, sysfs, devfs: `hostfs::host_view`), through a mount point under a granted
+/// directory (a workspace of `/`, a bind mount) or a link: asked of the kernel on the file the
+/// path opens (`O_PATH`: nothing read, nothing waited on), resolved as wasmtime-wasi resolves
+/// it (cap-std, inside the directory). What does not open is left to wasmtime-wasi.
+fn on_host_view(dir: &std::fs::File, path: &str, follow: bool) -> bool {
+    use cap_std::fs::OpenOptionsExt as _;
+    use rustix::fs::OFlags;
+    let Ok(dir) = dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
+        return true;
+    };
+    let mut flags = OFlags::PATH;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true).custom_flags(flags.bits() as i32);
+    dir.open_with(path, &options)
+        .is_ok_and(|opened| crate::hostfs::host_view(&opened).is_some())
 }
 
 /// Whether `path`, from the directory `fd` of `state`'s call, names something an open could
@@ -503,7 +548,7 @@ fn would_block(state: &mut CallState, fd: &Resource<Descriptor>, path: &str, fol
 #[derive(Clone)]
 struct Hides {
     deny: DenyRead,
-    protected: Arc<[std::path::PathBuf]>,
+    protected: Arc<[crate::hostfs::OwnFile]>,
 }
 
 impl Hides {
@@ -517,11 +562,20 @@ impl Hides {
         if self.deny.part_matching(relative).is_some() {
             return true;
         }
+        if self.deny.has_places() {
+            match base {
+                Some(base) if self.deny.place_matching(&base.join(relative)).is_some() => {
+                    return true;
+                }
+                Some(_) => {}
+                None => return true,
+            }
+        }
         if self.protected.is_empty() {
             return false;
         }
         match base {
-            Some(base) => crate::policy::files::is_protected(&self.protected, &base.join(relative)),
+            Some(base) => crate::hostfs::own::covers_path(&self.protected, &base.join(relative)),
             None => true,
         }
     }
@@ -532,7 +586,7 @@ impl Hides {
 /// its last part too if `follow` (or if it ends in `..`). What cannot be resolved for the check
 /// is hidden, except what does not exist, which the call itself will not find. Blocking.
 fn resolves_hidden(dir: &std::fs::File, path: &str, follow: bool, hides: &Hides) -> bool {
-    let base = if hides.protected.is_empty() {
+    let base = if hides.protected.is_empty() && !hides.deny.has_places() {
         None
     } else {
         fd_path(dir)
@@ -649,8 +703,12 @@ mod tests {
         link("audit.jsonl", "trail");
         let real_root = std::fs::canonicalize(root).expect("canonical");
         let protect = Hides {
-            deny: DenyRead::from(Vec::new()),
-            protected: Arc::from(vec![real_root.join("audit.jsonl")]),
+            deny: DenyRead::from(Vec::<String>::new()),
+            protected: {
+                let own = crate::hostfs::OwnFiles::new();
+                own.register(&real_root.join("audit.jsonl"));
+                own.snapshot()
+            },
         };
         for (path, follow, expected) in [
             ("audit.jsonl", false, true),

@@ -46,7 +46,9 @@ pub(crate) struct CallState {
     /// The names hidden in every preopen (`wasm/guest_fs.rs`).
     pub(crate) deny_read: crate::policy::files::DenyRead,
     /// The runtime's protected files, hidden in every preopen too (`wasm/guest_fs.rs`).
-    pub(crate) protected: std::sync::Arc<[std::path::PathBuf]>,
+    pub(crate) protected: std::sync::Arc<[crate::hostfs::OwnFile]>,
+    /// The workspace's credential files with other names, by identity (`gate/secrets.rs`).
+    pub(crate) credentials: crate::gate::secrets::Identities,
     /// The real path of the directory each open directory stream lists, by the stream's
     /// resource slot (`wasm/guest_fs.rs`), while there are protected files to hide.
     pub(crate) listings: std::collections::HashMap<u32, std::path::PathBuf>,
@@ -100,6 +102,7 @@ impl CallState {
             unopened,
             deny_read: grants.deny_read.clone(),
             protected: std::sync::Arc::clone(&grants.protected),
+            credentials: std::sync::Arc::clone(&grants.credentials),
             listings: std::collections::HashMap::new(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),

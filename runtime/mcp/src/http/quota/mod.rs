@@ -241,6 +241,10 @@ struct State {
     refilled: Instant,
     /// Calls admitted and not yet ended.
     in_flight: u32,
+    /// What the calls admitted and not yet ended may still use of a daily time budget: each
+    /// reserves its deadline when admitted, and gives it back when it ends (and is charged
+    /// what it used).
+    reserved_micros: u64,
     /// The UTC day (days since 1970-01-01) `used_*` count for.
     day: u64,
     used_micros: u64,
@@ -253,6 +257,7 @@ impl State {
             bucket: burst,
             refilled: now,
             in_flight: 0,
+            reserved_micros: 0,
             day,
             used_micros: 0,
             used_fuel: 0,
@@ -437,7 +442,8 @@ impl Limiter {
         };
         state.roll(day.0);
         if let Some(budget) = self.quota.daily_ms
-            && state.used_micros >= budget.saturating_mul(1000)
+            && state.used_micros.saturating_add(state.reserved_micros)
+                >= budget.saturating_mul(1000)
         {
             return Err(refused(Kind::DailyMs, day.1));
         }
@@ -472,13 +478,31 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 /// Admit `calls` calls under every one of `limiters` (a tenant's, then its token's: always
 /// that order, so two admissions never wait on each other), or say which refused them.
-/// Nothing is taken from any limiter unless all admit.
+/// Nothing is taken from any limiter unless all admit. Reserves nothing of a daily budget
+/// ([`admit_reserving`]).
 pub fn admit(
     limiters: &[&Arc<Limiter>],
     calls: u32,
     now: Instant,
     wall: SystemTime,
 ) -> Result<Admission, Refused> {
+    admit_reserving(limiters, calls, now, wall, Duration::ZERO)
+}
+
+/// [`admit`], each call reserving `reserve` (the longest it may run) of a daily time budget
+/// until it ends: a budget admits a call while what was used and what the calls still running
+/// reserved is below it, so the calls in flight take it past by at most one call's
+/// reservation, not by all of theirs.
+pub fn admit_reserving(
+    limiters: &[&Arc<Limiter>],
+    calls: u32,
+    now: Instant,
+    wall: SystemTime,
+    reserve: Duration,
+) -> Result<Admission, Refused> {
+    let reserve = u64::try_from(reserve.as_micros())
+        .unwrap_or(u64::MAX)
+        .saturating_mul(u64::from(calls));
     let day = utc_day(wall);
     let mut states: Vec<MutexGuard<'_, State>> = limiters
         .iter()
@@ -492,14 +516,18 @@ pub fn admit(
             state.bucket -= f64::from(calls);
         }
         state.in_flight = state.in_flight.saturating_add(calls);
+        if limiter.quota.daily_ms.is_some() {
+            state.reserved_micros = state.reserved_micros.saturating_add(reserve);
+        }
     }
     drop(states);
     Ok(Admission(Arc::new(Held::Local {
         states: limiters
             .iter()
-            .map(|limiter| Arc::clone(&limiter.state))
+            .map(|limiter| (Arc::clone(&limiter.state), limiter.quota.daily_ms.is_some()))
             .collect(),
         calls,
+        reserve,
     })))
 }
 
@@ -526,8 +554,11 @@ pub struct Admission(Arc<Held>);
 enum Held {
     /// Places in this process's state.
     Local {
-        states: Vec<Arc<Mutex<State>>>,
+        /// Each quota's state, and whether the calls reserved part of its daily budget.
+        states: Vec<(Arc<Mutex<State>>, bool)>,
         calls: u32,
+        /// What the calls reserved of a daily budget (microseconds, all of them together).
+        reserve: u64,
     },
     /// A lease in the shared store, given back (and charged) when dropped.
     #[cfg(feature = "state")]
@@ -555,7 +586,7 @@ impl Admission {
         match &*self.0 {
             Held::Local { states, .. } => {
                 let day = utc_day(wall).0;
-                for state in states {
+                for (state, _) in states {
                     let mut state = lock(state);
                     state.roll(day);
                     state.used_micros = state.used_micros.saturating_add(micros);
@@ -572,10 +603,18 @@ impl Drop for Held {
     // Without the `state` feature `Local` is the only kind.
     #[cfg_attr(not(feature = "state"), allow(irrefutable_let_patterns))]
     fn drop(&mut self) {
-        if let Held::Local { states, calls } = self {
-            for state in states.iter() {
+        if let Held::Local {
+            states,
+            calls,
+            reserve,
+        } = self
+        {
+            for (state, reserved) in states.iter() {
                 let mut state = lock(state);
                 state.in_flight = state.in_flight.saturating_sub(*calls);
+                if *reserved {
+                    state.reserved_micros = state.reserved_micros.saturating_sub(*reserve);
+                }
             }
         }
     }
@@ -604,18 +643,22 @@ pub enum NotAdmitted {
 }
 
 impl Ledger {
-    /// Admit one call under every one of `limiters` (a tenant's, then its token's), or say
+    /// Admit one call under every one of `limiters` (a tenant's, then its token's), reserving
+    /// `reserve` (the longest it may run) of their daily time budgets until it ends, or say
     /// why not. Nothing is taken from any limiter unless all admit.
     pub async fn admit(
         &self,
         limiters: &[&Arc<Limiter>],
         now: Instant,
         wall: SystemTime,
+        reserve: Duration,
     ) -> Result<Admission, NotAdmitted> {
         match self {
-            Ledger::Local => admit(limiters, 1, now, wall).map_err(NotAdmitted::Refused),
+            Ledger::Local => {
+                admit_reserving(limiters, 1, now, wall, reserve).map_err(NotAdmitted::Refused)
+            }
             #[cfg(feature = "state")]
-            Ledger::Shared(store, leases) => shared::admit(store, leases, limiters).await,
+            Ledger::Shared(store, leases) => shared::admit(store, leases, limiters, reserve).await,
         }
     }
 
@@ -916,6 +959,34 @@ mod tests {
         let next_day = SystemTime::UNIX_EPOCH + Duration::from_secs(day + SECONDS_PER_DAY);
         admit(&[&limiter], 1, now, next_day).expect("a new day");
         assert_eq!(utc_day(next_day), (20_001, SECONDS_PER_DAY));
+    }
+
+    #[test]
+    fn calls_in_flight_reserve_their_deadline_of_a_daily_budget() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(10 * 3600);
+        let limiter = Arc::new(Limiter::new(
+            "a",
+            Scope::Tenant,
+            quota("daily_ms = 1000").expect("quota"),
+            None,
+            now,
+            wall,
+        ));
+        // A call that may run 800 ms reserves it: a second one of 800 ms is still admitted
+        // (800 < 1000), a third is not (1600 >= 1000), whatever they will really use.
+        let deadline = Duration::from_millis(800);
+        let first = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("first");
+        let second = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("second");
+        let refused =
+            admit_reserving(&[&limiter], 1, now, wall, deadline).expect_err("reserved past it");
+        assert_eq!(refused.kind, Kind::DailyMs);
+        // The first ends having used 10 ms: its reservation comes back, its use is charged.
+        first.charge(Duration::from_millis(10), None, wall);
+        drop(first);
+        let third = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("room again");
+        drop((second, third));
+        assert_eq!(limiter.usage(wall).1, 10);
     }
 
     #[test]

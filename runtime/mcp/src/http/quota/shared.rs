@@ -101,13 +101,16 @@ impl Drop for Lease {
     }
 }
 
-/// A lease's member: this replica, and a number it has not used before.
-fn member(store: &Store) -> String {
+/// A lease's member: this replica, a number it has not used before, and what the call
+/// reserves of a daily time budget (microseconds: the most it may run), which the admission
+/// script adds up over the leases still alive.
+fn member(store: &Store, reserve: std::time::Duration) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
-        "{}:{}",
+        "{}:{}:{}",
         store.replica(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        u64::try_from(reserve.as_micros()).unwrap_or(u64::MAX)
     )
 }
 
@@ -123,8 +126,11 @@ pub(super) async fn admit(
     store: &Arc<Store>,
     leases: &Arc<Leases>,
     limiters: &[&Arc<Limiter>],
+    reserve: std::time::Duration,
 ) -> Result<Admission, NotAdmitted> {
-    let member = member(store);
+    let member = member(store, reserve);
+    let [epoch_key, grace_key] = crate::state::epoch_keys();
+    let (seen, candidate, grace) = store.epoch_arguments().map_err(NotAdmitted::Unavailable)?;
     let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
     let keys: Vec<String> = limiters.iter().flat_map(|limiter| keys(limiter)).collect();
     let arguments: Vec<String> = limiters
@@ -173,17 +179,32 @@ pub(super) async fn admit(
             for key in &keys {
                 invocation.key(key);
             }
+            invocation.key(&epoch_key).key(&grace_key);
             invocation.arg(count).arg(&member).arg(ttl);
             for argument in &arguments {
                 invocation.arg(argument);
             }
+            invocation.arg(&seen).arg(&candidate).arg(grace);
             invocation.invoke_async(&mut connection).await
         })
         .await
         .map_err(NotAdmitted::Unavailable)?;
+    let epoch = match answer.as_slice() {
+        [redis::Value::Int(0), epoch] | [_, _, _, epoch] => {
+            redis::from_redis_value::<String>(epoch.clone()).ok()
+        }
+        _ => None,
+    };
+    if let Some(epoch) = epoch
+        && store.saw_epoch(epoch).1
+    {
+        // The store lost its data: this replica's running calls' places are put back now,
+        // before anything else is admitted against them.
+        let _ = leases.renew(store).await;
+    }
     let refused = match answer.as_slice() {
-        [redis::Value::Int(0)] => None,
-        [index, kind, retry_after] => Some((
+        [redis::Value::Int(0), _] => None,
+        [index, kind, retry_after, _] => Some((
             redis::from_redis_value::<usize>(index.clone()).unwrap_or(1),
             redis::from_redis_value::<String>(kind.clone()).unwrap_or_default(),
             redis::from_redis_value::<u64>(retry_after.clone()).unwrap_or(1),
