@@ -1064,7 +1064,7 @@ impl Issuer {
     }
 
     /// An access token (`typ` `at+jwt`, as RFC 9068 says) carrying `claims`.
-    fn token(&self, claims: Value) -> String {
+    pub(crate) fn token(&self, claims: Value) -> String {
         self.token_typed(Some("at+jwt"), claims)
     }
 
@@ -1099,7 +1099,7 @@ impl Issuer {
     }
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")

@@ -40,6 +40,8 @@ mod grants;
 #[cfg(test)]
 mod guest_logic;
 #[cfg(test)]
+mod host_edges;
+#[cfg(test)]
 mod http;
 #[cfg(test)]
 mod js_tools;

@@ -70,6 +70,8 @@ pub struct Audit {
     path: PathBuf,
     head_path: PathBuf,
     rotate_at: Option<u64>,
+    /// The host's own files, where the files it makes are registered (`hostfs`).
+    own: Option<crate::hostfs::OwnFiles>,
     /// The open files, shared with the thread that ends an idle lease.
     shared: Arc<Shared>,
     /// Records waiting to be written, and what became of those a batch took (module docs).
@@ -234,6 +236,7 @@ impl Audit {
             path: path.to_owned(),
             head_path: head_path(path),
             rotate_at: None,
+            own: None,
             shared: Arc::new(Shared {
                 files: Mutex::new(Files {
                     log,
@@ -257,6 +260,16 @@ impl Audit {
     /// file of its own.
     pub fn rotate_at(mut self, bytes: u64) -> Audit {
         self.rotate_at = Some(bytes);
+        self
+    }
+
+    /// This audit, registering its files among the host's own in `own` (no tool reads or
+    /// writes them, by any name: `hostfs`), now and as rotation makes new ones. A runtime's
+    /// [`with_audit`](crate::Runtime::with_audit) does this with its own registry.
+    pub fn registering(mut self, own: crate::hostfs::OwnFiles) -> Audit {
+        own.register(&self.path);
+        own.register(&self.head_path);
+        self.own = Some(own);
         self
     }
 
@@ -512,6 +525,11 @@ impl Audit {
                 Err(error) => return Err(error.into()),
             }
             *log = open_regular(&self.path, true)?;
+            if let Some(own) = &self.own {
+                // The new file is a new inode: the host's own too, by identity.
+                own.register(&self.path);
+                own.register(&head_path(&rotated));
+            }
             tracing::info!(rotated = %rotated.display(), last_seq = head.seq,
                 "the audit file was rotated");
             return Ok(());

@@ -154,7 +154,7 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// This pipeline, appending a record of every call to `audit`.
     pub fn with_audit(mut self, audit: Audit) -> Self {
-        self.audit = Some(audit);
+        self.audit = Some(audit.registering(self.own_files().clone()));
         self
     }
 
