@@ -17,6 +17,7 @@ mod one_reading;
 mod quotas;
 mod replicas;
 mod shares;
+mod store_attacks;
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.
 pub(crate) struct Server {

@@ -571,7 +571,7 @@ mod shared {
         id: &str,
         record: &Record,
     ) -> Result<bool, Unavailable> {
-        let (record_key, owner_key) = (record_key(id), owner_key(&record.owner));
+        let (record_key, owner_key) = (&record_key(id), &owner_key(&record.owner));
         let made: i64 = store
             .run(|mut connection| async move {
                 TASK_CREATE
@@ -626,7 +626,8 @@ mod shared {
             Some(message) => seal(message)?,
             None => String::new(),
         };
-        let (record_key, owner_key) = (record_key(id), owner_key(&record.owner));
+        let (record_key, owner_key) = (&record_key(id), &owner_key(&record.owner));
+        let (result, message) = (&result, &message);
         store
             .run(|mut connection| async move {
                 TASK_FINISH
@@ -656,6 +657,7 @@ mod shared {
     pub(super) async fn get(store: &Store, id: &str) -> Result<Option<Record>, Unavailable> {
         let (record_key, heartbeats) = (record_key(id), Store::key("replica:"));
         let grace = millis(crate::state::TASK_PRESUMED_LOST_AFTER);
+        let (record_key, heartbeats) = (&record_key, &heartbeats);
         let fields: Vec<String> = store
             .run(|mut connection| async move {
                 // The owner's set is only known once the record is read: the script takes
@@ -715,6 +717,7 @@ mod shared {
     pub(super) async fn cancel(store: &Store, owner: &str, id: &str) -> Result<bool, Unavailable> {
         let (record_key, flag) = (record_key(id), Store::key(&format!("cancel:{id}")));
         let ttl = millis(RUNNING_TASK_TTL);
+        let (record_key, flag) = (&record_key, &flag);
         let replica: Option<String> = store
             .run(|mut connection| async move {
                 TASK_CANCEL
@@ -738,6 +741,7 @@ mod shared {
             .iter()
             .map(|id| Store::key(&format!("cancel:{id}")))
             .collect();
+        let keys = &keys;
         let flags: Vec<Option<String>> = store
             .run(|mut connection| async move {
                 redis::cmd("MGET")

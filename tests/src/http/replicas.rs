@@ -14,14 +14,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `redis-server` on a loopback port, with nothing saved to disk; stopped when dropped.
-struct Redis {
+pub(super) struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub(super) fn start() -> Redis {
         let mut redis = Redis {
             child: None,
             port: free_port(),
@@ -32,7 +32,7 @@ impl Redis {
     }
 
     /// Start the server (again, on the same port).
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         let child = Command::new(crate::system::require(&crate::system::REDIS))
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -66,17 +66,60 @@ impl Redis {
             && &reply == b"+PONG\r\n"
     }
 
+    /// Send one command (its words) and read the first line of the reply (`+OK`, `:1`, `$5`,
+    /// `*3`, ...), or the whole reply when `whole`.
+    pub(super) fn command(&self, words: &[&str]) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .expect("timeout");
+        let mut request = format!("*{}\r\n", words.len());
+        for word in words {
+            request.push_str(&format!("${}\r\n{word}\r\n", word.len()));
+        }
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while let Ok(n) = stream.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&reply).into_owned()
+    }
+
+    /// Stop it answering (SIGSTOP), with its data kept; [`Redis::resume`] lets it go on.
+    pub(super) fn pause(&self) {
+        signal(self.child.as_ref().map(Child::id), "-STOP");
+    }
+
+    /// Let a paused store go on (SIGCONT).
+    pub(super) fn resume(&self) {
+        signal(self.child.as_ref().map(Child::id), "-CONT");
+    }
+
     /// Stop it (its data goes with it).
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+}
+
+/// Send `signal` (`-STOP`, `-CONT`) to the process `pid`.
+pub(super) fn signal(pid: Option<u32>, signal: &str) {
+    let pid = pid.expect("a running process").to_string();
+    let sent = Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill {signal} {pid}");
 }
 
 impl Drop for Redis {
@@ -92,18 +135,18 @@ const POLICY: &str = "[tools.echo]\ncore = true\n[tools.structured]\ncore = true
 
 /// A directory with the `structured` guest, the policy, and a tokens file naming `tenants`
 /// (each with its workspace under the directory), with `quotas` appended; the tokens.
-struct Rig {
+pub(super) struct Rig {
     /// The tools directory (protected: nothing else in it).
     tools: tempfile::TempDir,
     /// The workspaces, the policy, the tokens and audit files.
-    dir: tempfile::TempDir,
-    tokens: Vec<String>,
+    pub(super) dir: tempfile::TempDir,
+    pub(super) tokens: Vec<String>,
     /// The operator's `/metrics` token.
-    operator: String,
+    pub(super) operator: String,
 }
 
 impl Rig {
-    fn new(tenants: &[&str], quotas: &str) -> Rig {
+    pub(super) fn new(tenants: &[&str], quotas: &str) -> Rig {
         let tools = tools_dir(&[("structured", crate::guests::STRUCTURED)]);
         let dir = tempfile::tempdir().expect("temp dir");
         let workspaces: Vec<std::path::PathBuf> = tenants
@@ -144,33 +187,46 @@ impl Rig {
     }
 
     /// A replica sharing `redis`, auditing to `audit-N.jsonl`.
-    fn replica(&self, redis: &Redis, n: usize) -> Server {
-        let path = |name: &str| self.dir.path().join(name).to_string_lossy().into_owned();
-        Server::start(&[
-            "--tools",
-            &self.tools.path().to_string_lossy(),
-            "--policy",
-            &path("policy.toml"),
-            "--tokens",
-            &path("tokens.toml"),
-            "--audit",
-            &path(&format!("audit-{n}.jsonl")),
-            "--metrics-token",
-            &path("metrics.sha256"),
-            "--state",
-            &redis.url(),
-            "--seal-key-file",
-            &path("seal.key"),
-        ])
+    pub(super) fn replica(&self, redis: &Redis, n: usize) -> Server {
+        self.replica_at(&redis.url(), n, &[])
     }
 
-    fn workspace(&self, tenant: &str) -> std::path::PathBuf {
+    /// A replica sharing the store at `url`, auditing to `audit-N.jsonl`, with `extra` flags
+    /// (a later `--seal-key-file` replaces the rig's).
+    pub(super) fn replica_at(&self, url: &str, n: usize, extra: &[&str]) -> Server {
+        let path = |name: &str| self.dir.path().join(name).to_string_lossy().into_owned();
+        let seal = if extra.contains(&"--seal-key-file") {
+            Vec::new()
+        } else {
+            vec!["--seal-key-file".to_owned(), path("seal.key")]
+        };
+        let mut args: Vec<String> = vec![
+            "--tools".to_owned(),
+            self.tools.path().to_string_lossy().into_owned(),
+            "--policy".to_owned(),
+            path("policy.toml"),
+            "--tokens".to_owned(),
+            path("tokens.toml"),
+            "--audit".to_owned(),
+            path(&format!("audit-{n}.jsonl")),
+            "--metrics-token".to_owned(),
+            path("metrics.sha256"),
+            "--state".to_owned(),
+            url.to_owned(),
+        ];
+        args.extend(seal);
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Server::start(&args)
+    }
+
+    pub(super) fn workspace(&self, tenant: &str) -> std::path::PathBuf {
         self.dir.path().join(format!("ws-{tenant}"))
     }
 }
 
 /// A `structured` call that sleeps `sleep_ms`, as `token`'s tenant: the answer.
-fn sum(addr: SocketAddr, token: &str, id: u64, sleep_ms: u64) -> Answer {
+pub(super) fn sum(addr: SocketAddr, token: &str, id: u64, sleep_ms: u64) -> Answer {
     call_with(
         addr,
         Some(token),
@@ -182,7 +238,7 @@ fn sum(addr: SocketAddr, token: &str, id: u64, sleep_ms: u64) -> Answer {
 }
 
 /// The quota a `429` names (`None` for a `200`); anything else fails the test.
-fn refused_by(answer: &Answer) -> Option<String> {
+pub(super) fn refused_by(answer: &Answer) -> Option<String> {
     match answer.status {
         200 => None,
         429 => Some(
@@ -196,7 +252,7 @@ fn refused_by(answer: &Answer) -> Option<String> {
 }
 
 /// Poll `check` until it gives `Some`, for at most `within`: how long it took, and the value.
-fn within<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> (Duration, T) {
+pub(super) fn within<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> (Duration, T) {
     let started = Instant::now();
     loop {
         if let Some(value) = check() {
@@ -420,7 +476,7 @@ fn a_killed_replica_gives_its_places_back_within_the_lease() {
 
 /// A stateless `tools/call` of `write_file` from a client that can be asked, with `extra`
 /// params (the token and the answer of a retry), as `token`'s tenant.
-fn write(addr: SocketAddr, token: &str, id: u64, content: &str, extra: Value) -> Value {
+pub(super) fn write(addr: SocketAddr, token: &str, id: u64, content: &str, extra: Value) -> Value {
     let mut params = json!({
         "name": "write_file",
         "arguments": { "path": "note.txt", "content": content },
@@ -441,7 +497,7 @@ fn write(addr: SocketAddr, token: &str, id: u64, content: &str, extra: Value) ->
 }
 
 /// The answer "approve once", sent with the question's token.
-fn approved(state: &str) -> Value {
+pub(super) fn approved(state: &str) -> Value {
     json!({
         "requestState": state,
         "inputResponses": {
@@ -502,7 +558,7 @@ fn an_approval_asked_by_one_replica_is_answered_through_another_once() {
 }
 
 /// A stateless request of `method` with `params` and `_meta` declaring the tasks extension.
-fn with_tasks(
+pub(super) fn with_tasks(
     addr: SocketAddr,
     token: &str,
     id: u64,
@@ -514,7 +570,7 @@ fn with_tasks(
 }
 
 /// Task `task`'s status, through the replica at `addr`.
-fn status(addr: SocketAddr, token: &str, id: u64, task: &str) -> Value {
+pub(super) fn status(addr: SocketAddr, token: &str, id: u64, task: &str) -> Value {
     let got = with_tasks(
         addr,
         token,

@@ -92,6 +92,11 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// is one peer: size its connection pool below this.)
 pub const MAX_CONNECTIONS_PER_PEER: usize = MAX_CONNECTIONS / 4;
 
+/// The most a request's head (its line and headers) may hold, as the connection's read buffer:
+/// a bearer token is at most 16 KiB, the rest a few hundred bytes. A longer head is refused
+/// (`431`) before it is read whole, and no header value a refusal might echo is large.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// How long a client may take to send a request's headers (a slow client holding connections
 /// open without finishing a request is the oldest way to exhaust a server).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);

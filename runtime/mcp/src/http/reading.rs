@@ -85,6 +85,12 @@ fn echoable(id: &Value) -> bool {
 /// held.
 pub const MAX_META_BYTES: usize = 64 * 1024;
 
+/// The longest name a message may give the thing it acts on (`params.name` of a call or a
+/// prompt, `params.uri` of a resource, `params.taskId`): far above any real one (a tool's
+/// name is at most 64 characters, a URI a few hundred), and low enough that no answer echoing
+/// it (an unknown tool, a header that does not match it) is large.
+pub const MAX_NAME_BYTES: usize = 4096;
+
 /// The longest `serde_json` error quoted in a refusal (its message names a line and column;
 /// nothing of the body).
 const MAX_PARSE_ERROR_CHARS: usize = 200;
@@ -121,6 +127,17 @@ impl Reading {
         match message.get("params") {
             None => {}
             Some(Value::Object(params)) => {
+                if ["name", "uri", "taskId", "method"].iter().any(|field| {
+                    params
+                        .get(*field)
+                        .and_then(Value::as_str)
+                        .is_some_and(|name| name.len() > MAX_NAME_BYTES)
+                }) {
+                    return Err(Unreadable::NotAMessage {
+                        why: "a name, URI or task id may be at most 4 KiB",
+                        id: message.get("id").cloned(),
+                    });
+                }
                 if let Some(meta) = params.get("_meta")
                     && serde_json::to_string(meta).map_or(true, |meta| meta.len() > MAX_META_BYTES)
                 {

@@ -340,7 +340,8 @@ async fn accept_until_told_to_stop(
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(crate::http::MAX_HEAD_BYTES);
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             // The first byte, soon: a connection that sends nothing holds a place for naught.

@@ -265,27 +265,21 @@ impl Store {
     /// [`Unavailable`] (logged once per outage, and counted).
     pub(crate) async fn run<T, F, Fut>(&self, op: F) -> Result<T, Unavailable>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + STORE_TIMEOUT;
-        if self.down.load(Ordering::Relaxed) {
-            // After an outage the connection it broke fails the first command sent on it (and
-            // makes the client connect again): a ping takes that failure, within the same
-            // bound, so that the first request after the store is back is not refused.
-            for _ in 0..2 {
-                let mut connection = self.connection.clone();
-                let pinged = tokio::time::timeout_at(
-                    deadline,
-                    redis::cmd("PING").query_async::<String>(&mut connection),
-                )
-                .await;
-                if matches!(pinged, Ok(Ok(_)) | Err(_)) {
-                    break;
-                }
-            }
+        let mut answer = tokio::time::timeout_at(deadline, op(self.connection.clone())).await;
+        // A store that came back after an outage (or a restart nobody saw): the first command
+        // meets the connection it broke, and makes the client connect again. Sent once more,
+        // within the same bound, so that the first request after the store is back is not
+        // refused. (Every operation here is a read, or a script whose effect is all or
+        // nothing and which a dropped connection did not run.)
+        if let Ok(Err(error)) = &answer
+            && (error.is_connection_dropped() || error.is_io_error())
+        {
+            answer = tokio::time::timeout_at(deadline, op(self.connection.clone())).await;
         }
-        let answer = tokio::time::timeout_at(deadline, op(self.connection.clone())).await;
         let failed = match answer {
             Ok(Ok(value)) => {
                 if self.down.swap(false, Ordering::Relaxed) {
@@ -351,6 +345,7 @@ impl Store {
     pub(crate) async fn check_epoch(&self) -> Result<String, Unavailable> {
         let keys = epoch_keys();
         let (seen, candidate, grace) = self.epoch_arguments()?;
+        let (keys, seen, candidate) = (&keys, &seen, &candidate);
         let epoch: String = self
             .run(|mut connection| async move {
                 scripts::EPOCH
@@ -404,6 +399,7 @@ impl Store {
     pub(crate) async fn beat(&self) {
         let key = Store::key(&format!("replica:{}", self.replica));
         let ttl = u64::try_from(HEARTBEAT_TTL.as_millis()).unwrap_or(u64::MAX);
+        let key = &key;
         let _ = self
             .run(|mut connection| async move {
                 redis::cmd("SET")
@@ -438,6 +434,8 @@ pub(crate) async fn spend_token(
     // A deadline already past still marks the token spent, for a moment.
     let until = until.max(crate::seal::millis(std::time::SystemTime::now()) + 1000);
     let (seen, candidate, grace) = store.epoch_arguments()?;
+    let (epoch_key, grace_key, spent_key) = (&epoch_key, &grace_key, &spent_key);
+    let (seen, candidate) = (&seen, &candidate);
     let (answer, current): (String, String) = store
         .run(|mut connection| async move {
             scripts::SPEND

@@ -173,18 +173,20 @@ pub(super) async fn admit(
         used: Mutex::new((0, 0)),
     };
     let count = limiters.len();
+    let (keys, arguments, member) = (&keys, &arguments, &member);
+    let (epoch_key, grace_key, seen, candidate) = (&epoch_key, &grace_key, &seen, &candidate);
     let answer: Vec<redis::Value> = store
         .run(|mut connection| async move {
             let mut invocation = ADMIT.prepare_invoke();
-            for key in &keys {
+            for key in keys {
                 invocation.key(key);
             }
-            invocation.key(&epoch_key).key(&grace_key);
-            invocation.arg(count).arg(&member).arg(ttl);
-            for argument in &arguments {
+            invocation.key(epoch_key).key(grace_key);
+            invocation.arg(count).arg(member).arg(ttl);
+            for argument in arguments {
                 invocation.arg(argument);
             }
-            invocation.arg(&seen).arg(&candidate).arg(grace);
+            invocation.arg(seen).arg(candidate).arg(grace);
             invocation.invoke_async(&mut connection).await
         })
         .await
@@ -272,16 +274,17 @@ impl Leases {
             if batch.is_empty() {
                 continue;
             }
+            let batch = &batch;
             let _ = store
                 .run(|mut connection| async move {
                     let mut invocation = RELEASE.prepare_invoke();
-                    for (_, keys, _, _) in &batch {
+                    for (_, keys, _, _) in batch {
                         for key in keys {
                             invocation.key(key);
                         }
                     }
                     invocation.arg(batch.len());
-                    for (member, keys, micros, fuel) in &batch {
+                    for (member, keys, micros, fuel) in batch {
                         invocation
                             .arg(keys.len() / 2)
                             .arg(member)
@@ -307,14 +310,15 @@ impl Leases {
             return Ok(());
         }
         let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
+        let pairs = &pairs;
         store
             .run(|mut connection| async move {
                 let mut invocation = RENEW.prepare_invoke();
-                for (key, _) in &pairs {
+                for (key, _) in pairs {
                     invocation.key(key);
                 }
                 invocation.arg(ttl);
-                for (_, member) in &pairs {
+                for (_, member) in pairs {
                     invocation.arg(member);
                 }
                 invocation.invoke_async::<i64>(&mut connection).await
@@ -331,6 +335,7 @@ pub(super) async fn usage(
     let mut usage = Vec::new();
     for limiter in limiters {
         let [hash, leases] = keys(limiter);
+        let (hash, leases) = (&hash, &leases);
         let read: Result<(u32, u64, u64), Unavailable> = store
             .run(|mut connection| async move {
                 USAGE
