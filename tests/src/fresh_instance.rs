@@ -145,3 +145,56 @@ fn a_call_swapped_out_leaves_nothing_to_the_next() {
 /// How many times the test pages the server out while its call runs: each pass swaps out what
 /// the call has written by then, and the plant takes milliseconds.
 const PAGE_OUT_TRIES: usize = 200;
+
+/// Sixteen threads at once over four slots, and two tools: each thread has `hostile` plant
+/// markers (in one run, or scattered over thousands), then scans for them through `counter`
+/// (another tool, another component) and through `hostile` again, and counts. Every slot
+/// serves many calls of both tools; no scan finds a marker and no count is past one.
+#[test]
+fn nothing_of_one_call_reaches_the_next_under_sixteen_concurrent_calls() {
+    use toolcell::{ToolPort as _, ToolRequest};
+    let port = crate::support::builder()
+        .builtin_tools(false)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .component("test:counter", crate::guests::COUNTER)
+        .pool_slots(4)
+        .build()
+        .expect("port");
+    let call = |tool: &str, arguments: &str| {
+        result_text(port.call(&ToolRequest::new("t", tool, arguments)))
+    };
+    // The control: the other tool's scan finds the marker in its own memory's reach only when
+    // the marker is there: a hostile call's own plant-and-scan finds it.
+    assert_ne!(call("hostile", r#"{"do":"plant_and_scan"}"#), "0");
+    let found: Vec<String> = thread::scope(|scope| {
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let call = &call;
+                scope.spawn(move || {
+                    let mut seen = Vec::new();
+                    for round in 0..3 {
+                        let plant = if round == 1 {
+                            r#"{"do":"plant_scattered"}"#
+                        } else {
+                            r#"{"do":"plant"}"#
+                        };
+                        call("hostile", plant);
+                        seen.push(call("counter", r#"{"scan":true}"#));
+                        seen.push(call("hostile", r#"{"do":"scan"}"#));
+                        seen.push(call("counter", "{}"));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("a thread"))
+            .collect()
+    });
+    assert_eq!(found.len(), 16 * 3 * 3);
+    for (at, answer) in found.iter().enumerate() {
+        let expected = if at % 3 == 2 { "1" } else { "0" };
+        assert_eq!(answer, expected, "answer {at}: {found:?}");
+    }
+}

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod fast_path;
+mod front_edges;
 mod idle;
 mod one_reading;
 mod quotas;

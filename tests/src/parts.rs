@@ -312,6 +312,97 @@ fn the_cli_prints_parts_and_saves_their_bytes() {
     );
 }
 
+/// What a part says of itself (a URI of `..`s, look-alike dots, a link's name) never reaches a
+/// path: `--save-parts` names every file itself (`part-N` and a type from its own list), so
+/// nothing is written outside the folder; a blob that calls itself a PNG but is not one is
+/// saved as `.bin`.
+#[test]
+fn saved_parts_stay_in_their_folder_whatever_they_say_they_are() {
+    let tools = tools_dir(&[("painter", crate::guests::PAINTER)]);
+    let outer = tempfile::tempdir().expect("temp dir");
+    let saved = outer.path().join("parts");
+    std::fs::create_dir(&saved).expect("mkdir");
+    let output = toolcell_command()
+        .args(["--tools"])
+        .arg(tools.path())
+        .args([
+            "--no-builtin",
+            "call",
+            "painter",
+            r#"{"make":"paths"}"#,
+            "--save-parts",
+        ])
+        .arg(&saved)
+        .output()
+        .expect("run toolcell");
+    assert!(output.status.success(), "{output:?}");
+    let mut names: Vec<String> = std::fs::read_dir(&saved)
+        .expect("the folder")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["part-0.bin", "part-1.bin", "part-3.png"]);
+    assert_eq!(
+        std::fs::read(saved.join("part-0.bin")).expect("the blob"),
+        b"* * * * * root sh"
+    );
+    // Nothing beside the folder, nor where the URIs point.
+    let beside: Vec<_> = std::fs::read_dir(outer.path())
+        .expect("outer")
+        .map(|entry| entry.expect("an entry").file_name())
+        .collect();
+    assert_eq!(beside, [std::ffi::OsString::from("parts")]);
+    assert!(!std::path::Path::new("/tmp/escape").exists());
+}
+
+/// A disk that fills while parts are saved (a 64 KiB file system of the test's own, mounted in
+/// a mount namespace, as root): the call fails with one line naming the file and the reason,
+/// and no partial file is left.
+#[test]
+fn a_full_disk_while_saving_parts_is_a_clear_failure_that_leaves_nothing_behind() {
+    let tools = tools_dir(&[("painter", crate::guests::PAINTER)]);
+    let saved = tempfile::tempdir().expect("temp dir");
+    let toolcell = crate::support::toolcell_binary();
+    let script = format!(
+        "mount -t tmpfs -o size=64k tmpfs {dir} && \
+         {toolcell} --tools {tools} --no-builtin call --cap 2000000 painter \
+           '{{\"make\":\"huge\",\"bytes\":400000}}' --save-parts {dir}; \
+         echo \"exit=$?\"; ls -A {dir}; echo end",
+        dir = saved.path().display(),
+        toolcell = toolcell.display(),
+        tools = tools.path().display()
+    );
+    let output = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env(
+            toolcell::cache::CACHE_DIR_ENV,
+            crate::support::test_cache().0,
+        )
+        .env(
+            toolcell::cache::CACHE_KEY_ENV,
+            crate::support::test_cache().1,
+        )
+        .output()
+        .expect("unshare (util-linux; the tests run as root)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stdout.contains("exit=1"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("part-0.png") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.trim_end().ends_with("exit=1\nend"),
+        "a file was left behind: {stdout}"
+    );
+}
+
 /// A real MCP client (the Python `mcp` package) receives each part as the content block MCP
 /// defines (image and audio as base64 of the very bytes, resources and links), over stdio in
 /// both eras and over HTTP; a part that breaks a rule is an error result; a misspelt tool is

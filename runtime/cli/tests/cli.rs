@@ -624,3 +624,37 @@ fn the_embedding_example_runs_every_call_through_one_pipeline() {
     }
     assert_eq!(lines.last(), Some(&"engines: 1"), "{text}");
 }
+
+/// A tool's text with terminal escapes (a window title, a screen clear, an OSC 52 clipboard
+/// write, a carriage return) and reordering characters: on a terminal they are shown escaped,
+/// never obeyed; piped, or with `--raw`, the text is as the tool wrote it.
+#[test]
+fn a_tools_text_cannot_drive_the_operators_terminal() {
+    let cache = tempfile::tempdir().expect("cache");
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;ZXZpbA==\u{7}line\rover \u{202e}txt.exe";
+    let arguments = serde_json::json!({ "text": hostile }).to_string();
+    let (status, shown) = on_a_terminal(&["call", "echo", &arguments], cache.path(), "");
+    assert_eq!(status, Some(0), "{shown}");
+    // (toolcell's own progress bar draws with escapes of its own: the tool's are what count.)
+    for raw in [
+        "\u{1b}]0;owned",
+        "\u{1b}[2J",
+        "\u{1b}]52",
+        "\u{7}",
+        "\u{202e}",
+    ] {
+        assert!(
+            !shown.contains(raw),
+            "{raw:?} reached the terminal: {shown:?}"
+        );
+    }
+    assert!(
+        shown.contains(r"\u{1b}]52;c;ZXZpbA==\u{7}") && shown.contains(r"\u{202e}txt.exe"),
+        "{shown:?}"
+    );
+    // `--raw` on a terminal, and a pipe: as written.
+    let (_, raw) = on_a_terminal(&["call", "echo", &arguments, "--raw"], cache.path(), "");
+    assert!(raw.contains("\u{1b}]52;c;ZXZpbA=="), "{raw:?}");
+    let piped = toolcell(&["call", "echo", &arguments]);
+    assert_eq!(stdout(&piped), format!("{hostile}\n"));
+}

@@ -120,6 +120,19 @@ async fn dispatch(
                     false,
                 );
             }
+            // A token in the URL ends up in logs and proxies' histories: MCP puts it in the
+            // Authorization header only, and a request carrying one there is refused whole.
+            if carries_a_token_in_its_query(request.uri()) {
+                front.metrics.refused(Refusal::ForeignRequest);
+                return (
+                    respond(
+                        StatusCode::BAD_REQUEST,
+                        &[],
+                        "an access token goes in the Authorization header, never in the URL\n",
+                    ),
+                    false,
+                );
+            }
             match front.authenticate(&request) {
                 Ok(caller) => return (serve_mcp(front, peer, caller, request).await, true),
                 Err(refused) => *refused,
@@ -444,4 +457,15 @@ async fn pass_to_rmcp(front: &Front, parts: http::request::Parts, body: Bytes) -
         Ok(response) => response,
         Err(never) => match never {},
     }
+}
+
+/// Whether `uri`'s query names an access token (`access_token`, as RFC 6750 once allowed).
+fn carries_a_token_in_its_query(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|query| {
+        query.split('&').any(|pair| {
+            pair.split('=')
+                .next()
+                .is_some_and(|name| name.eq_ignore_ascii_case("access_token"))
+        })
+    })
 }

@@ -223,9 +223,16 @@ async fn keep_alive(
             _ = heartbeat.tick() => store.beat().await,
             _ = renew.tick() => {
                 // The epoch first: a store that lost its data starts the leases' grace, and
-                // this replica's running calls' places are put back by the renewal.
-                let _ = store.check_epoch().await;
-                let _ = leases.renew(&store).await;
+                // this replica's running calls' places are put back by the renewal. A store
+                // that could not be reached (coming back from a restart) is tried again soon,
+                // not a renewal later: the grace is short.
+                while !(store.check_epoch().await.is_ok() && leases.renew(&store).await.is_ok())
+                {
+                    tokio::select! {
+                        () = &mut stop => return,
+                        () = tokio::time::sleep(crate::state::RENEW_RETRY_EVERY) => {}
+                    }
+                }
             }
         }
     }

@@ -68,6 +68,10 @@ pub const LEASE_TTL: Duration = Duration::from_secs(15);
 /// missed renewals (a store that blinked) lose nothing.
 pub const LEASE_RENEW_EVERY: Duration = Duration::from_secs(5);
 
+/// How soon a renewal that could not reach the store is tried again: well within the leases'
+/// grace after a store comes back ([`LEASE_REASSERT_GRACE`]).
+pub const RENEW_RETRY_EVERY: Duration = Duration::from_millis(500);
+
 /// How often a replica says it is alive.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 

@@ -17,7 +17,7 @@ const PIXEL: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06
 struct Args {
     /// "honest" (every kind of part), "svg" (a type off the list), "liar" (HTML called a
     /// PNG), "huge" (an image of `bytes` bytes), "many" (65 parts), "uri" (a link that is not
-    /// a URI), "texts" (two text parts).
+    /// a URI), "texts" (two text parts), "paths" (names and URIs that climb out of a folder).
     make: String,
     #[serde(default)]
     bytes: usize,
@@ -80,6 +80,28 @@ impl Tool for Painter {
             "many" => vec![Part::Text("x".to_owned()); 65],
             "uri" => vec![toolcell_guest::link("not a uri at all", "x")],
             "texts" => vec![Part::Text("one".to_owned()), Part::Text("two".to_owned())],
+            // Names and URIs that would climb out of a folder, were they a path: a blob
+            // calling itself a PNG (its bytes are not one), one with a URI of `..`s, one
+            // whose URI's dots are the look-alikes that normalise to `..`, and an image.
+            "paths" => vec![
+                Part::Resource(EmbeddedResource {
+                    uri: "file:///../../../etc/cron.d/evil".to_owned(),
+                    mime_type: Some("image/png".to_owned()),
+                    contents: ResourceContents::Blob(b"* * * * * root sh".to_vec()),
+                }),
+                Part::Resource(EmbeddedResource {
+                    uri: "file:///\u{FF0E}\u{FF0E}/\u{2025}/escape".to_owned(),
+                    mime_type: Some("application/octet-stream".to_owned()),
+                    contents: ResourceContents::Blob(vec![1, 2, 3]),
+                }),
+                Part::ResourceLink(ResourceLink {
+                    uri: "file:///../../../../tmp/escape".to_owned(),
+                    name: "../../../../tmp/escape".to_owned(),
+                    description: None,
+                    mime_type: Some("image/png".to_owned()),
+                }),
+                toolcell_guest::image("image/png", PIXEL.to_vec()),
+            ],
             other => return Err(ToolError::InvalidInput(format!("make: {other}?"))),
         })
     }
