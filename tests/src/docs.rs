@@ -111,6 +111,13 @@ fn command_lines(block: &str) -> Result<Vec<Vec<String>>, String> {
                 })
                 .cloned()
                 .collect();
+            // A redirection (`> FILE`, `>> FILE`, `< FILE`) is the shell's, not an argument.
+            while let Some(at) = segment
+                .iter()
+                .position(|word| matches!(word.as_str(), ">" | ">>" | "<" | "2>"))
+            {
+                segment.drain(at..(at + 2).min(segment.len()));
+            }
             // A trailing `&` glued to the last word (`serve ... &` is split off above).
             if let Some(last) = segment.last_mut()
                 && last.ends_with('&')

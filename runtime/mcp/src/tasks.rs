@@ -575,8 +575,8 @@ mod shared {
         let made: i64 = store
             .run(|mut connection| async move {
                 TASK_CREATE
-                    .key(&record_key)
-                    .key(&owner_key)
+                    .key(record_key)
+                    .key(owner_key)
                     .arg(&record.owner)
                     .arg(store.replica())
                     .arg(super::MAX_TASKS_PER_CLIENT)
@@ -631,11 +631,11 @@ mod shared {
         store
             .run(|mut connection| async move {
                 TASK_FINISH
-                    .key(&record_key)
-                    .key(&owner_key)
+                    .key(record_key)
+                    .key(owner_key)
                     .arg(status_name(record.status))
-                    .arg(&result)
-                    .arg(&message)
+                    .arg(result)
+                    .arg(message)
                     .arg(&record.updated)
                     .arg(record.ttl_ms)
                     .arg(id)
@@ -663,7 +663,7 @@ mod shared {
                 // The owner's set is only known once the record is read: the script takes
                 // the record's own owner's key from the pattern.
                 let owner: Option<String> = redis::cmd("HGET")
-                    .arg(&record_key)
+                    .arg(record_key)
                     .arg("owner")
                     .query_async(&mut connection)
                     .await?;
@@ -671,9 +671,9 @@ mod shared {
                     return Ok(Vec::new());
                 };
                 TASK_GET
-                    .key(&record_key)
+                    .key(record_key)
                     .key(owner_key(&owner))
-                    .arg(&heartbeats)
+                    .arg(heartbeats)
                     .arg(now_rfc3339())
                     .arg(millis(super::TASK_TTL))
                     .arg(id)
@@ -721,8 +721,8 @@ mod shared {
         let replica: Option<String> = store
             .run(|mut connection| async move {
                 TASK_CANCEL
-                    .key(&record_key)
-                    .key(&flag)
+                    .key(record_key)
+                    .key(flag)
                     .arg(owner)
                     .arg(ttl)
                     .invoke_async(&mut connection)
@@ -745,7 +745,7 @@ mod shared {
         let flags: Vec<Option<String>> = store
             .run(|mut connection| async move {
                 redis::cmd("MGET")
-                    .arg(&keys)
+                    .arg(keys)
                     .query_async(&mut connection)
                     .await
             })

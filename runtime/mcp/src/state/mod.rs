@@ -355,8 +355,8 @@ impl Store {
                 scripts::EPOCH
                     .key(&keys[0])
                     .key(&keys[1])
-                    .arg(&seen)
-                    .arg(&candidate)
+                    .arg(seen)
+                    .arg(candidate)
                     .arg(grace)
                     .invoke_async(&mut connection)
                     .await
@@ -407,7 +407,7 @@ impl Store {
         let _ = self
             .run(|mut connection| async move {
                 redis::cmd("SET")
-                    .arg(&key)
+                    .arg(key)
                     .arg(1)
                     .arg("PX")
                     .arg(ttl)
@@ -443,11 +443,11 @@ pub(crate) async fn spend_token(
     let (answer, current): (String, String) = store
         .run(|mut connection| async move {
             scripts::SPEND
-                .key(&epoch_key)
-                .key(&grace_key)
-                .key(&spent_key)
-                .arg(&seen)
-                .arg(&candidate)
+                .key(epoch_key)
+                .key(grace_key)
+                .key(spent_key)
+                .arg(seen)
+                .arg(candidate)
                 .arg(grace)
                 .arg(epoch)
                 .arg(until)

@@ -196,15 +196,8 @@ impl Gate {
                     }
                 }
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
-                    let (grant, shown, by) = self.filesystem(
-                        tool,
-                        kind,
-                        &capability.target,
-                        rule,
-                        scope,
-                        arguments,
-                        &own,
-                    )?;
+                    let (grant, shown, by) =
+                        self.filesystem(tool, capability, rule, scope, arguments, &own)?;
                     match grant {
                         // Two capabilities on one directory share one preopen: a call holds
                         // at most one descriptor per directory it was granted.
@@ -316,13 +309,13 @@ impl Gate {
     fn filesystem(
         &self,
         tool: &str,
-        kind: CapabilityKind,
-        target: &ResourceRef,
+        capability: &crate::tool::info::Capability,
         rule: Option<&Rule>,
         scope: &Scope<'_>,
         arguments: &mut Value,
         own: &[crate::hostfs::OwnFile],
     ) -> Result<(FsGrant, String, GrantedBy), Refusal> {
+        let (kind, target) = (capability.kind, &capability.target);
         let Some(workspace) = scope.workspace else {
             return Err(refuse(kind, "", "no workspace is open").into());
         };

@@ -339,8 +339,8 @@ pub(super) async fn usage(
         let read: Result<(u32, u64, u64), Unavailable> = store
             .run(|mut connection| async move {
                 USAGE
-                    .key(&hash)
-                    .key(&leases)
+                    .key(hash)
+                    .key(leases)
                     .invoke_async(&mut connection)
                     .await
             })
