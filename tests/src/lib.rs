@@ -75,6 +75,8 @@ mod python_tools;
 mod structured;
 #[cfg(test)]
 mod traces;
+#[cfg(test)]
+mod typed;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
 /// without one does not compile.
@@ -108,4 +110,5 @@ mod guest_tests {
     pub(crate) use crate::no_ambient_authority::snoop;
     pub(crate) use crate::parts::{contract_v2, painter};
     pub(crate) use crate::structured::{old_contract, structured};
+    pub(crate) use crate::typed::typed_probe;
 }

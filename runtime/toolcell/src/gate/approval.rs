@@ -180,6 +180,7 @@ pub fn capability_name(kind: CapabilityKind) -> &'static str {
         CapabilityKind::Network => "network",
         CapabilityKind::Env => "env",
         CapabilityKind::Clock => "clock",
+        CapabilityKind::Config => "config",
     }
 }
 

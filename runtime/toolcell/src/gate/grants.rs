@@ -17,6 +17,8 @@ pub struct Grants {
     pub clock: bool,
     /// Environment variables, by name, with their values.
     pub env: Vec<(String, String)>,
+    /// `wasi:config/store` values, by key: what `get` and `get-all` answer (nothing else).
+    pub config: Vec<(String, String)>,
     /// Directories the guest may open.
     pub preopens: Vec<Preopen>,
     /// The hosts its `wasi:http` requests may reach (none: every request is denied).

@@ -253,6 +253,24 @@ impl Gate {
                         grants.env.push((name, value));
                     }
                 }
+                CapabilityKind::Config => {
+                    let key = resource_text(&capability.target, arguments)
+                        .ok_or_else(|| refuse(kind, "", "the tool names no config key"))?;
+                    let by = self.allowed(tool, kind, &key, rule, scope, |rule| {
+                        rule.vars.iter().any(|var| var == &key)
+                    })?;
+                    record(kind, &key, by);
+                    // The operator's value, or the server's variable of the key's name; never
+                    // recorded (the audit names the key only).
+                    let value = match policy.config_values.get(&key) {
+                        Some(source) => source.resolve(),
+                        None if !key.starts_with(HOST_ENV_PREFIX) => std::env::var(&key).ok(),
+                        None => None,
+                    };
+                    if let Some(value) = value {
+                        grants.config.push((key, value));
+                    }
+                }
                 CapabilityKind::Network => {
                     let url = resource_text(&capability.target, arguments)
                         .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;

@@ -17,6 +17,10 @@ use std::sync::Arc;
 pub(crate) enum Executable {
     /// A component, instantiated afresh for every call; its code loaded on its first call.
     Wasm(Arc<LazyCode>),
+    /// One function of a component of plain typed exports (`wasm/typed/`): the component
+    /// instantiated afresh for every call, that function called. The component's tools share
+    /// its code.
+    Typed(Arc<LazyCode>, Arc<crate::wasm::typed::TypedFunction>),
     /// The host's own Rust tool.
     Native(Arc<dyn NativeTool>),
 }

@@ -139,19 +139,22 @@ impl Loader {
         self.pulled_sources(&mut found, &mut errors);
         let mut by_digest = self.cache.index(&engine, DIGEST_PLACE);
 
-        let old_by_source: HashMap<&str, &Arc<Tool>> = old
-            .map(|old| {
-                old.tools
-                    .values()
-                    .filter(|tool| matches!(tool.executable, Executable::Wasm(_)))
-                    .map(|tool| (tool.source.as_str(), tool))
-                    .collect()
-            })
-            .unwrap_or_default();
+        // A component of typed exports served several tools: they are its, together.
+        let mut old_by_source: HashMap<&str, Vec<&Arc<Tool>>> = HashMap::new();
+        for tool in old.iter().flat_map(|old| old.tools.values()) {
+            if matches!(tool.executable, Executable::Wasm(_) | Executable::Typed(..)) {
+                old_by_source
+                    .entry(tool.source.as_str())
+                    .or_default()
+                    .push(tool);
+            }
+        }
         let mut tools = Vec::new();
         let total = found.len();
         for (at, found) in found.into_iter().enumerate() {
-            let previous = old_by_source.get(found.source.as_str()).copied();
+            let previous: &[&Arc<Tool>] = old_by_source
+                .get(found.source.as_str())
+                .map_or(&[], Vec::as_slice);
             let made = self
                 .make(
                     wasm,
@@ -164,12 +167,13 @@ impl Loader {
                 )
                 .await;
             match made {
-                Ok(tool) => tools.push(tool),
+                Ok((made, left_out)) => {
+                    tools.extend(made);
+                    errors.extend(left_out);
+                }
                 Err((error, previous)) => {
                     errors.push(error);
-                    if let Some(previous) = previous {
-                        tools.push(Arc::clone(previous));
-                    }
+                    tools.extend(previous.iter().map(|tool| Arc::clone(tool)));
                 }
             }
         }
@@ -181,7 +185,7 @@ impl Loader {
         }
         if self.load_code_at_start {
             for tool in &tools {
-                if let Executable::Wasm(code) = &tool.executable
+                if let Executable::Wasm(code) | Executable::Typed(code, _) = &tool.executable
                     && let Err(message) = wasm.prepare(code).await
                 {
                     errors.push(LoadError {
@@ -195,8 +199,9 @@ impl Loader {
         Ok(Loaded { tools, errors })
     }
 
-    /// Make one found component a tool (or keep `previous`, the one loaded from the same
-    /// source before, if its digest is unchanged). The error names the component, and carries
+    /// Make one found component its tool (or, for one of plain typed exports, its tools, and
+    /// the functions left out, as errors), or keep `previous`, what was loaded from the same
+    /// source before, if its digest is unchanged. The error names the component, and carries
     /// `previous` back, to keep serving.
     #[allow(clippy::too_many_arguments)]
     async fn make<'p>(
@@ -207,13 +212,13 @@ impl Loader {
         found: Found,
         at: usize,
         total: usize,
-        previous: Option<&'p Arc<Tool>>,
-    ) -> Result<Arc<Tool>, (LoadError, Option<&'p Arc<Tool>>)> {
+        previous: &'p [&'p Arc<Tool>],
+    ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), (LoadError, &'p [&'p Arc<Tool>])> {
         let source = found.source.clone();
         // A refusal as it stands (what the guest wrote to stderr included), saying that the
         // version loaded before keeps serving if there is one.
         let refused = |mut error: LoadError| {
-            if previous.is_some() {
+            if !previous.is_empty() {
                 error.message =
                     format!("{}; the version loaded before keeps serving", error.message);
             }
@@ -251,10 +256,15 @@ impl Loader {
                 (digest, info, Some(bytes))
             }
         };
-        if let Some(previous) = previous
-            && previous.digest.as_deref() == Some(digest.as_str())
+        if !previous.is_empty()
+            && previous
+                .iter()
+                .all(|tool| tool.digest.as_deref() == Some(digest.as_str()))
         {
-            return Ok(Arc::clone(previous));
+            return Ok((
+                previous.iter().map(|tool| Arc::clone(tool)).collect(),
+                Vec::new(),
+            ));
         }
         let entry = match &bytes {
             Some(bytes) if !self.cache.in_use() => wasm.cache_entry(&self.cache, bytes),
@@ -317,6 +327,21 @@ impl Loader {
                     found.origin,
                     evictable,
                 ));
+                let loaded = match loaded {
+                    crate::wasm::load::Loaded::Contract(loaded) => loaded,
+                    crate::wasm::load::Loaded::Typed(typed) => {
+                        wasm.code().admit(&code, typed.pre, typed.code_bytes);
+                        return self
+                            .typed_tools(
+                                &found.source,
+                                found.provenance,
+                                code,
+                                typed.reflected,
+                                digest,
+                            )
+                            .map_err(refused);
+                    }
+                };
                 wasm.code().admit(&code, loaded.pre, loaded.code_bytes);
                 info = Some(loaded.info);
                 (
@@ -369,16 +394,81 @@ impl Loader {
                 info.name
             )));
         }
-        Ok(Arc::new(Tool {
-            info,
-            schemas,
-            policy,
-            source: found.source,
-            digest: Some(digest),
-            artifact: found.provenance.map(|from| from.digest),
-            signers,
-            executable: Executable::Wasm(code),
-        }))
+        Ok((
+            vec![Arc::new(Tool {
+                info,
+                schemas,
+                policy,
+                source: found.source,
+                digest: Some(digest),
+                artifact: found.provenance.map(|from| from.digest),
+                signers,
+                executable: Executable::Wasm(code),
+            })],
+            Vec::new(),
+        ))
+    }
+
+    /// The tools of a component of plain typed exports (from `source`, whose sha256 is
+    /// `digest`, its code `code`): one per function served, each under its own policy (the
+    /// capabilities its calls need are the policy's to say: such a component says nothing of
+    /// them), and the functions left out, as errors naming them. A pin or a signature the
+    /// policy requires holds for every one of its tools, or the component is refused.
+    fn typed_tools(
+        &self,
+        source: &str,
+        provenance: Option<Provenance>,
+        code: Arc<LazyCode>,
+        reflected: crate::wasm::typed::Reflected,
+        digest: String,
+    ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
+        let refuse = |message: String| LoadError::new(source, message);
+        let mut tools = Vec::new();
+        for function in reflected.functions {
+            let name = function.info.name.clone();
+            let policy = self.policy.tool(&name);
+            let signers = check_provenance(
+                &self.policy,
+                self.source.as_deref(),
+                &name,
+                &policy,
+                provenance.as_ref(),
+            )
+            .map_err(&refuse)?;
+            if let Some(pin) = &policy.sha256
+                && *pin != digest
+            {
+                return Err(refuse(format!(
+                    "its sha256 is {digest}, but the policy pins {name} to {pin}"
+                )));
+            }
+            let mut info = function.info.clone();
+            info.capabilities = policy.capabilities.clone();
+            let info = info
+                .checked()
+                .map_err(|why| refuse(format!("the policy's capabilities of {name}: {why}")))?;
+            tools.push(Arc::new(Tool {
+                info,
+                schemas: tokio::sync::OnceCell::new(),
+                policy,
+                source: source.to_owned(),
+                digest: Some(digest.clone()),
+                artifact: provenance.as_ref().map(|from| from.digest.clone()),
+                signers,
+                executable: Executable::Typed(Arc::clone(&code), function),
+            }));
+        }
+        let left_out = reflected
+            .left_out
+            .into_iter()
+            .map(|left| {
+                LoadError::new(
+                    format!("{source}#{}", left.function),
+                    format!("left out: {}", left.why),
+                )
+            })
+            .collect();
+        Ok((tools, left_out))
     }
 
     /// Read the components named by reference (to the builder and in the policy's `source`s)
@@ -712,7 +802,9 @@ impl Runtime {
                     .tools
                     .get(name)
                     .is_none_or(|now| !Arc::ptr_eq(now, tool));
-                if gone && let Executable::Wasm(code) = &tool.executable {
+                if gone
+                    && let Executable::Wasm(code) | Executable::Typed(code, _) = &tool.executable
+                {
                     self.wasm.code().release(code);
                 }
             }

@@ -289,7 +289,11 @@ impl Runtime {
         let staged = grants.staged.clone();
         let executing = tracing::info_span!(target: CALL_SPAN_TARGET, "execute");
         let mut report = match &tool.executable {
-            Executable::Wasm(code) => {
+            Executable::Wasm(code) | Executable::Typed(code, _) => {
+                let function = match &tool.executable {
+                    Executable::Typed(_, function) => Some(function.as_ref()),
+                    _ => None,
+                };
                 // The guest gets the arguments as validated (and as the gate rewrote their
                 // paths), written out again from the checked value: never the caller's text,
                 // which another parser could read differently (a duplicate key, a number
@@ -300,7 +304,14 @@ impl Runtime {
                     match self.wasm.prepare(code).await {
                         Ok(pre) => {
                             self.wasm
-                                .run(&pre, &grants, &limits, options.stop.as_ref(), &text)
+                                .run(
+                                    &pre,
+                                    function,
+                                    &grants,
+                                    &limits,
+                                    options.stop.as_ref(),
+                                    &text,
+                                )
                                 .await
                         }
                         Err(why) => CallReport::host_answer(ToolResponse::failed(

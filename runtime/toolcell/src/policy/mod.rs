@@ -56,7 +56,7 @@ use crate::call::proto::Class;
 
 use crate::call::limits::Limits;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -114,6 +114,38 @@ pub struct ToolPolicy {
     /// If not empty, the tool loads only if it was pulled from a registry with a signature
     /// by one of these signers.
     pub signed_by: Vec<Signer>,
+    /// For a tool of plain typed exports (which says nothing of what it needs): the
+    /// capabilities the operator says a call of it needs, each on a resource an argument names
+    /// or a fixed one. A tool of toolcell's contract declares its own, and these are ignored.
+    pub capabilities: Vec<crate::tool::info::Capability>,
+    /// The values `wasi:config/store` answers for the keys a `config` rule grants, by key
+    /// (the policy's `[config]`; a key without one reads the server's environment variable of
+    /// its name).
+    pub config_values: std::sync::Arc<BTreeMap<String, ConfigValue>>,
+}
+
+/// Where a `wasi:config` value comes from (the policy's `[config]` table).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum ConfigValue {
+    /// This text.
+    Text(String),
+    /// The server's environment variable of this name, read when a call is granted it.
+    Env {
+        /// The variable's name.
+        env: String,
+    },
+}
+
+impl ConfigValue {
+    /// The value now (`None`: an environment variable that is not set).
+    pub fn resolve(&self) -> Option<String> {
+        match self {
+            ConfigValue::Text(text) => Some(text.clone()),
+            ConfigValue::Env { env } => std::env::var(env).ok(),
+        }
+    }
 }
 
 /// Who may have signed a tool (an entry of a policy's `signed_by`).
@@ -311,6 +343,8 @@ pub struct Policy {
     registry: RegistryRules,
     /// The tools the policy loads from a registry: (tool, `oci://` reference), by name.
     sources: Vec<(String, String)>,
+    /// The `[config]` table: `wasi:config` values by key.
+    config_values: std::sync::Arc<BTreeMap<String, ConfigValue>>,
 }
 
 /// The longest policy file read: hundreds of tools' rules fit in a few kilobytes; a file past
@@ -404,7 +438,21 @@ impl Policy {
                 }
                 policy.sources.push((name.clone(), source.clone()));
             }
-            policy.tools.insert(name, entry.into_policy(base));
+            let tool = entry.into_policy(base).map_err(|why| {
+                PolicyError::in_section(
+                    text,
+                    &format!("tools.{name}"),
+                    format!("tools.{name}.{why}"),
+                )
+            })?;
+            policy.tools.insert(name, tool);
+        }
+        if !file.config.is_empty() {
+            let values = std::sync::Arc::new(file.config);
+            for tool in policy.tools.values_mut() {
+                tool.config_values = std::sync::Arc::clone(&values);
+            }
+            policy.config_values = values;
         }
         let keyless = policy
             .tools
@@ -564,6 +612,8 @@ impl Policy {
 struct PolicyFile {
     #[serde(default)]
     tools: std::collections::BTreeMap<String, ToolEntry>,
+    #[serde(default)]
+    config: BTreeMap<String, ConfigValue>,
     files: Option<FilesEntry>,
     registry: Option<RegistryEntry>,
 }
@@ -619,9 +669,64 @@ struct ToolEntry {
     network: Option<Rule>,
     env: Option<Rule>,
     clock: Option<Rule>,
+    config: Option<Rule>,
+    #[serde(default)]
+    capabilities: Vec<CapabilityEntry>,
     source: Option<String>,
     #[serde(default)]
     signed_by: Vec<SignerEntry>,
+}
+
+/// A capability the operator says a typed tool needs: `{ kind = "filesystem.read", argument =
+/// "/path" }`, `{ kind = "network", fixed = "https://api.example.com" }`, `{ kind = "clock" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapabilityEntry {
+    kind: String,
+    argument: Option<String>,
+    fixed: Option<String>,
+}
+
+impl CapabilityEntry {
+    fn into_capability(self) -> Result<crate::tool::info::Capability, String> {
+        use crate::tool::info::{Capability, ResourceRef};
+        let kind = capability_kind(&self.kind).ok_or_else(|| {
+            format!(
+                "capabilities: {:?} is not a capability (filesystem.read, filesystem.write, \
+                 network, env, config, clock)",
+                self.kind
+            )
+        })?;
+        let target = match (self.argument, self.fixed) {
+            (Some(pointer), None) if pointer.is_empty() || pointer.starts_with('/') => {
+                ResourceRef::Argument(pointer)
+            }
+            (Some(pointer), None) => {
+                return Err(format!(
+                    "capabilities: argument {pointer:?} is not a JSON pointer (\"/path\")"
+                ));
+            }
+            (None, Some(fixed)) => ResourceRef::Fixed(fixed),
+            (None, None) => ResourceRef::Whole,
+            (Some(_), Some(_)) => {
+                return Err("capabilities: give argument or fixed, not both".to_owned());
+            }
+        };
+        Ok(Capability { kind, target })
+    }
+}
+
+/// The kind a policy names (`filesystem.read`, ...).
+pub(crate) fn capability_kind(name: &str) -> Option<CapabilityKind> {
+    Some(match name {
+        "filesystem.read" => CapabilityKind::FilesystemRead,
+        "filesystem.write" => CapabilityKind::FilesystemWrite,
+        "network" => CapabilityKind::Network,
+        "env" => CapabilityKind::Env,
+        "config" => CapabilityKind::Config,
+        "clock" => CapabilityKind::Clock,
+        _ => return None,
+    })
 }
 
 #[derive(Deserialize)]
@@ -640,7 +745,7 @@ struct LimitsEntry {
 }
 
 impl ToolEntry {
-    fn into_policy(self, base: &Path) -> ToolPolicy {
+    fn into_policy(self, base: &Path) -> Result<ToolPolicy, String> {
         let mut limits = Limits::default();
         if let Some(entry) = self.limits {
             if let Some(ms) = entry.timeout_ms {
@@ -662,19 +767,27 @@ impl ToolEntry {
             (CapabilityKind::Network, self.network),
             (CapabilityKind::Env, self.env),
             (CapabilityKind::Clock, self.clock),
+            (CapabilityKind::Config, self.config),
         ] {
             if let Some(rule) = rule {
                 rules.insert(kind, rule);
             }
         }
-        ToolPolicy {
+        let capabilities = self
+            .capabilities
+            .into_iter()
+            .map(CapabilityEntry::into_capability)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ToolPolicy {
             core: self.core,
             class: self.class,
             limits,
             sha256: self.sha256.map(|digest| digest.to_lowercase()),
             rules,
             signed_by: signers(self.signed_by, base),
-        }
+            capabilities,
+            config_values: std::sync::Arc::default(),
+        })
     }
 }
 

@@ -44,6 +44,9 @@ pub enum CapabilityKind {
     Env,
     /// Read the real wall clock.
     Clock,
+    /// Read one `wasi:config/store` value (a tool of plain typed exports, as the operator
+    /// says; the contract has no such capability).
+    Config,
 }
 
 /// Where a capability's resource comes from (the WIT `resource-ref`).

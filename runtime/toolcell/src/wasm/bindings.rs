@@ -50,6 +50,8 @@ pub(crate) enum GuestPre<T: 'static> {
     V0_2(v0_2::GuestPre<T>),
     /// `toolcell:tool@0.1.0`.
     V0_1(v0_1::GuestPre<T>),
+    /// No contract: plain WIT-typed exports, each function a tool (`wasm/typed/`).
+    Typed(crate::wasm::typed::TypedPre<T>),
 }
 
 impl<T: 'static> Clone for GuestPre<T> {
@@ -58,6 +60,7 @@ impl<T: 'static> Clone for GuestPre<T> {
             GuestPre::Current(pre) => GuestPre::Current(pre.clone()),
             GuestPre::V0_2(pre) => GuestPre::V0_2(pre.clone()),
             GuestPre::V0_1(pre) => GuestPre::V0_1(pre.clone()),
+            GuestPre::Typed(pre) => GuestPre::Typed(pre.clone()),
         }
     }
 }
@@ -150,6 +153,10 @@ impl<T: Send + 'static> GuestPre<T> {
                     output_schema: None,
                 })
             }
+            // Described by its types at load (`wasm/typed/`), never asked.
+            GuestPre::Typed(_) => Err(wasmtime::format_err!(
+                "a component of plain typed exports has no describe()"
+            )),
         }
     }
 
@@ -189,6 +196,27 @@ impl<T: Send + 'static> GuestPre<T> {
                     .map(|text| vec![Part::text(text)])
                     .map_err(|error| tool_error_from!(v0_1, error)))
             }
+            // Each of its functions is its own tool, called by `call_typed`.
+            GuestPre::Typed(_) => Err(wasmtime::format_err!(
+                "a component of plain typed exports is called one function at a time"
+            )),
+        }
+    }
+
+    /// Instantiate it in `store` and call the typed `function` with `arguments`; for a
+    /// component of the contract, `function` names nothing and its `call` runs.
+    pub(crate) async fn call_function(
+        &self,
+        store: impl AsContextMut<Data = T>,
+        function: Option<&crate::wasm::typed::TypedFunction>,
+        arguments: &str,
+    ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
+        match (self, function) {
+            (GuestPre::Typed(pre), Some(function)) => pre.call(store, function, arguments).await,
+            (GuestPre::Typed(_), None) => Err(wasmtime::format_err!(
+                "a component of plain typed exports is called one function at a time"
+            )),
+            (_, _) => self.call(store, arguments).await,
         }
     }
 }

@@ -101,14 +101,21 @@ pub(crate) async fn describe(
     (described, stderr_tail(&stderr).to_owned())
 }
 
-/// Run the guest's `call(arguments)` in a fresh instance holding `grants`, under `limits`,
-/// until it answers, its deadline passes, or `stop` is stopped.
+/// What a call runs: a component's prepared instance, and, for a component of plain typed
+/// exports, which of its functions.
+pub(crate) struct Target<'a> {
+    pub(crate) pre: &'a GuestPre<CallState>,
+    pub(crate) function: Option<&'a crate::wasm::typed::TypedFunction>,
+}
+
+/// Run the guest's `call(arguments)` (or the typed function's) in a fresh instance holding
+/// `grants`, under `limits`, until it answers, its deadline passes, or `stop` is stopped.
 ///
 /// The deadline runs from now and covers the wait for a free instance slot (one of `slots`'
 /// permits) as well as the call. A result's class and trust are the caller's to set.
 pub(crate) async fn call(
     engine: &Engine,
-    pre: &GuestPre<CallState>,
+    target: Target<'_>,
     grants: &Grants,
     limits: &Limits,
     stop: Option<&StopToken>,
@@ -160,7 +167,12 @@ pub(crate) async fn call(
             format!("a granted directory could not be opened for the tool: {unopened}"),
         ));
     }
-    let run = async { pre.call(&mut store, arguments).await };
+    let run = async {
+        target
+            .pre
+            .call_function(&mut store, target.function, arguments)
+            .await
+    };
     let outcome = tokio::select! {
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
         () = &mut stopped => return report(ToolResponse::Cancelled, &store, limits, started),
@@ -239,6 +251,17 @@ fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -
             format!("{message}\nguest stderr:\n{tail}")
         }
     };
+    // wasmtime stops a guest that hands the host more than its hostcall fuel allows (a
+    // typed function's 100 MB result) while it is lifted.
+    if format!("{error:#}").contains("too much data is being copied") {
+        return ToolResponse::failed(
+            FailureKind::InvalidOutput,
+            format!(
+                "the tool's answer is larger than the host takes from a tool ({} MiB as values)",
+                crate::wasm::typed::MAX_TYPED_TRANSFER_BYTES >> 20
+            ),
+        );
+    }
     if state.limiter.refused_memory {
         return ToolResponse::failed(
             FailureKind::OutOfMemory,

@@ -60,6 +60,23 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// What a component became: one tool of the contract, or the tools of its typed exports.
+pub(crate) enum Loaded {
+    /// A component of toolcell's contract: one tool.
+    Contract(LoadedTool),
+    /// A component of plain typed exports: a tool per function.
+    Typed(LoadedTyped),
+}
+
+/// A component of plain typed exports, ready: its prepared instance, its functions served as
+/// tools, and those left out with why.
+pub(crate) struct LoadedTyped {
+    pub(crate) pre: GuestPre<CallState>,
+    pub(crate) reflected: crate::wasm::typed::Reflected,
+    /// The size of its compiled code in memory.
+    pub(crate) code_bytes: usize,
+}
+
 /// A tool ready to be called: its checked description and its prepared instance.
 pub(crate) struct LoadedTool {
     pub(crate) info: ToolInfo,
@@ -72,14 +89,15 @@ pub(crate) struct LoadedTool {
 }
 
 /// Compile `bytes` (or read them compiled from their cache `entry`), link them against
-/// `linker`, and read the tool's `describe()`.
+/// `linker`, and read the tool's `describe()`; or, for a component without the contract, read
+/// its functions by their types.
 pub(crate) async fn load(
     engine: &Engine,
     linker: &Linker<CallState>,
     entry: &CacheEntry,
     source: &str,
     bytes: &[u8],
-) -> Result<(LoadedTool, CacheOutcome), LoadError> {
+) -> Result<(Loaded, CacheOutcome), LoadError> {
     let refuse = |message: String| LoadError::new(source, message);
     // A refusal of what `describe()` did, with what the guest wrote to stderr meanwhile.
     let refuse_described = |message: String, stderr: &str| LoadError {
@@ -89,6 +107,17 @@ pub(crate) async fn load(
     let (component, outcome) = entry.component(engine, bytes).map_err(&refuse)?;
     let pre = link(linker, &component).map_err(&refuse)?;
     let code_bytes = code_size(&component);
+    if let GuestPre::Typed(_) = &pre {
+        let reflected = crate::wasm::typed::reflect(engine, &component, bytes).map_err(&refuse)?;
+        return Ok((
+            Loaded::Typed(LoadedTyped {
+                pre,
+                reflected,
+                code_bytes,
+            }),
+            outcome,
+        ));
+    }
     let limits = Limits {
         timeout: DESCRIBE_TIMEOUT,
         ..Limits::default()
@@ -108,13 +137,13 @@ pub(crate) async fn load(
         None => None,
     };
     Ok((
-        LoadedTool {
+        Loaded::Contract(LoadedTool {
             info,
             pre,
             schema,
             output,
             code_bytes,
-        },
+        }),
         outcome,
     ))
 }
@@ -125,15 +154,57 @@ pub(crate) fn code_size(component: &Component) -> usize {
     (range.end as usize).saturating_sub(range.start as usize)
 }
 
-/// Link `component` against the host and check it exports the tool interface.
+/// Link `component` against the host: a component of the contract's tool interface (any
+/// version), or else one of plain typed exports, each function of which may be a tool. An
+/// import the host does not provide is named, here, at load.
 pub(crate) fn link(
     linker: &Linker<CallState>,
     component: &Component,
 ) -> Result<GuestPre<CallState>, String> {
-    let instance_pre = linker
-        .instantiate_pre(component)
-        .map_err(|error| format!("it imports something toolcell does not provide: {error:#}"))?;
-    GuestPre::new(instance_pre).map_err(|error| {
-        format!("it does not export the toolcell:tool/tool interface (0.2.0, or 0.1.0): {error:#}")
-    })
+    let instance_pre = linker.instantiate_pre(component).map_err(|error| {
+        let engine = component.engine();
+        let unknown = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .find(|name| {
+                !crate::wasm::PROVIDED
+                    .iter()
+                    .any(|known| provided(known, name))
+            });
+        match unknown {
+            Some(name) => format!(
+                "it imports {}, which toolcell does not provide ({error:#})",
+                crate::call::names::echoed(&name)
+            ),
+            None => format!("it imports something toolcell does not provide: {error:#}"),
+        }
+    })?;
+    match GuestPre::new(instance_pre.clone()) {
+        Ok(pre) => Ok(pre),
+        Err(contract) => crate::wasm::typed::TypedPre::new(component, instance_pre)
+            .map(GuestPre::Typed)
+            .ok_or_else(|| {
+                format!(
+                    "it exports neither the toolcell:tool/tool interface (0.3.0, 0.2.0 or \
+                     0.1.0: {contract:#}) nor any function"
+                )
+            }),
+    }
+}
+
+/// Whether the import `name` (`wasi:http/types@0.2.3`) is of the interface `known`
+/// (`wasi:http/types`) at a version the host's links satisfy: any 0.2.x of a WASI interface
+/// (the linker matches them by their major and minor), or exactly the versions listed.
+fn provided(known: &str, name: &str) -> bool {
+    match name.split_once('@') {
+        Some((interface, version)) => {
+            let (base, versions) = known.split_once('@').unwrap_or((known, "0.2"));
+            interface == base
+                && versions.split('|').any(|accepted| {
+                    version == accepted || version.starts_with(&format!("{accepted}."))
+                })
+        }
+        None => name == known,
+    }
 }

@@ -10,6 +10,7 @@
 
 pub(crate) mod bindings;
 pub(crate) mod cache;
+mod config;
 pub(crate) mod engine;
 pub(crate) mod epoch;
 pub(crate) mod files;
@@ -21,6 +22,7 @@ pub(crate) mod lazy;
 pub(crate) mod load;
 pub(crate) mod net;
 pub(crate) mod sandbox;
+pub(crate) mod typed;
 
 use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome, CompileCache};
@@ -32,12 +34,47 @@ use crate::call::limits::Limits;
 use crate::call::report::CallReport;
 use crate::call::stop::StopToken;
 use crate::gate::grants::Grants;
-use crate::wasm::load::{LoadError, LoadedTool};
+use crate::wasm::load::{LoadError, Loaded};
 use crate::wasm::sandbox::CallState;
 use anyhow::Context as _;
 use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
+
+/// The interfaces the host links, as an import names them (`@0.2` for any 0.2.x; `|` between
+/// exact versions): what a component may import. Anything else is refused at load, named.
+pub(crate) const PROVIDED: &[&str] = &[
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
+    "wasi:http/types",
+    "wasi:http/outgoing-handler",
+    "wasi:config/store@0.2.0-draft|0.2.0-rc.1",
+];
 
 /// The process's wasm engine, its linker, its instance pool and its deadline ticker.
 pub(crate) struct WasmExecutor {
@@ -73,6 +110,7 @@ impl WasmExecutor {
             .context("linking wasi:http into the host")?;
         crate::wasm::guest_fs::link(&mut linker)
             .context("linking the file system rules (no links made, deny-listed names hidden)")?;
+        crate::wasm::config::link(&mut linker).context("linking wasi:config/store")?;
         let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
         Ok(WasmExecutor {
             engine,
@@ -130,16 +168,19 @@ impl WasmExecutor {
         entry: &CacheEntry,
         source: &str,
         bytes: &[u8],
-    ) -> Result<(LoadedTool, CacheOutcome), LoadError> {
+    ) -> Result<(Loaded, CacheOutcome), LoadError> {
         let _running = self.ticker.running();
         load::load(&self.engine, &self.linker, entry, source, bytes).await
     }
 
     /// Run one decided call: a fresh instance of `pre` holding exactly `grants`, under
-    /// `limits`, stopped by `stop`.
+    /// `limits`, stopped by `stop`; of the typed `function` when the component is one of plain
+    /// typed exports.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run(
         &self,
         pre: &GuestPre<CallState>,
+        function: Option<&crate::wasm::typed::TypedFunction>,
         grants: &Grants,
         limits: &Limits,
         stop: Option<&StopToken>,
@@ -148,7 +189,7 @@ impl WasmExecutor {
         let _running = self.ticker.running();
         instance::call(
             &self.engine,
-            pre,
+            instance::Target { pre, function },
             grants,
             limits,
             stop,

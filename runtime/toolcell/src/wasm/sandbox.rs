@@ -54,6 +54,8 @@ pub(crate) struct CallState {
     pub(crate) listings: std::collections::HashMap<u32, std::path::PathBuf>,
     http: wasmtime_wasi_http::WasiHttpCtx,
     hooks: crate::wasm::net::NetworkHooks,
+    /// The `wasi:config/store` values the call was granted, by key (`wasm/config.rs`).
+    pub(crate) config: Vec<(String, String)>,
 }
 
 impl CallState {
@@ -106,6 +108,7 @@ impl CallState {
             listings: std::collections::HashMap::new(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),
+            config: grants.config.clone(),
         }
     }
 }
