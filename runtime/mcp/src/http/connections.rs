@@ -10,6 +10,13 @@
 //! peer's share, is full, a new connection takes the place of the oldest unproven one, which is
 //! closed. A connection must also send its first byte within [`FIRST_BYTE_TIMEOUT`], and its
 //! headers within `HEADER_READ_TIMEOUT`.
+//!
+//! A connection is proven as soon as a request on it passes authentication, not when its
+//! answer is written, and a connection with a request in flight is never closed for another:
+//! a flood of one-byte connections cannot end a client's running call. Nor can one client
+//! hold every place with proven connections: when the server (or an address's share) is full
+//! and no unproven connection is idle, the oldest idle connection of the client holding the
+//! most, if it holds more than [`MAX_CONNECTIONS_PER_CLIENT`], gives way.
 
 use super::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
 use std::collections::BTreeMap;
@@ -18,6 +25,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How many connections one client (a tenant, or an anonymous address) may keep when others
+/// need a place: a quarter of them, as its share of the pool's calls is.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = MAX_CONNECTIONS / 4;
 
 /// How long a new connection may stay silent before its first byte: a client that connects
 /// sends its request at once; one that sends nothing is holding a place.
@@ -29,14 +40,46 @@ pub(crate) struct Connection {
     id: u64,
     peer: IpAddr,
     proven: AtomicBool,
+    /// Requests on it being answered now: while any is, it is never closed for another.
+    busy: std::sync::atomic::AtomicUsize,
+    /// The client its authenticated requests were for (a tenant, or `peer:ADDRESS`).
+    client: Mutex<Option<String>>,
     /// Cancelled when the connection gives its place to a newer one.
     close: CancellationToken,
 }
 
+/// A request being answered on a connection: the connection is busy until it drops.
+pub(crate) struct Busy(Arc<Connection>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Connection {
-    /// A request on it passed authentication: it keeps its place from now on.
-    pub(crate) fn authenticated(&self) {
+    /// A request on it passed authentication, for `client`: it keeps its place from now on
+    /// (but for the share of a client that holds too many, `Connections::admit`).
+    pub(crate) fn authenticated(&self, client: &str) {
         self.proven.store(true, Ordering::Relaxed);
+        let mut held = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_none() {
+            *held = Some(client.to_owned());
+        }
+    }
+
+    /// A request is being answered on it, until the guard drops.
+    pub(crate) fn busy(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(self))
+    }
+
+    fn idle(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0
+    }
+
+    fn client(&self) -> Option<String> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Completes when the connection must close (a newer one took its place).
@@ -78,15 +121,17 @@ impl Connections {
         let mut open = self.lock();
         let from_peer = open.values().filter(|open| open.peer == peer).count();
         if from_peer >= MAX_CONNECTIONS_PER_PEER {
-            evict_oldest(&mut open, |open| open.peer == peer)?;
+            make_room(&mut open, |open| open.peer == peer)?;
         }
         if open.len() >= MAX_CONNECTIONS {
-            evict_oldest(&mut open, |_| true)?;
+            make_room(&mut open, |_| true)?;
         }
         let connection = Arc::new(Connection {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             peer,
             proven: AtomicBool::new(false),
+            busy: std::sync::atomic::AtomicUsize::new(0),
+            client: Mutex::new(None),
             close: CancellationToken::new(),
         });
         open.insert(connection.id, Arc::clone(&connection));
@@ -103,16 +148,37 @@ impl Connections {
     }
 }
 
-/// Close the oldest unproven connection among those `among` selects, and take its place out of
-/// `open`; `None` if there is none.
-fn evict_oldest(
+/// Make a place among the connections `among` selects: close the oldest idle unproven one; or
+/// else the oldest idle one of the client that holds the most, if it holds more than
+/// [`MAX_CONNECTIONS_PER_CLIENT`]. `None` if neither is there (the place is refused).
+fn make_room(
     open: &mut BTreeMap<u64, Arc<Connection>>,
     among: impl Fn(&Connection) -> bool,
 ) -> Option<()> {
-    let id = open
+    let unproven = open
         .values()
-        .find(|open| among(open) && !open.proven.load(Ordering::Relaxed))
-        .map(|open| open.id)?;
+        .find(|open| among(open) && !open.proven.load(Ordering::Relaxed) && open.idle())
+        .map(|open| open.id);
+    let id = match unproven {
+        Some(id) => id,
+        None => {
+            let mut held: std::collections::HashMap<String, usize> = Default::default();
+            for connection in open.values() {
+                if let Some(client) = connection.client() {
+                    *held.entry(client).or_default() += 1;
+                }
+            }
+            let (hog, count) = held.into_iter().max_by_key(|(_, count)| *count)?;
+            if count <= MAX_CONNECTIONS_PER_CLIENT {
+                return None;
+            }
+            open.values()
+                .find(|open| {
+                    among(open) && open.idle() && open.client().as_deref() == Some(hog.as_str())
+                })
+                .map(|open| open.id)?
+        }
+    };
     if let Some(evicted) = open.remove(&id) {
         evicted.close.cancel();
     }
@@ -133,7 +199,7 @@ mod tests {
             .map(|_| connections.admit(a).expect("a place"))
             .collect();
         for place in &places[2..] {
-            place.connection.authenticated();
+            place.connection.authenticated("peer:a");
         }
         let first = Arc::clone(&places[0].connection);
         let second = Arc::clone(&places[1].connection);
@@ -145,7 +211,7 @@ mod tests {
         assert!(second.close.is_cancelled());
         // Now every place of the peer's is proven or new... the two new ones are unproven.
         for place in &places[MAX_CONNECTIONS_PER_PEER..] {
-            place.connection.authenticated();
+            place.connection.authenticated("peer:b");
         }
         assert!(
             connections.admit(a).is_none(),
@@ -158,6 +224,27 @@ mod tests {
         assert_eq!(connections.len(), MAX_CONNECTIONS_PER_PEER);
         drop(places);
         assert_eq!(connections.len(), 0);
+    }
+
+    #[test]
+    fn a_busy_connection_is_never_closed_and_a_hog_gives_way() {
+        let connections = Arc::new(Connections::default());
+        // The whole server, one client's, proven; the first two busy with calls.
+        let places: Vec<Place> = (0..MAX_CONNECTIONS)
+            .map(|n| {
+                let peer = IpAddr::from([127, 0, 0, 2 + (n / MAX_CONNECTIONS_PER_PEER) as u8]);
+                let place = connections.admit(peer).expect("a place");
+                place.connection.authenticated("tenant:hog");
+                place
+            })
+            .collect();
+        let calls: Vec<Busy> = places[..2].iter().map(|p| p.connection.busy()).collect();
+        let newcomer: IpAddr = "127.0.0.9".parse().expect("an address");
+        let place = connections.admit(newcomer).expect("the hog's idle place gave way");
+        assert!(!places[0].connection.close.is_cancelled(), "busy: kept");
+        assert!(!places[1].connection.close.is_cancelled(), "busy: kept");
+        assert!(places[2].connection.close.is_cancelled(), "the hog's oldest idle one");
+        drop((calls, place, places));
     }
 
     #[test]

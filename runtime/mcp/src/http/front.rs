@@ -95,6 +95,15 @@ pub(crate) struct Front {
 }
 
 impl Front {
+    /// Who `caller` (from `peer`) is, for the fair shares and the connections: its tenant, or,
+    /// anonymous, its address (or every anonymous caller together, `--anonymous-clients one`).
+    pub(crate) fn client_of(&self, caller: &Caller, peer: std::net::SocketAddr) -> String {
+        match caller.tenant() {
+            Some(tenant) => format!("tenant:{}", tenant.name),
+            None => self.anonymous.client(peer.ip()),
+        }
+    }
+
     /// Every tenant's quota, for the metrics.
     pub(crate) fn tenant_quotas(&self) -> Vec<Arc<Limiter>> {
         match &self.auth {

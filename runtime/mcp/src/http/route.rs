@@ -31,11 +31,10 @@ pub(crate) async fn route(
     connection: Arc<crate::http::connections::Connection>,
     request: Request<Incoming>,
 ) -> Result<BoxResponse, Infallible> {
-    let (mut response, keep) = dispatch(&front, peer, request).await;
-    if keep {
-        // It passed authentication: its connection keeps its place.
-        connection.authenticated();
-    } else {
+    // Busy while this request is answered: never closed for another connection meanwhile.
+    let _busy = connection.busy();
+    let (mut response, keep) = dispatch(&front, peer, &connection, request).await;
+    if !keep {
         response.headers_mut().insert(
             header::CONNECTION,
             header::HeaderValue::from_static("close"),
@@ -48,6 +47,7 @@ pub(crate) async fn route(
 async fn dispatch(
     front: &Arc<Front>,
     peer: SocketAddr,
+    connection: &crate::http::connections::Connection,
     request: Request<Incoming>,
 ) -> (BoxResponse, bool) {
     // A target that is not a path (`POST http://evil.com/mcp`) is not for this server, on
@@ -134,7 +134,11 @@ async fn dispatch(
                 );
             }
             match front.authenticate(&request) {
-                Ok(caller) => return (serve_mcp(front, peer, caller, request).await, true),
+                Ok(caller) => {
+                    // Proven from here: its place is its own while it is answered and after.
+                    connection.authenticated(&front.client_of(&caller, peer));
+                    return (serve_mcp(front, peer, caller, request).await, true);
+                }
                 Err(refused) => *refused,
             }
         }
@@ -157,10 +161,7 @@ async fn serve_mcp(
     caller: Caller,
     request: Request<Incoming>,
 ) -> BoxResponse {
-    let client = match caller.tenant() {
-        Some(tenant) => format!("tenant:{}", tenant.name),
-        None => front.anonymous.client(peer.ip()),
-    };
+    let client = front.client_of(&caller, peer);
     let Some(_place) = front
         .per_client
         .enter(client.clone(), MAX_REQUESTS_PER_CLIENT)
