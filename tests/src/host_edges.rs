@@ -191,6 +191,15 @@ fn home() -> (tempfile::TempDir, PathBuf) {
         (".bash_history", "SECRET typed password"),
         (".password-store/bank.gpg", "SECRET bank"),
         (".env", "SECRET=env"),
+        (".config/containers/auth.json", "SECRET podman auth"),
+        (
+            ".mozilla/firefox/p.default/logins.json",
+            "SECRET saved passwords",
+        ),
+        (".config/google-chrome/Default/Cookies", "SECRET cookies"),
+        (".cache/huggingface/token", "SECRET hf token"),
+        (".terraformrc", "SECRET terraform token"),
+        (".config/rclone/rclone.conf", "SECRET rclone"),
         (".bashrc", "alias ls=ls"),
         (".config/nvim/init.lua", "needle nvim"),
         ("project/notes.txt", "needle notes"),
@@ -241,6 +250,12 @@ fn under_a_home_grant_credential_stores_stay_unreadable_and_startup_files_unwrit
         ".bash_history",
         ".password-store/bank.gpg",
         ".env",
+        ".config/containers/auth.json",
+        ".mozilla/firefox/p.default/logins.json",
+        ".config/google-chrome/Default/Cookies",
+        ".cache/huggingface/token",
+        ".terraformrc",
+        ".config/rclone/rclone.conf",
         "project/aws-link",
         "project/gcloud-link/credentials.db",
         "project/ssh-link/id_ed25519",
@@ -334,6 +349,18 @@ fn under_a_home_grant_credential_stores_stay_unreadable_and_startup_files_unwrit
         ".config/systemd/user/evil.service",
         ".local/bin/ls",
         "project/.husky/pre-commit",
+        ".bash_aliases",
+        ".login",
+        ".xsessionrc",
+        ".config/environment.d/evil.conf",
+        ".local/lib/python3.11/site-packages/zz.pth",
+        ".local/lib/python3.11/site-packages/usercustomize.py",
+        ".config/nvim/init.lua",
+        ".vimrc",
+        ".cargo/config.toml",
+        ".config/git/attributes",
+        ".tmux.conf",
+        ".ipython/profile_default/startup/00.py",
     ] {
         if let Some(parent) = home.join(path).parent() {
             std::fs::create_dir_all(parent).expect("mkdir");
@@ -479,6 +506,12 @@ fn every_file_the_server_reads_for_itself_is_refused_to_its_tenants() {
     for (name, text) in &files {
         std::fs::write(ws.join(name), text).expect("write");
     }
+    // A rotated copy of the audit from an earlier run, there before the server starts.
+    std::fs::write(
+        ws.join("audit.jsonl.1"),
+        format!("{{\"earlier\":\"{}\"}}\n", marker("rotated")),
+    )
+    .expect("a rotated copy");
     let path = |name: &str| ws.join(name).to_string_lossy().into_owned();
     let server = crate::http::Server::start(&[
         "--tools",
@@ -508,7 +541,7 @@ fn every_file_the_server_reads_for_itself_is_refused_to_its_tenants() {
     // A call first, so that the audit file exists.
     let _ = crate::http::call_with(server.addr, Some(&token), 1, "list_dir", json!({}), &[]);
     let mut own: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
-    own.extend(["audit.jsonl", "audit.jsonl.head"]);
+    own.extend(["audit.jsonl", "audit.jsonl.head", "audit.jsonl.1"]);
     try_to_read_as_a_tenant(&server, &token, &ws, &own, &seal_hex);
     drop(server);
 
@@ -600,6 +633,10 @@ fn try_to_read_as_a_tenant(
             "{name} listed: {listed}"
         );
     }
+    // The hard links are those files: not listed either (a listing or a stat of one would tell
+    // its size and time, which change with every tenant's call for the audit).
+    let (listed, _) = as_tenant("list_dir", json!({ "path": "planted" }));
+    assert!(!listed.contains(".hard"), "{listed}");
     let (found, _) = as_tenant(
         "grep",
         json!({ "pattern": "OWN-|BEGIN|sha256|keys|[0-9a-f]{64}", "path": "." }),

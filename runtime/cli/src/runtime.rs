@@ -214,7 +214,8 @@ impl CompileBar {
             bar
         });
         bar.set_position(compiling.index as u64);
-        bar.set_message(compiling.source.to_owned());
+        // A file's name is whoever put it there: shown escaped, on the operator's terminal.
+        bar.set_message(toolcell::approval::shown_on_a_terminal(compiling.source));
     }
 }
 

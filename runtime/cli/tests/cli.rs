@@ -430,13 +430,25 @@ fn the_audit_file_must_be_a_regular_file_reached_without_a_link() {
 /// typing `input` at it, with `TOOLCELL_CACHE_DIR` set to `cache`. Returns the exit status and
 /// everything the terminal showed.
 fn on_a_terminal(args: &[&str], cache: &std::path::Path, input: &str) -> (Option<i32>, String) {
+    on_a_terminal_then(args, "", cache, input)
+}
+
+/// [`on_a_terminal`], the command followed by the shell text `then` (` | cat >/dev/null`: its
+/// stdout piped, its stderr still on the terminal).
+fn on_a_terminal_then(
+    args: &[&str],
+    then: &str,
+    cache: &std::path::Path,
+    input: &str,
+) -> (Option<i32>, String) {
     use std::io::Write as _;
     let quote = |arg: &str| format!("'{}'", arg.replace('\'', r"'\''"));
     let command = std::iter::once(env!("CARGO_BIN_EXE_toolcell"))
         .chain(args.iter().copied())
         .map(quote)
         .collect::<Vec<_>>()
-        .join(" ");
+        .join(" ")
+        + then;
     let mut child = Command::new("script")
         // Quiet, flush as it goes, the child's exit status, no typescript file.
         .args(["-qefc", &command, "/dev/null"])
@@ -657,4 +669,31 @@ fn a_tools_text_cannot_drive_the_operators_terminal() {
     assert!(raw.contains("\u{1b}]52;c;ZXZpbA=="), "{raw:?}");
     let piped = toolcell(&["call", "echo", &arguments]);
     assert_eq!(stdout(&piped), format!("{hostile}\n"));
+
+    // stdout piped (`call X | jq`), stderr still the operator's terminal: a failure's text,
+    // which echoes what the caller or the tool wrote, is escaped there.
+    let failing = serde_json::json!({ "path": hostile }).to_string();
+    let (_, shown) = on_a_terminal_then(
+        &["call", "read_file", &failing],
+        " | cat >/dev/null",
+        cache.path(),
+        "",
+    );
+    assert!(shown.contains(r"Error: \u{1b}]0;owned"), "{shown:?}");
+    assert!(!shown.contains("\u{1b}]0;owned"), "{shown:?}");
+
+    // A component's file name, in the compile progress bar (a cold cache): escaped.
+    let tools = tempfile::tempdir().expect("tools");
+    let echo = toolcell::builtin_components()
+        .iter()
+        .find(|(name, _)| *name == "echo")
+        .map(|(_, bytes)| *bytes)
+        .expect("echo");
+    std::fs::write(tools.path().join("x\u{1b}]0;named\u{7}.wasm"), echo).expect("write");
+    let cold = tempfile::tempdir().expect("a cold cache");
+    let dir = tools.path().to_str().expect("path");
+    let (status, shown) = on_a_terminal(&["--no-builtin", "--tools", dir, "list"], cold.path(), "");
+    assert_eq!(status, Some(0), "{shown}");
+    assert!(shown.contains(r"x\u{1b}]0;named\u{7}.wasm"), "{shown:?}");
+    assert!(!shown.contains("\u{1b}]0;named"), "{shown:?}");
 }

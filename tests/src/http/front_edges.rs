@@ -183,6 +183,10 @@ fn a_token_in_the_url_is_refused() {
     for (path, with_header) in [
         (format!("/mcp?access_token={}", tokens[0]), false),
         (format!("/mcp?x=1&ACCESS_TOKEN={}", tokens[0]), true),
+        // As a server reading it would: percent-decoded, and `;` as a separator.
+        (format!("/mcp?access%5Ftoken={}", tokens[0]), true),
+        (format!("/mcp?x=1;access_token={}", tokens[0]), true),
+        (format!("/mcp?access_token%3D{}", tokens[0]), true),
     ] {
         let headers = mcp_headers(with_header.then_some(tokens[0].as_str()), "echo");
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();

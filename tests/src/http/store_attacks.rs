@@ -1,6 +1,7 @@
 //! The shared store as an attacker or a fault reaches it (issues 54 and 56), with a real
 //! `redis-server` on loopback and replicas as processes: an answer spent once stays spent after
-//! the store is flushed, restarted without persistence, or a replica restarts; the store holds
+//! the store is flushed, restarted without persistence or from a snapshot older than the
+//! answer, or a replica restarts; the store holds
 //! neither the seal key nor a readable result; `in_flight = 1` holds while the store loses its
 //! data under a running call and after a replica is paused past its lease; a task's real end
 //! replaces a failure presumed while its replica was paused; names a client chooses reach no
@@ -27,10 +28,11 @@ fn writes_that_ran(rig: &Rig, replicas: usize) -> usize {
 }
 
 /// An approval answered and spent, then the store flushed (`FLUSHALL`), restarted without
-/// persistence, and a replica restarted: the same `requestState`, within its deadline, is
-/// asked afresh each time and the approved write never runs a second time.
+/// persistence, and a replica restarted; another answered after a snapshot and the store
+/// restarted from it: the same `requestState`, within its deadline, is asked afresh each time
+/// and the approved write never runs a second time.
 #[test]
-fn a_spent_answer_stays_spent_after_a_flush_a_store_restart_and_a_replica_restart() {
+fn a_spent_answer_stays_spent_after_a_flush_a_restart_a_rollback_and_a_replica_restart() {
     let _guard = exclusive();
     let mut redis = Redis::start();
     let rig = Rig::new(&["team-a"], "");
@@ -67,6 +69,34 @@ fn a_spent_answer_stays_spent_after_a_flush_a_store_restart_and_a_replica_restar
     assert_eq!(writes_that_ran(&rig, 3), 1);
     // The replicas said why: the store lost its data.
     assert!(two.stderr().contains("lost its data"), "{}", two.stderr());
+
+    // A store that comes back from a snapshot taken after the question and before its answer
+    // was spent (a crash under RDB persistence, an append-only file a second behind, a replica
+    // promoted, a backup): the epoch is in the snapshot, the spent mark is not.
+    let asked = write(one.addr, token, 7, "approved", json!({}));
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a token: {asked}"))
+        .to_owned();
+    assert!(redis.command(&["SAVE"]).starts_with("+OK"));
+    let ran = write(two.addr, token, 8, "approved", approved(&state));
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    std::fs::remove_file(&note).expect("the write landed");
+    redis.stop();
+    redis.run();
+    assert!(
+        dump(&redis).contains("toolcell:epoch"),
+        "the snapshot brought the epoch back"
+    );
+    for (n, addr) in [(9, two.addr), (10, one.addr)] {
+        let again = write(addr, token, n, "approved", approved(&state));
+        assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+        assert!(
+            !note.exists(),
+            "the approved write ran again after a rollback"
+        );
+    }
+    assert_eq!(writes_that_ran(&rig, 3), 2);
 }
 
 /// Everything the store holds after an approval and a task that completed: no seal key, no

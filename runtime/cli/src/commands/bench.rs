@@ -225,12 +225,7 @@ pub(crate) fn command(cli: &Cli) -> ExitCode {
                 ExitCode::SUCCESS
             }
             // The first call did not answer with a result: say why, as `call` would.
-            Err(response) => crate::commands::call::respond(
-                &runtime,
-                &response,
-                false,
-                crate::commands::call::Shown::for_stdout(false),
-            ),
+            Err(response) => crate::commands::call::respond(&runtime, &response, false, false),
         },
     )
 }

@@ -75,7 +75,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
                 print_diagnostics(&report, Shown::for_stderr(*raw));
             }
             let status = if report.parts.is_empty() {
-                respond(&runtime, &report.response, json, shown)
+                respond(&runtime, &report.response, json, *raw)
             } else {
                 let save = save_parts.as_deref().map(|dir| Saving {
                     dir,
@@ -156,7 +156,7 @@ pub(crate) fn respond(
     runtime: &Runtime,
     response: &ToolResponse,
     json: bool,
-    shown: Shown,
+    raw: bool,
 ) -> ExitCode {
     let status = exit::status(response);
     let printed = if json {
@@ -165,12 +165,15 @@ pub(crate) fn respond(
             .map_err(std::io::Error::other)
             .and_then(|line| writeln!(std::io::stdout().lock(), "{line}"))
     } else if let ToolResponse::Result { text, .. } = response {
-        writeln!(std::io::stdout().lock(), "{}", shown.text(text))
+        writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            Shown::for_stdout(raw).text(text)
+        )
     } else {
-        let on_stderr = match shown {
-            Shown::Raw => Shown::Raw,
-            Shown::Escaped => Shown::for_stderr(false),
-        };
+        // Shown as stderr is: escaped on a terminal whatever stdout is (`call X | jq` leaves
+        // stderr on the operator's terminal).
+        let on_stderr = Shown::for_stderr(raw);
         writeln!(
             std::io::stderr().lock(),
             "toolcell: {}",

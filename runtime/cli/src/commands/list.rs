@@ -21,7 +21,7 @@ pub(crate) fn find(cli: &Cli, query: &str) -> ExitCode {
             &runtime,
             &runtime.call(&toolcell::ToolRequest::new("cli", FIND_TOOL, &arguments)),
             false,
-            crate::commands::call::Shown::for_stdout(false),
+            false,
         )
     })
 }
@@ -42,7 +42,13 @@ fn print(runtime: Runtime, json: bool) -> ExitCode {
             .to_string()
         } else {
             let core = if entry.core { "core" } else { "    " };
-            format!("{name:<16} {core}  {}", entry.schema.description)
+            // A tool's name and description are its author's: escaped on a terminal.
+            let shown = crate::commands::call::Shown::for_stdout(false);
+            format!(
+                "{:<16} {core}  {}",
+                shown.text(name),
+                shown.text(&entry.schema.description)
+            )
         };
         if writeln!(out, "{line}").is_err() {
             return ExitCode::from(exit::FAILED);

@@ -79,7 +79,10 @@ impl Connection {
     }
 
     fn client(&self) -> Option<String> {
-        self.client.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Completes when the connection must close (a newer one took its place).
@@ -240,10 +243,15 @@ mod tests {
             .collect();
         let calls: Vec<Busy> = places[..2].iter().map(|p| p.connection.busy()).collect();
         let newcomer: IpAddr = "127.0.0.9".parse().expect("an address");
-        let place = connections.admit(newcomer).expect("the hog's idle place gave way");
+        let place = connections
+            .admit(newcomer)
+            .expect("the hog's idle place gave way");
         assert!(!places[0].connection.close.is_cancelled(), "busy: kept");
         assert!(!places[1].connection.close.is_cancelled(), "busy: kept");
-        assert!(places[2].connection.close.is_cancelled(), "the hog's oldest idle one");
+        assert!(
+            places[2].connection.close.is_cancelled(),
+            "the hog's oldest idle one"
+        );
         drop((calls, place, places));
     }
 

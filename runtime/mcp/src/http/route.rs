@@ -6,7 +6,7 @@ use crate::front::FromFront;
 use crate::http::fast;
 use crate::http::front::{Auth, BoxResponse, Caller, Front, respond};
 use crate::http::metrics::Refusal;
-use crate::http::quota::{Admission, NotAdmitted};
+use crate::http::quota::{Admission, NotAdmitted, Reserve};
 use crate::http::reading::Reading;
 use crate::http::running::{CallKey, HttpCall};
 use crate::http::share::{MAX_REQUESTS_PER_CLIENT, Place};
@@ -342,14 +342,18 @@ async fn admit(
     if quotas.is_empty() || !is_call {
         return Ok(None);
     }
-    // What the call may run at most (its tool's deadline in the tenant's policy) is reserved
-    // of a daily time budget until it ends.
-    let reserve = match (
+    // What the call may run at most (its tool's deadline and fuel in the tenant's policy) is
+    // reserved of a daily budget until it ends.
+    let limits = match (
         caller.tenant(),
         reading.and_then(|r| r.tools_called().pop()),
     ) {
-        (Some(tenant), Some(tool)) => front.runtime.deadline_of(&tenant.context, tool),
-        _ => toolcell::limits::DEFAULT_TIMEOUT,
+        (Some(tenant), Some(tool)) => front.runtime.limits_of(&tenant.context, tool),
+        _ => toolcell::limits::Limits::default(),
+    };
+    let reserve = Reserve {
+        time: limits.timeout,
+        fuel: limits.fuel.unwrap_or(0),
     };
     match front
         .ledger
@@ -460,13 +464,16 @@ async fn pass_to_rmcp(front: &Front, parts: http::request::Parts, body: Bytes) -
     }
 }
 
-/// Whether `uri`'s query names an access token (`access_token`, as RFC 6750 once allowed).
+/// Whether `uri`'s query names an access token (`access_token`, as RFC 6750 once allowed):
+/// read as a server reading it would, percent-decoded (`access%5Ftoken`), split on `&` and on
+/// `;` (which some still take for a separator).
 fn carries_a_token_in_its_query(uri: &http::Uri) -> bool {
     uri.query().is_some_and(|query| {
-        query.split('&').any(|pair| {
+        let decoded = percent_encoding::percent_decode_str(query).decode_utf8_lossy();
+        decoded.split(['&', ';']).any(|pair| {
             pair.split('=')
                 .next()
-                .is_some_and(|name| name.eq_ignore_ascii_case("access_token"))
+                .is_some_and(|name| name.trim().eq_ignore_ascii_case("access_token"))
         })
     })
 }

@@ -16,8 +16,11 @@
 //!   answer counts once because its token's id is spent here, with an expiry at the question's
 //!   deadline.
 //! - **the epoch** ([`Store::epoch`]): a random name the store keeps for as long as it keeps
-//!   its data. A store that lost its data (`FLUSHALL`, a restart without persistence) has lost
-//!   it too: the replica that finds it gone begins a new one, every token sealed in an earlier
+//!   its data and the same process runs it. A store that lost its data (`FLUSHALL`, a restart
+//!   without persistence) has lost it too; a store that may have lost its latest writes (a
+//!   restart from a snapshot or an append-only file, a replica promoted after a failover, a
+//!   backup restored: each is another process, another `run_id`) keeps an epoch begun under
+//!   another process. Either way the first script that sees it begins a new one, every token sealed in an earlier
 //!   epoch is refused (the call is asked afresh: an answer spent before cannot count twice),
 //!   every replica re-asserts the leases of its calls still running, and for
 //!   [`LEASE_REASSERT_GRACE`] calls under an in-flight bound are refused, so that no call is

@@ -6,8 +6,8 @@
 //! an argument or inside a key name, never in the script's text: it is data to Redis, whatever
 //! it holds (`:`, `*`, `{`, new lines, kilobytes).
 //!
-//! Keys (under [`super::KEY_PREFIX`]): `epoch` (the store's epoch: a random name it keeps as
-//! long as its data) and `epoch-grace` (set for [`super::LEASE_REASSERT_GRACE`] when a replica
+//! Keys (under [`super::KEY_PREFIX`]): `epoch` (the store's epoch: a random name, with the `run_id`
+//! of the store process it began under, kept as long as its data and that process) and `epoch-grace` (set for [`super::LEASE_REASSERT_GRACE`] when a replica
 //! finds the epoch is not the one it saw: the store lost its data); `quota:HOLDER` (a hash:
 //! `bucket`, `refilled` in ms,
 //! `day`, `used_us`, `used_fuel`) and `lease:HOLDER` (a sorted set of in-flight leases, scored
@@ -23,14 +23,26 @@ use std::sync::LazyLock;
 
 /// The epoch check every script that depends on what the store remembers begins with, as a Lua
 /// function: `epoch(epoch_key, grace_key, seen, candidate, grace_ms)` answers the store's
-/// epoch, beginning `candidate` if it has none; if the replica saw another (or one the store no
-/// longer has), the store lost its data: the leases' grace starts (or starts again).
+/// epoch. The epoch is kept as `NAME@RUN_ID`, the store process's `run_id` (`INFO server`)
+/// when it began: a store with no epoch (flushed, restarted without persistence) or one begun
+/// under another process (restarted from a snapshot or an append-only file, which may have lost
+/// the latest writes; a replica promoted after a failover; a backup restored) begins
+/// `candidate`. Whenever the epoch is not the one the replica saw, or a store that had one
+/// begins another, the leases' grace starts (or starts again).
 const EPOCH_LUA: &str = r#"
 local function epoch(epoch_key, grace_key, seen, candidate, grace)
-  local e = redis.call('GET', epoch_key)
-  if not e then
-    redis.call('SET', epoch_key, candidate)
-    e = candidate
+  local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
+  local kept = redis.call('GET', epoch_key)
+  local e, at
+  if kept then
+    e, at = string.match(kept, '^([^@]+)@(.*)$')
+  end
+  if not e or at ~= server then
+    if kept or seen ~= '' then
+      redis.call('SET', grace_key, 1, 'PX', grace)
+    end
+    redis.call('SET', epoch_key, candidate .. '@' .. server)
+    return candidate
   end
   if seen ~= '' and e ~= seen then
     redis.call('SET', grace_key, 1, 'PX', grace)
@@ -67,12 +79,13 @@ return {'spent', e}
 
 /// Admit one call under `n` quotas at once, or say which refused it; nothing is taken unless
 /// all admit. `KEYS`: each quota's hash and lease set, in order, then the epoch and the grace.
-/// `ARGV`: `n`, the lease's member (`REPLICA:N:RESERVE`, where `RESERVE` is the most the call
-/// may run, in microseconds), its time to live (ms), then for each quota: rate (calls a second,
+/// `ARGV`: `n`, the lease's member (`REPLICA:N:MICROS:FUEL`: the most the call may run, in
+/// microseconds, and the most fuel it may burn, 0 for no limit), its time to live (ms), then for each quota: rate (calls a second,
 /// 0 for none), burst, in-flight bound (0: none), daily microseconds (0: none), daily fuel (0:
 /// none); then seen, candidate, grace (the epoch's). A daily budget admits a call while what
 /// was used today and what the calls still running may use (their leases' reservations) is
-/// below it, so calls in flight overshoot it by at most one call's reservation. While the
+/// below it (and the same for a daily fuel budget), so calls in flight overshoot it by at most
+/// one call's reservation. While the
 /// leases' grace runs (the store lost its data moments ago), a call under an in-flight bound
 /// is refused as `in_flight`. Answers `{0, epoch}` when admitted, or `{i, kind, retry_after,
 /// epoch}` for the first quota `i` (from 1) that refused.
@@ -101,14 +114,20 @@ for i = 1, n do
   local used_us, used_fuel = tonumber(h[4]) or 0, tonumber(h[5]) or 0
   if tonumber(h[3]) ~= day then used_us = 0; used_fuel = 0 end
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
-  if daily_us > 0 then
-    local reserved = 0
+  if daily_us > 0 or daily_fuel > 0 then
+    local reserved_us, reserved_fuel = 0, 0
     for _, m in ipairs(redis.call('ZRANGE', leases, 0, -1)) do
-      reserved = reserved + (tonumber(string.match(m, ':(%d+)$')) or 0)
+      local us, fuel = string.match(m, ':(%d+):(%d+)$')
+      reserved_us = reserved_us + (tonumber(us) or 0)
+      reserved_fuel = reserved_fuel + (tonumber(fuel) or 0)
     end
-    if used_us + reserved >= daily_us then return {i, 'daily_ms', to_midnight, e} end
+    if daily_us > 0 and used_us + reserved_us >= daily_us then
+      return {i, 'daily_ms', to_midnight, e}
+    end
+    if daily_fuel > 0 and used_fuel + reserved_fuel >= daily_fuel then
+      return {i, 'daily_fuel', to_midnight, e}
+    end
   end
-  if daily_fuel > 0 and used_fuel >= daily_fuel then return {i, 'daily_fuel', to_midnight, e} end
   if most > 0 and grace > 0 then return {i, 'in_flight', math.ceil(grace / 1000), e} end
   if most > 0 and redis.call('ZCARD', leases) + 1 > most then return {i, 'in_flight', 1, e} end
   local bucket = burst

@@ -269,6 +269,9 @@ impl Audit {
     pub fn registering(mut self, own: crate::hostfs::OwnFiles) -> Audit {
         own.register(&self.path);
         own.register(&self.head_path);
+        // Its companions already there (rotated copies and their heads from earlier runs, a
+        // signed head): by identity too, so a hard link to one made before is that file.
+        own.register_companions(&self.path);
         self.own = Some(own);
         self
     }
@@ -529,6 +532,7 @@ impl Audit {
                 // The new file is a new inode: the host's own too, by identity.
                 own.register(&self.path);
                 own.register(&head_path(&rotated));
+                own.register(&rotated);
             }
             tracing::info!(rotated = %rotated.display(), last_seq = head.seq,
                 "the audit file was rotated");

@@ -30,6 +30,11 @@ impl OwnFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Its device and inode when it was registered, if it existed and was a file.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        self.identity
+    }
 }
 
 /// The registry of one runtime's own files: cheap to clone (every clone is the same registry),
@@ -43,6 +48,11 @@ pub struct OwnFiles {
 /// reload) is a new inode each time, and the last few are protected by identity; older ones no
 /// longer hold what the path holds now. Bounds a registry that reloads would otherwise grow.
 pub const MAX_IDENTITIES_PER_FILE: usize = 8;
+
+/// How many companions of one file already there are registered by identity when it is
+/// (`OwnFiles::register_companions`): an audit rotated daily for years keeps about a thousand
+/// copies; each registration copies the registry, so the bound keeps start-up linear.
+pub const MAX_COMPANIONS_REGISTERED: usize = 1024;
 
 impl OwnFiles {
     /// An empty registry.
@@ -63,6 +73,36 @@ impl OwnFiles {
             path: absolute(path),
             identity,
         });
+    }
+
+    /// Register every companion of `path` that exists now (`FILE.` and more in its
+    /// directory: an audit's rotated copies and heads), each by its identity, at most
+    /// [`MAX_COMPANIONS_REGISTERED`] of them (the newest, by name); the rest are the host's by
+    /// their names.
+    pub fn register_companions(&self, path: &Path) {
+        let path = absolute(path);
+        let (Some(dir), Some(own)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut prefix = own.to_owned();
+        prefix.push(".");
+        let prefix = prefix.as_encoded_bytes().to_vec();
+        let mut companions: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|entry| entry.file_name().as_encoded_bytes().starts_with(&prefix))
+            .map(|entry| entry.path())
+            .collect();
+        // `FILE.12` after `FILE.9`: the longest names, then the greatest, are the newest.
+        companions.sort_by_key(|path| {
+            let name = path.as_os_str().as_encoded_bytes().to_vec();
+            (std::cmp::Reverse(name.len()), std::cmp::Reverse(name))
+        });
+        for companion in companions.iter().take(MAX_COMPANIONS_REGISTERED) {
+            self.register(companion);
+        }
     }
 
     /// The bytes of the host's own file at `path`, at most `max` of them (a longer file, or

@@ -6,7 +6,7 @@
 //! Decided by the file system an *opened* file lies on (`fstatfs`), never by a path's name: a
 //! bind mount of `/proc` under the workspace, a symlink to `/proc/self`, or a workspace of `/`
 //! are caught alike. devfs is `tmpfs` to `statfs`, so it is told by its device instead: the
-//! device of the file system mounted at `/dev`, read once.
+//! devices of the file systems mounted at `/dev` and under it (`/dev/shm`), read once.
 
 use std::os::fd::AsFd;
 use std::sync::LazyLock;
@@ -33,14 +33,49 @@ const HOST_VIEWS: &[(u32, &str)] = &[
     (0x6e73_6673, "nsfs"),
 ];
 
-/// The device of the file system mounted at `/dev` (devtmpfs, or a container's tmpfs), when
-/// `/dev` is a mount of its own; `None` when it is a plain directory of the root file system.
-static DEV_DEVICE: LazyLock<Option<u64>> = LazyLock::new(|| {
+/// The devices of the file systems mounted at `/dev` and under it (devtmpfs, a container's
+/// tmpfs, `/dev/shm` with other processes' shared memory, `/dev/hugepages`, `/dev/mqueue`),
+/// read once from `/proc/self/mountinfo`; and `/dev`'s own device when it is a mount of its
+/// own and mountinfo cannot be read. Empty when `/dev` is a plain directory of the root file
+/// system and nothing is mounted under it.
+static DEV_DEVICES: LazyLock<Vec<u64>> = LazyLock::new(|| {
     use std::os::unix::fs::MetadataExt as _;
-    let dev = std::fs::metadata("/dev").ok()?.dev();
-    let root = std::fs::metadata("/").ok()?.dev();
-    (dev != root).then_some(dev)
+    let mut devices: Vec<u64> = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|text| devices_under_dev(&text))
+        .unwrap_or_default();
+    if let (Ok(dev), Ok(root)) = (std::fs::metadata("/dev"), std::fs::metadata("/"))
+        && dev.dev() != root.dev()
+        && !devices.contains(&dev.dev())
+    {
+        devices.push(dev.dev());
+    }
+    devices
 });
+
+/// The devices (`major:minor`, the third field) of the mounts in a `mountinfo` text whose
+/// mount point (the fifth) is `/dev` or under it.
+fn devices_under_dev(mountinfo: &str) -> Vec<u64> {
+    let mut devices = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(device), Some(point)) = (fields.get(2), fields.get(4)) else {
+            continue;
+        };
+        if !(*point == "/dev" || point.starts_with("/dev/")) {
+            continue;
+        }
+        let Some((major, minor)) = device.split_once(':') else {
+            continue;
+        };
+        if let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) {
+            let device = rustix::fs::makedev(major, minor);
+            if !devices.contains(&device) {
+                devices.push(device);
+            }
+        }
+    }
+    devices
+}
 
 /// The name of the host's view `file` lies on ("procfs", "sysfs", "devfs", ...), or `None` for a
 /// file system that holds files. A file whose file system cannot be told is taken for a view
@@ -55,9 +90,9 @@ pub fn host_view(file: impl AsFd) -> Option<&'static str> {
     if let Some((_, name)) = HOST_VIEWS.iter().find(|(known, _)| *known == magic) {
         return Some(name);
     }
-    if let Some(dev) = *DEV_DEVICE
+    if !DEV_DEVICES.is_empty()
         && let Ok(meta) = rustix::fs::fstat(&file)
-        && meta.st_dev == dev
+        && DEV_DEVICES.contains(&meta.st_dev)
     {
         return Some("devfs");
     }
@@ -98,8 +133,12 @@ mod tests {
         assert_eq!(host_view(open("/proc")), Some("procfs"));
         assert_eq!(host_view(open("/proc/self")), Some("procfs"));
         assert_eq!(host_view(open("/sys")), Some("sysfs"));
-        if DEV_DEVICE.is_some() {
+        if !DEV_DEVICES.is_empty() {
             assert_eq!(host_view(open("/dev")), Some("devfs"));
+        }
+        // /dev/shm, a mount of its own under /dev (other processes' shared memory).
+        if std::fs::metadata("/dev/shm").is_ok_and(|meta| meta.is_dir()) {
+            assert_eq!(host_view(open("/dev/shm")), Some("devfs"));
         }
         let temp = tempfile::tempdir().expect("temp dir");
         assert_eq!(host_view(open(&temp.path().to_string_lossy())), None);
@@ -118,6 +157,21 @@ mod tests {
         assert_eq!(
             host_view_at(&root, std::path::Path::new("no-such-entry")),
             None
+        );
+    }
+
+    #[test]
+    fn every_mount_under_dev_is_devfs() {
+        let mountinfo = "\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+24 22 0:6 / /dev rw - devtmpfs devtmpfs rw
+25 24 0:23 / /dev/shm rw - tmpfs tmpfs rw
+31 22 0:40 / /devices rw - tmpfs tmpfs rw
+32 22 0:41 / /run rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            devices_under_dev(mountinfo),
+            vec![rustix::fs::makedev(0, 6), rustix::fs::makedev(0, 23)]
         );
     }
 }

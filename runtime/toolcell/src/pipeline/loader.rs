@@ -328,7 +328,7 @@ impl Loader {
                     evictable,
                 ));
                 let loaded = match loaded {
-                    crate::wasm::load::Loaded::Contract(loaded) => loaded,
+                    crate::wasm::load::Loaded::Contract(loaded) => *loaded,
                     crate::wasm::load::Loaded::Typed(typed) => {
                         wasm.code().admit(&code, typed.pre, typed.code_bytes);
                         return self

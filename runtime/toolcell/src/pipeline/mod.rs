@@ -186,25 +186,21 @@ impl Runtime {
         self.catalog().tools.get(name).map(|tool| tool.info.clone())
     }
 
-    /// The longest a call of the tool named `name` may run in `context` (its policy's
-    /// `timeout_ms`, the context's own policy first, as the call itself decides it): what a
-    /// front end reserves of a daily time budget when it admits the call. `find_tool` and
-    /// `call_tool` are the host's own and take no time of their own; an unknown tool, the
-    /// default deadline.
-    pub fn deadline_of(&self, context: &CallContext, name: &str) -> std::time::Duration {
+    /// The limits a call of the tool named `name` runs under in `context` (its policy's, the
+    /// context's own policy first, as the call itself decides them): what a front end reserves
+    /// of a daily budget when it admits the call (its deadline, and its fuel where one is set).
+    /// `find_tool` and `call_tool` are the host's own and take no time of their own; an unknown
+    /// tool, the default limits.
+    pub fn limits_of(&self, context: &CallContext, name: &str) -> crate::call::limits::Limits {
         match context.policy() {
             Some(policy) => policy
                 .entry(name)
-                .map_or(crate::call::limits::DEFAULT_TIMEOUT, |entry| {
-                    entry.limits.timeout
-                }),
+                .map_or_else(Default::default, |entry| entry.limits),
             None => self
                 .catalog()
                 .tools
                 .get(name)
-                .map_or(crate::call::limits::DEFAULT_TIMEOUT, |tool| {
-                    tool.policy.limits.timeout
-                }),
+                .map_or_else(Default::default, |tool| tool.policy.limits),
         }
     }
 

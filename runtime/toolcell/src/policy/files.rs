@@ -70,8 +70,29 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     ".s3cfg",
     ".vault-token",
     ".terraform.d/credentials*",
+    ".terraformrc",
+    "terraform.rc",
+    "containers/auth.json",
+    ".config/rclone",
+    ".config/glab-cli",
+    ".config/doctl",
+    ".config/op",
+    ".pulumi/credentials.json",
+    ".huggingface",
+    "huggingface/token",
     ".pgpass",
     ".my.cnf",
+    // Containers' and Kubernetes' mounted secrets (`/run/secrets`, `/var/run/secrets`).
+    "run/secrets",
+    // Browsers' profiles: cookies, saved passwords, sessions.
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    "Library/Application Support/Google",
+    "Library/Application Support/Firefox",
+    "Library/Cookies",
     // Keys, keyrings and password stores.
     ".gnupg",
     ".password-store",
@@ -85,7 +106,8 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
 /// Patterns (as [`DEFAULT_DENY_READ`]'s) of what no tool may write by default: what runs code
 /// for the user later, outside any sandbox (shell start-up files, `authorized_keys`, autostart
 /// entries, hook managers, crontabs, a directory on `PATH`, direnv's `.envrc`, git's config,
-/// whose aliases and pager run commands). `.git` and `.toolcell` are protected apart, whatever
+/// whose aliases and pager run commands, editors' and interpreters' start-up files, Python's
+/// `.pth` files, cargo's user-wide config). `.git` and `.toolcell` are protected apart, whatever
 /// the policy says. The policy's `[files] deny_write` replaces this list (name a file there no
 /// longer to let a tool write it).
 pub const DEFAULT_DENY_WRITE: &[&str] = &[
@@ -93,7 +115,10 @@ pub const DEFAULT_DENY_WRITE: &[&str] = &[
     ".bash_profile",
     ".bash_login",
     ".bash_logout",
+    ".bash_aliases",
     ".profile",
+    ".login",
+    ".logout",
     ".zshrc",
     ".zshenv",
     ".zprofile",
@@ -106,11 +131,35 @@ pub const DEFAULT_DENY_WRITE: &[&str] = &[
     ".xprofile",
     ".xinitrc",
     ".xsession",
+    ".xsessionrc",
     ".pam_environment",
+    ".config/environment.d",
     ".envrc",
     ".gitconfig",
-    ".config/git/config",
+    ".config/git",
     ".ssh",
+    // Editors, pagers, terminals and interpreters that run their start-up files.
+    ".vimrc",
+    ".gvimrc",
+    ".exrc",
+    ".vim",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d",
+    ".config/emacs",
+    ".lessfilter",
+    ".tmux.conf",
+    ".config/tmux",
+    ".pythonrc.py",
+    ".ipython",
+    ".jupyter",
+    ".Rprofile",
+    "site-packages/*.pth",
+    "site-packages/sitecustomize.py",
+    "site-packages/usercustomize.py",
+    // Build tools' user-wide settings that name programs to run.
+    ".cargo/config",
+    ".cargo/config.toml",
     ".config/autostart",
     ".config/systemd",
     "Library/LaunchAgents",

@@ -316,6 +316,7 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
             Box::new(async move {
                 let deny = store.data().deny_read.clone();
                 let protected = Arc::clone(&store.data().protected);
+                let credentials = Arc::clone(&store.data().credentials);
                 let listed = store.data().listings.get(&stream.rep()).cloned();
                 let mut view = store.data_mut().filesystem();
                 // Each hidden name is skipped: the stream holds a bounded list, read once.
@@ -336,6 +337,18 @@ fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
                                         // workspace of `/`): a directory, asked of the kernel.
                                         || (entry.type_ == DescriptorType::Directory
                                             && crate::hostfs::host_view_of_path(&path).is_some())
+                                        // Another name (a hard link) of the host's own file
+                                        // or of a credential: by what it is.
+                                        || (entry.type_ == DescriptorType::RegularFile
+                                            && std::fs::symlink_metadata(&path).is_ok_and(
+                                                |meta| {
+                                                    other_name_of_hidden(
+                                                        &meta,
+                                                        &protected,
+                                                        &credentials,
+                                                    )
+                                                },
+                                            ))
                                 }) => {}
                         next => return answer(next),
                     }
@@ -403,14 +416,9 @@ impl OpenedFrom {
         // Another name (a hard link) of one of the workspace's credential files.
         if !self.credentials.is_empty()
             && let Ok(meta) = file.metadata()
+            && other_name_of_hidden(&meta, &[], &self.credentials)
         {
-            use std::os::unix::fs::MetadataExt as _;
-            if meta.is_file()
-                && meta.nlink() > 1
-                && self.credentials.contains(&(meta.dev(), meta.ino()))
-            {
-                return true;
-            }
+            return true;
         }
         if self.deny.is_empty() && self.protected.is_empty() {
             return false;
@@ -431,6 +439,20 @@ impl OpenedFrom {
             Err(_) => true,
         }
     }
+}
+
+/// Whether a file with metadata `meta` is, under another name (it has more than one: a hard
+/// link), one of the host's own files (`protected`) or one of the workspace's credential files.
+fn other_name_of_hidden(
+    meta: &std::fs::Metadata,
+    protected: &[crate::hostfs::OwnFile],
+    credentials: &crate::gate::secrets::Credentials,
+) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    meta.is_file()
+        && meta.nlink() > 1
+        && (crate::hostfs::own::covers_identity(protected, meta)
+            || credentials.covers(meta.dev(), meta.ino()))
 }
 
 /// The path the kernel gives an open file (its `/proc/self/fd` link): where it is now, links
@@ -473,6 +495,7 @@ fn hidden(
     let hides = Hides {
         deny: state.deny_read.clone(),
         protected: Arc::clone(&state.protected),
+        credentials: Arc::clone(&state.credentials),
     };
     let named = hides.deny.part_matching(Path::new(path)).is_some();
     let dir = match state.filesystem().table.get(fd) {
@@ -490,6 +513,7 @@ fn hidden(
         // Resolving walks the file system, on the calling thread, as every file operation of
         // a call does (`sandbox.rs`: `allow_blocking_current_thread`).
         (!hides.is_empty() && resolves_hidden(&dir, &path, follow, &hides))
+            || hides.other_name(&dir, &path, follow)
             || on_host_view(&dir, &path, follow)
     }
 }
@@ -549,11 +573,41 @@ fn would_block(state: &mut CallState, fd: &Resource<Descriptor>, path: &str, fol
 struct Hides {
     deny: DenyRead,
     protected: Arc<[crate::hostfs::OwnFile]>,
+    credentials: crate::gate::secrets::Identities,
 }
 
 impl Hides {
     fn is_empty(&self) -> bool {
         self.deny.is_empty() && self.protected.is_empty()
+    }
+
+    /// Whether `path`, from the directory `dir` (its last part followed if `follow`), is a file
+    /// with more than one name that is one of the host's own files or a credential file
+    /// ([`other_name_of_hidden`]): a `stat-at` of a hard link to the audit says nothing of it.
+    /// One `stat` inside the directory (cap-std); what does not resolve is left to the call.
+    fn other_name(&self, dir: &std::fs::File, path: &str, follow: bool) -> bool {
+        if self.protected.is_empty() && self.credentials.is_empty() {
+            return false;
+        }
+        let Ok(dir) = dir.try_clone().map(cap_std::fs::Dir::from_std_file) else {
+            return true;
+        };
+        let meta = if follow {
+            dir.metadata(path)
+        } else {
+            dir.symlink_metadata(path)
+        };
+        let Ok(meta) = meta else {
+            return false;
+        };
+        use cap_std::fs::MetadataExt as _;
+        meta.is_file()
+            && meta.nlink() > 1
+            && (self
+                .protected
+                .iter()
+                .any(|own| own.identity() == Some((meta.dev(), meta.ino())))
+                || self.credentials.covers(meta.dev(), meta.ino()))
     }
 
     /// Whether the path `relative` (resolved, relative to the directory whose real path is
@@ -665,6 +719,7 @@ mod tests {
         let deny = Hides {
             deny: DenyRead::default(),
             protected: Arc::from(Vec::new()),
+            credentials: Default::default(),
         };
         for (path, follow, expected) in [
             ("notes.txt", true, false),
@@ -709,6 +764,7 @@ mod tests {
                 own.register(&real_root.join("audit.jsonl"));
                 own.snapshot()
             },
+            credentials: Default::default(),
         };
         for (path, follow, expected) in [
             ("audit.jsonl", false, true),
@@ -726,5 +782,16 @@ mod tests {
                 "protected: {path} (follow: {follow})"
             );
         }
+        // A hard link to it: another name of the same file, told by what it is (a `stat-at`
+        // of it says nothing of the audit); a file with one name is not looked up.
+        std::fs::hard_link(root.join("audit.jsonl"), root.join("hard")).expect("hard link");
+        assert!(
+            !resolves_hidden(&dir, "hard", false, &protect),
+            "its name is innocent"
+        );
+        assert!(protect.other_name(&dir, "hard", false));
+        assert!(protect.other_name(&dir, "audit.jsonl", true));
+        assert!(!protect.other_name(&dir, "notes.txt", true));
+        assert!(!deny.other_name(&dir, "hard", false), "nothing registered");
     }
 }

@@ -63,7 +63,7 @@ impl std::error::Error for LoadError {}
 /// What a component became: one tool of the contract, or the tools of its typed exports.
 pub(crate) enum Loaded {
     /// A component of toolcell's contract: one tool.
-    Contract(LoadedTool),
+    Contract(Box<LoadedTool>),
     /// A component of plain typed exports: a tool per function.
     Typed(LoadedTyped),
 }
@@ -137,13 +137,13 @@ pub(crate) async fn load(
         None => None,
     };
     Ok((
-        Loaded::Contract(LoadedTool {
+        Loaded::Contract(Box::new(LoadedTool {
             info,
             pre,
             schema,
             output,
             code_bytes,
-        }),
+        })),
         outcome,
     ))
 }

@@ -245,6 +245,8 @@ struct State {
     /// reserves its deadline when admitted, and gives it back when it ends (and is charged
     /// what it used).
     reserved_micros: u64,
+    /// The same for a daily fuel budget: each call reserves its fuel limit.
+    reserved_fuel: u64,
     /// The UTC day (days since 1970-01-01) `used_*` count for.
     day: u64,
     used_micros: u64,
@@ -258,6 +260,7 @@ impl State {
             refilled: now,
             in_flight: 0,
             reserved_micros: 0,
+            reserved_fuel: 0,
             day,
             used_micros: 0,
             used_fuel: 0,
@@ -448,7 +451,7 @@ impl Limiter {
             return Err(refused(Kind::DailyMs, day.1));
         }
         if let Some(budget) = self.quota.daily_fuel
-            && state.used_fuel >= budget
+            && state.used_fuel.saturating_add(state.reserved_fuel) >= budget
         {
             return Err(refused(Kind::DailyFuel, day.1));
         }
@@ -486,23 +489,38 @@ pub fn admit(
     now: Instant,
     wall: SystemTime,
 ) -> Result<Admission, Refused> {
-    admit_reserving(limiters, calls, now, wall, Duration::ZERO)
+    admit_reserving(limiters, calls, now, wall, Reserve::default())
 }
 
-/// [`admit`], each call reserving `reserve` (the longest it may run) of a daily time budget
-/// until it ends: a budget admits a call while what was used and what the calls still running
-/// reserved is below it, so the calls in flight take it past by at most one call's
-/// reservation, not by all of theirs.
+/// What a call reserves of its quotas' daily budgets while it runs: the most it may use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// Its deadline, of a daily time budget.
+    pub time: Duration,
+    /// Its fuel limit, of a daily fuel budget (0: it has none, and reserves none).
+    pub fuel: u64,
+}
+
+impl Reserve {
+    /// The time reserved, in microseconds.
+    fn micros(&self) -> u64 {
+        u64::try_from(self.time.as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// [`admit`], each call reserving `reserve` (the longest it may run, the most fuel it may
+/// burn) of the daily budgets until it ends: a budget admits a call while what was used and
+/// what the calls still running reserved is below it, so the calls in flight take it past by
+/// at most one call's reservation, not by all of theirs.
 pub fn admit_reserving(
     limiters: &[&Arc<Limiter>],
     calls: u32,
     now: Instant,
     wall: SystemTime,
-    reserve: Duration,
+    reserve: Reserve,
 ) -> Result<Admission, Refused> {
-    let reserve = u64::try_from(reserve.as_micros())
-        .unwrap_or(u64::MAX)
-        .saturating_mul(u64::from(calls));
+    let reserve_fuel = reserve.fuel.saturating_mul(u64::from(calls));
+    let reserve = reserve.micros().saturating_mul(u64::from(calls));
     let day = utc_day(wall);
     let mut states: Vec<MutexGuard<'_, State>> = limiters
         .iter()
@@ -519,15 +537,25 @@ pub fn admit_reserving(
         if limiter.quota.daily_ms.is_some() {
             state.reserved_micros = state.reserved_micros.saturating_add(reserve);
         }
+        if limiter.quota.daily_fuel.is_some() {
+            state.reserved_fuel = state.reserved_fuel.saturating_add(reserve_fuel);
+        }
     }
     drop(states);
     Ok(Admission(Arc::new(Held::Local {
         states: limiters
             .iter()
-            .map(|limiter| (Arc::clone(&limiter.state), limiter.quota.daily_ms.is_some()))
+            .map(|limiter| {
+                (
+                    Arc::clone(&limiter.state),
+                    limiter.quota.daily_ms.is_some(),
+                    limiter.quota.daily_fuel.is_some(),
+                )
+            })
             .collect(),
         calls,
         reserve,
+        reserve_fuel,
     })))
 }
 
@@ -554,11 +582,14 @@ pub struct Admission(Arc<Held>);
 enum Held {
     /// Places in this process's state.
     Local {
-        /// Each quota's state, and whether the calls reserved part of its daily budget.
-        states: Vec<(Arc<Mutex<State>>, bool)>,
+        /// Each quota's state, and whether the calls reserved part of its daily time budget
+        /// and of its daily fuel budget.
+        states: Vec<(Arc<Mutex<State>>, bool, bool)>,
         calls: u32,
-        /// What the calls reserved of a daily budget (microseconds, all of them together).
+        /// What the calls reserved of a daily time budget (microseconds, all of them together).
         reserve: u64,
+        /// What the calls reserved of a daily fuel budget (all of them together).
+        reserve_fuel: u64,
     },
     /// A lease in the shared store, given back (and charged) when dropped.
     #[cfg(feature = "state")]
@@ -586,7 +617,7 @@ impl Admission {
         match &*self.0 {
             Held::Local { states, .. } => {
                 let day = utc_day(wall).0;
-                for (state, _) in states {
+                for (state, _, _) in states {
                     let mut state = lock(state);
                     state.roll(day);
                     state.used_micros = state.used_micros.saturating_add(micros);
@@ -607,13 +638,17 @@ impl Drop for Held {
             states,
             calls,
             reserve,
+            reserve_fuel,
         } = self
         {
-            for (state, reserved) in states.iter() {
+            for (state, time, fuel) in states.iter() {
                 let mut state = lock(state);
                 state.in_flight = state.in_flight.saturating_sub(*calls);
-                if *reserved {
+                if *time {
                     state.reserved_micros = state.reserved_micros.saturating_sub(*reserve);
+                }
+                if *fuel {
+                    state.reserved_fuel = state.reserved_fuel.saturating_sub(*reserve_fuel);
                 }
             }
         }
@@ -644,14 +679,14 @@ pub enum NotAdmitted {
 
 impl Ledger {
     /// Admit one call under every one of `limiters` (a tenant's, then its token's), reserving
-    /// `reserve` (the longest it may run) of their daily time budgets until it ends, or say
-    /// why not. Nothing is taken from any limiter unless all admit.
+    /// `reserve` (the longest it may run, the most fuel it may burn) of their daily budgets
+    /// until it ends, or say why not. Nothing is taken from any limiter unless all admit.
     pub async fn admit(
         &self,
         limiters: &[&Arc<Limiter>],
         now: Instant,
         wall: SystemTime,
-        reserve: Duration,
+        reserve: Reserve,
     ) -> Result<Admission, NotAdmitted> {
         match self {
             Ledger::Local => {
@@ -975,7 +1010,10 @@ mod tests {
         ));
         // A call that may run 800 ms reserves it: a second one of 800 ms is still admitted
         // (800 < 1000), a third is not (1600 >= 1000), whatever they will really use.
-        let deadline = Duration::from_millis(800);
+        let deadline = Reserve {
+            time: Duration::from_millis(800),
+            fuel: 0,
+        };
         let first = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("first");
         let second = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("second");
         let refused =
@@ -987,6 +1025,37 @@ mod tests {
         let third = admit_reserving(&[&limiter], 1, now, wall, deadline).expect("room again");
         drop((second, third));
         assert_eq!(limiter.usage(wall).1, 10);
+    }
+
+    #[test]
+    fn calls_in_flight_reserve_their_fuel_limit_of_a_daily_fuel_budget() {
+        let now = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(10 * 3600);
+        let config: QuotaConfig = toml::from_str("daily_fuel = 1000").expect("toml");
+        let limiter = Arc::new(Limiter::new(
+            "a",
+            Scope::Tenant,
+            Quota::new(&config, 16, true).expect("quota"),
+            None,
+            now,
+            wall,
+        ));
+        // Calls that may burn 600 each: a second is admitted (600 < 1000), a third is not
+        // (1200 >= 1000), before any has burnt anything.
+        let most = Reserve {
+            time: Duration::ZERO,
+            fuel: 600,
+        };
+        let first = admit_reserving(&[&limiter], 1, now, wall, most).expect("first");
+        let second = admit_reserving(&[&limiter], 1, now, wall, most).expect("second");
+        let third = admit_reserving(&[&limiter], 1, now, wall, most).expect_err("reserved");
+        assert_eq!(third.kind, Kind::DailyFuel);
+        // The first ends having burnt 50: its reservation comes back, its fuel is charged.
+        first.charge(Duration::ZERO, Some(50), wall);
+        drop(first);
+        let third = admit_reserving(&[&limiter], 1, now, wall, most).expect("room again");
+        drop((second, third));
+        assert_eq!(limiter.usage(wall).2, 50);
     }
 
     #[test]

@@ -102,15 +102,16 @@ impl Drop for Lease {
 }
 
 /// A lease's member: this replica, a number it has not used before, and what the call
-/// reserves of a daily time budget (microseconds: the most it may run), which the admission
-/// script adds up over the leases still alive.
-fn member(store: &Store, reserve: std::time::Duration) -> String {
+/// reserves of the daily budgets (microseconds: the most it may run; fuel: its fuel limit),
+/// which the admission script adds up over the leases still alive.
+fn member(store: &Store, reserve: super::Reserve) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
-        "{}:{}:{}",
+        "{}:{}:{}:{}",
         store.replica(),
         NEXT.fetch_add(1, Ordering::Relaxed),
-        u64::try_from(reserve.as_micros()).unwrap_or(u64::MAX)
+        reserve.micros(),
+        reserve.fuel
     )
 }
 
@@ -126,7 +127,7 @@ pub(super) async fn admit(
     store: &Arc<Store>,
     leases: &Arc<Leases>,
     limiters: &[&Arc<Limiter>],
-    reserve: std::time::Duration,
+    reserve: super::Reserve,
 ) -> Result<Admission, NotAdmitted> {
     let member = member(store, reserve);
     let [epoch_key, grace_key] = crate::state::epoch_keys();
