@@ -10,6 +10,7 @@ use toolcell::{FakeTools, Runtime, ToolPort, ToolRequest, ToolResponse};
 fn main() {
     // Load the tools before anything is timed.
     LazyLock::force(&PIPELINE);
+    LazyLock::force(&TYPED);
     divan::main();
 }
 
@@ -73,6 +74,58 @@ fn echo_through_the_pipeline() -> ToolResponse {
         black_box(r#"{"name":"echo","arguments":{"text":"hello"}}"#),
     ))
 }
+
+/// The typed probe's `echo: func(text: string) -> string` (a component of plain typed exports,
+/// no toolcell contract), loaded once.
+static TYPED: LazyLock<Runtime> = LazyLock::new(|| {
+    let port = Runtime::builder()
+        .builtin_tools(false)
+        .component("bench:typed_probe", toolcell_tests::guests::TYPED_PROBE)
+        .build()
+        .expect("typed port");
+    assert_eq!(port.call(&ECHO), ToolResponse::text("hello"));
+    port
+});
+
+/// The same echo as `echo_through_the_port`, from a component read by its types: the JSON
+/// lowered to a `string`, the function called by its `Val`s, the answer lifted to JSON.
+/// Issue 50's target: within 1.2x of the contract's echo.
+#[divan::bench]
+fn typed_echo_through_the_port() -> ToolResponse {
+    TYPED.call(black_box(&ECHO))
+}
+
+/// `wide-identity`'s 20-field record (integers, strings, bools, floats, an option, bytes, an
+/// enum, flags and a tuple), parsed already as validation parses a call's arguments, made
+/// component values and JSON again, with no instance: the conversion both ways alone. Issue
+/// 50's target: under 2 µs.
+#[divan::bench]
+fn typed_conversion_of_twenty_fields(bencher: Bencher) {
+    let conversion = toolcell::fuzzing::TypedConversion::of(
+        toolcell_tests::guests::TYPED_PROBE,
+        "probe_typed_shapes_0_1_0_wide-identity",
+    )
+    .expect("the wide function");
+    let back = conversion.round_trip(&WIDE).expect("fits");
+    assert_eq!(back, *WIDE);
+    bencher.bench_local(|| conversion.round_trip(black_box(&WIDE)));
+}
+
+/// The wide record, as the model writes it.
+#[allow(non_snake_case)]
+fn WIDE_VALUE() -> serde_json::Value {
+    serde_json::json!({
+        "f1": 1, "f2": 2, "f3": 3, "f4": 4, "f5": 4_000_000_000u32,
+        "f6": "six", "f7": "seven", "f8": "eight", "f9": "nine", "f10": "ten",
+        "f11": true, "f12": false, "f13": 13.5, "f14": -14.25, "f15": -15,
+        "f16": "sixteen", "f17": [1, 7, 255], "f18": "green", "f19": ["read", "write"],
+        "f20": [2, 0]
+    })
+}
+
+/// The arguments of a `wide-identity` call.
+static WIDE: LazyLock<serde_json::Value> =
+    LazyLock::new(|| serde_json::json!({ "value": WIDE_VALUE() }));
 
 /// Generate 20 MB of text and count the lines with a needle, in wasm.
 #[divan::bench(sample_count = 10, sample_size = 1)]

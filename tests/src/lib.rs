@@ -34,6 +34,8 @@ mod deploy;
 #[cfg(test)]
 mod docs;
 #[cfg(test)]
+mod ecosystem;
+#[cfg(test)]
 mod fresh_instance;
 #[cfg(test)]
 mod grants;
@@ -101,6 +103,7 @@ mod guest_tests {
         test_image_content, test_multiple_content_types, test_simple_text,
     };
     pub(crate) use crate::containment::hostile;
+    pub(crate) use crate::ecosystem::{fetch_rs, files_rs, typed_snoop};
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::{prowler, seeker};
     pub(crate) use crate::lazy::numbered;

@@ -1411,3 +1411,141 @@ fn a_push_whose_manifest_digest_the_registry_misreports_is_refused() {
         "the refusal names both digests ({sent} sent): {stderr}"
     );
 }
+
+/// Upload `bytes` as a blob of `repository` (a monolithic upload: POST, then PUT with the
+/// digest); its `sha256:` digest.
+fn upload_blob(registry: &Registry, repository: &str, bytes: &[u8]) -> String {
+    let digest = format!("sha256:{}", sha256_hex(bytes));
+    let mut stream =
+        TcpStream::connect_timeout(&registry.addr, Duration::from_secs(2)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        stream,
+        "POST /v2/{repository}/blobs/uploads/ HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
+         Content-Length: 0\r\n\r\n",
+        registry.addr
+    )
+    .expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let location = answer
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("location")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no upload location: {answer}"));
+    let path = location
+        .strip_prefix(&format!("http://{}", registry.addr))
+        .unwrap_or(&location);
+    let separator = if path.contains('?') { '&' } else { '?' };
+    let (status, body) = http(
+        registry.addr,
+        "PUT",
+        &format!("{path}{separator}digest={digest}"),
+        &[("Content-Type", "application/octet-stream")],
+        Some(bytes),
+    )
+    .expect("the registry answers");
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    digest
+}
+
+/// A typed component (no toolcell contract) pushed as `wkg oci push` pushes it (the wasm OCI
+/// artifact layout: a `application/vnd.wasm.config.v0+json` config describing the component,
+/// one `application/wasm` layer titled with its file name, annotations on the manifest) is
+/// pulled and served, every function a tool, with the grants of the `policy.yaml` the policy
+/// names for it.
+#[test]
+fn a_typed_component_pushed_as_wkg_pushes_it_is_pulled_and_served() {
+    let registry = Registry::start(&[]);
+    let home = Home::new();
+    let repository = "example/files";
+    let component = crate::guests::FILES_RS;
+    let layer = upload_blob(&registry, repository, component);
+    let config = serde_json::json!({
+        "created": "2026-12-04T00:00:00Z",
+        "author": "example",
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer],
+        "component": {
+            "exports": ["read-file", "list-directory", "write-file"],
+            "imports": ["wasi:filesystem/types@0.2.6", "wasi:filesystem/preopens@0.2.6"],
+            "target": null
+        }
+    })
+    .to_string();
+    let config_digest = upload_blob(&registry, repository, config.as_bytes());
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "config": {
+            "mediaType": "application/vnd.wasm.config.v0+json",
+            "digest": config_digest,
+            "size": config.len()
+        },
+        "layers": [{
+            "mediaType": "application/wasm",
+            "digest": layer,
+            "size": component.len(),
+            "annotations": { "org.opencontainers.image.title": "files_rs.wasm" }
+        }],
+        "annotations": {
+            "org.opencontainers.image.version": "0.1.0",
+            "org.opencontainers.image.description": "Reads, lists and writes files"
+        }
+    })
+    .to_string();
+    let (status, body) = http(
+        registry.addr,
+        "PUT",
+        &format!("/v2/{repository}/manifests/0.1.0"),
+        &[("Content-Type", MANIFEST_TYPE)],
+        Some(manifest.as_bytes()),
+    )
+    .expect("the registry answers");
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+
+    let tag = registry.reference(&format!("{repository}:0.1.0"));
+    let pulled = home.ok(&["pull", &tag]);
+    assert!(pulled.contains("@sha256:"), "{pulled}");
+    std::fs::create_dir_all(home.path("ws/docs")).expect("docs");
+    std::fs::write(home.path("ws/docs/a.txt"), "from a registry").expect("a");
+    std::fs::write(home.path("ws/secret.txt"), "SECRET").expect("secret");
+    let yaml = home.path("files.policy.yaml");
+    std::fs::write(
+        &yaml,
+        "version: \"1.0\"\npermissions:\n  storage:\n    allow:\n      - uri: \"fs://docs\"\n        \
+         access: [\"read\"]\n",
+    )
+    .expect("yaml");
+    let policy = home.path("policy.toml");
+    std::fs::write(
+        &policy,
+        "[tools.read-file]\npolicy_yaml = \"files.policy.yaml\"\n",
+    )
+    .expect("policy");
+    let policy = policy.to_string_lossy().into_owned();
+    let read = |path: &str| {
+        home.toolcell(&[
+            "--policy",
+            &policy,
+            "--no-builtin",
+            "--tools",
+            &tag,
+            "call",
+            "read-file",
+            &serde_json::json!({ "path": path }).to_string(),
+        ])
+    };
+    let output = read("docs/a.txt");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "from a registry\n");
+    let output = read("secret.txt");
+    assert!(!output.status.success(), "{output:?}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("SECRET"));
+}

@@ -172,6 +172,57 @@ pub fn js_tool(name: &str, toolchain: Js) -> Vec<u8> {
     )
 }
 
+/// The component of a typed world (issue 50: no toolcell WIT) built from the Python module
+/// `app.py` in `dir`, against the world `world` of `dir/wit`.
+pub fn python_world(dir: &Path, world: &str) -> Vec<u8> {
+    let label = dir
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    built(
+        &format!("python-world-{label}"),
+        &[dir.join("app.py"), dir.join("wit/world.wit")],
+        |out| {
+            let mut command = Command::new(componentize_py());
+            command
+                .arg("-d")
+                .arg(dir.join("wit"))
+                .args(["-w", world, "componentize", "-p"])
+                .arg(dir)
+                .args(["app", "-o"])
+                .arg(out)
+                .env("PYTHONDONTWRITEBYTECODE", "1");
+            command
+        },
+    )
+}
+
+/// The component of a typed world built from the JavaScript module `source` in `dir` with
+/// componentize-js, against the world `world` of `dir/wit`.
+pub fn js_world(dir: &Path, source: &str, world: &str) -> Vec<u8> {
+    let label = dir
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    let bin = js_tooling().join(".bin");
+    built(
+        &format!("js-world-{label}"),
+        &[
+            dir.join(source),
+            dir.join("wit/world.wit"),
+            root().join("guest-tools/js/package-lock.json"),
+        ],
+        |out| {
+            let mut command = Command::new(bin.join("componentize-js"));
+            command
+                .arg("--wit")
+                .arg(dir.join("wit"))
+                .args(["--world-name", world, "-o"])
+                .arg(out)
+                .arg(dir.join(source));
+            command
+        },
+    )
+}
+
 /// `label`'s component, built by the command `build` makes (given the path to write) when no
 /// build of the same `sources`, WIT and toolchain version is in `target/guest-builds/`.
 fn built(label: &str, sources: &[PathBuf], build: impl FnOnce(&Path) -> Command) -> Vec<u8> {

@@ -297,3 +297,207 @@ fn every_wit_type_round_trips_through_a_typed_component() {
         assert_eq!(back, value, "round {round}");
     }
 }
+
+/// A component in the component model's text format around one core module (a memory, a
+/// `realloc`, and functions answering 0), with `items` (types, functions, instances, exports)
+/// after it.
+fn component(items: &str) -> Vec<u8> {
+    let text = format!(
+        r#"(component
+  (core module $m
+    (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) i32.const 8)
+    (func (export "zero") (result i32) i32.const 0)
+    (func (export "one") (param i32) (result i32) i32.const 0)
+    (func (export "list") (param i32 i32) (result i32) i32.const 0))
+  (core instance $i (instantiate $m))
+  (alias core export $i "memory" (core memory $mem))
+  (alias core export $i "realloc" (core func $realloc))
+  (func $zero (result u32) (canon lift (core func $i "zero")))
+  {items}
+)"#
+    );
+    wat::parse_str(&text).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Components of a hostile shape: 10,000 exports, a type nested 1,000 deep, names of 10 KB, two
+/// exports that make one tool name, docs that are not docs. Each is a bounded, typed answer at
+/// load, naming why (the component refused, or the one function left out), and the other tools
+/// keep serving.
+#[test]
+fn a_hostile_components_shape_is_refused_at_load_and_the_others_serve() {
+    let many: String = (0..10_000)
+        .map(|n| format!("(export \"f{n}\" (func $zero))\n"))
+        .collect();
+    // A list of lists `levels` deep, as the parameter of `deep`, beside a `shallow` function.
+    let nested = |levels: usize| {
+        let mut deep = String::from("(type $t0 (list u32))\n");
+        for n in 1..levels {
+            deep.push_str(&format!("(type $t{n} (list $t{}))\n", n - 1));
+        }
+        deep.push_str(&format!(
+            "(func $deep (param \"x\" $t{}) (result u32) (canon lift (core func $i \"list\") \
+             (memory $mem) (realloc $realloc)))\n(export \"deep\" (func $deep))\n\
+             (export \"shallow\" (func $zero))\n",
+            levels - 1
+        ));
+        deep
+    };
+    let long_name = "a".repeat(10_000);
+    let long = format!(
+        "(export \"{long_name}\" (func $zero))\n\
+         (func $param (param \"{long_name}\" u32) (result u32) (canon lift (core func $i \"one\")))\n\
+         (export \"long-param\" (func $param))\n(export \"short\" (func $zero))\n"
+    );
+    let collide = "(instance $c (export \"f\" (func $zero)))\n\
+                   (instance $b (export \"c\" (instance $c)))\n\
+                   (instance $a (export \"b\" (instance $b)))\n\
+                   (export \"a\" (instance $a))\n\
+                   (instance $abc (export \"f\" (func $zero)))\n\
+                   (export \"a:b/c\" (instance $abc))\n";
+    let mut bad_docs = component("(export \"fine\" (func $zero))");
+    // A `package-docs` section of one byte of version and no JSON.
+    bad_docs.extend_from_slice(&[0, 14, 12]);
+    bad_docs.extend_from_slice(b"package-docs");
+    bad_docs.push(0);
+    let runtime = crate::support::builder()
+        .builtin_tools(false)
+        .component("many", component(&many))
+        .component("deeper", component(&nested(1000)))
+        .component("deep", component(&nested(40)))
+        .component("long", component(&long))
+        .component("collide", component(collide))
+        .component("bad-docs", bad_docs)
+        .component("test:typed_probe", crate::guests::TYPED_PROBE)
+        .build()
+        .expect("runtime");
+    let errors: Vec<String> = runtime
+        .load_errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let said = |source: &str, why: &str| {
+        assert!(
+            errors
+                .iter()
+                .any(|error| error.starts_with(source) && error.contains(why)),
+            "{source}: {why}: {errors:#?}"
+        );
+    };
+    said("many", "functions or more");
+    said("deeper", "type nesting is too deep");
+    said("deep#\"deep\"", "nest deeper");
+    said("long#\"long-param\"", "more than 256 bytes");
+    said("long#\"aaaa", "more than 256 bytes");
+    said("collide#\"a:b/c#f\"", "is \"a/b/c#f\"'s already");
+    said("bad-docs", "package-docs");
+    for error in &errors {
+        assert!(error.len() < 2048, "an error of {} bytes", error.len());
+    }
+    // What could be served is served: the shallow function, the short one beside the long
+    // names, the first of the colliding pair, and every other component's tools.
+    let names: Vec<String> = runtime
+        .registry()
+        .entries()
+        .iter()
+        .map(|entry| entry.schema.name.clone())
+        .collect();
+    for served in ["shallow", "short", "a_b_c_f", "echo", "add"] {
+        assert!(
+            names.iter().any(|name| name == served),
+            "{served}: {names:?}"
+        );
+    }
+    assert!(
+        !names.iter().any(|name| name.starts_with("aaaa")),
+        "{names:?}"
+    );
+    assert_eq!(result(call(&runtime, "shallow", json!({}))), json!(0));
+    assert_eq!(result(call(&runtime, "a_b_c_f", json!({}))), json!(0));
+    assert_eq!(
+        text(call(&runtime, "echo", json!({ "text": "still here" }))),
+        "still here"
+    );
+}
+
+/// A call's values that do not fit its types: a string where a record is expected, a number
+/// past `u64`, a float that is no number, a `char` of two: refused before anything runs as
+/// invalid input naming where, and the next call is served.
+#[test]
+fn values_that_do_not_fit_are_refused_naming_where() {
+    let runtime = probe();
+    let tool = format!("{SHAPES}_identity");
+    for (arguments, says) in [
+        (json!({ "value": "a record" }), "/value"),
+        (json!({ "value": { "flag": true } }), "/value"),
+        (json!({ "a": 1e30, "b": 1 }), "/a"),
+        (json!({ "a": "not a number", "b": 1 }), "/a"),
+        (json!({ "c": "ab" }), "/c"),
+    ] {
+        let name = if arguments.get("value").is_some() {
+            tool.as_str()
+        } else if arguments.get("c").is_some() {
+            "code-point"
+        } else if arguments["a"].is_string() {
+            "divide"
+        } else {
+            "add"
+        };
+        match call(&runtime, name, arguments.clone()) {
+            ToolResponse::Failed {
+                kind: FailureKind::InvalidInput,
+                message,
+            } => assert!(message.contains(says), "{arguments}: {message}"),
+            other => panic!("{arguments}: {other:?}"),
+        }
+    }
+    // The encoding's own words for what JSON has no number for.
+    assert_eq!(
+        result(call(&runtime, "divide", json!({ "a": "NaN", "b": 1 }))),
+        json!("NaN")
+    );
+    assert_eq!(
+        result(call(
+            &runtime,
+            "divide",
+            json!({ "a": 1, "b": "-Infinity" })
+        )),
+        json!(-0.0)
+    );
+    assert_eq!(
+        result(call(&runtime, "add", json!({ "a": 1, "b": 2 }))),
+        json!(3)
+    );
+}
+
+/// The conversion `micro`'s benchmark times (`toolcell::fuzzing::TypedConversion`) is the one a
+/// call makes: a 20-field record round-tripped with no instance equals what the component's
+/// `wide-identity` answers, and what does not fit is refused by both.
+#[test]
+fn the_benchmarked_conversion_is_the_one_a_call_makes() {
+    let tool = format!("{SHAPES}_wide-identity");
+    let wide = json!({
+        "f1": 1, "f2": 2, "f3": 3, "f4": 4, "f5": 4_000_000_000u32,
+        "f6": "six", "f7": "seven", "f8": "eight", "f9": "nine", "f10": "ten",
+        "f11": true, "f12": false, "f13": 13.5, "f14": -14.25, "f15": -15,
+        "f16": null, "f17": [1, 7, 255], "f18": "green", "f19": ["read", "write"],
+        "f20": [2, 0]
+    });
+    let arguments = json!({ "value": wide });
+    let conversion = toolcell::fuzzing::TypedConversion::of(crate::guests::TYPED_PROBE, &tool)
+        .expect("the wide function");
+    let converted = conversion.round_trip(&arguments).expect("fits");
+    assert_eq!(converted, arguments);
+    assert_eq!(result(call(&probe(), &tool, arguments)), wide);
+
+    let mut too_big = wide.clone();
+    too_big["f17"] = json!([256]);
+    let refused = conversion
+        .round_trip(&json!({ "value": too_big }))
+        .expect_err("256 is not a u8");
+    assert!(refused.contains("f17"), "{refused}");
+    assert!(
+        call(&probe(), &tool, json!({ "value": too_big })).is_error(),
+        "a call refuses it too"
+    );
+}

@@ -105,3 +105,31 @@ impl CompiledSchema {
         }
     }
 }
+
+/// One function of a component of plain typed exports, as a load reads it: for the benchmark of
+/// the conversion between JSON and component values, and its checks.
+pub struct TypedConversion(std::sync::Arc<crate::wasm::typed::TypedFunction>);
+
+impl TypedConversion {
+    /// The function served as the tool `tool` from the component `bytes` (compiled with a
+    /// default engine): why not, if it cannot be.
+    pub fn of(bytes: &[u8], tool: &str) -> Result<TypedConversion, String> {
+        let engine = wasmtime::Engine::default();
+        let component = wasmtime::component::Component::new(&engine, bytes)
+            .map_err(|error| format!("{error:#}"))?;
+        let reflected = crate::wasm::typed::reflect(&engine, &component, bytes)?;
+        reflected
+            .functions
+            .into_iter()
+            .find(|function| function.info.name == tool)
+            .map(TypedConversion)
+            .ok_or_else(|| format!("no function is served as {tool}"))
+    }
+
+    /// `arguments` (a call's parsed JSON object) made the function's parameters as component
+    /// values, as a call makes them, and each made JSON again, as a result is: the object of
+    /// the parameters' values, or why the arguments do not fit.
+    pub fn round_trip(&self, arguments: &Value) -> Result<Value, String> {
+        crate::wasm::typed::round_trip(&self.0, arguments)
+    }
+}

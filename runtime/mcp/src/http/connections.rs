@@ -6,7 +6,7 @@
 //! enough to keep a place, 4 addresses × 256 idle connections would lock every other client
 //! out, and 256 half-sent headers from one address everyone sharing it (a same-host proxy,
 //! loopback). So a connection earns its place only by a request that passed authentication
-//! ([`Connection::authenticated`]); until then it is *unproven*, and when the server, or its
+//! (`Connection::authenticated`); until then it is *unproven*, and when the server, or its
 //! peer's share, is full, a new connection takes the place of the oldest unproven one, which is
 //! closed. A connection must also send its first byte within [`FIRST_BYTE_TIMEOUT`], and its
 //! headers within `HEADER_READ_TIMEOUT`.

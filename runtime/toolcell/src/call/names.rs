@@ -52,7 +52,7 @@ pub fn nearest<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -
         .collect()
 }
 
-/// `name` as a message quotes it: escaped, and cut to [`MAX_ECHOED_NAME_CHARS`].
+/// `name` as a message quotes it: escaped, and cut to `MAX_ECHOED_NAME_CHARS` characters.
 pub fn echoed(name: &str) -> String {
     match name.char_indices().nth(MAX_ECHOED_NAME_CHARS) {
         Some((end, _)) => format!("{:?}…", &name[..end]),

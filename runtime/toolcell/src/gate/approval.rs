@@ -106,7 +106,7 @@ pub(crate) fn escaped_line(line: &str) -> String {
 /// A tool's text as a person should read it on a terminal: as written, lines and tabs kept, but
 /// every other control character (escape sequences that set the window's title, clear the
 /// screen or write the clipboard, a carriage return that overwrites a line) and every
-/// [invisible](invisible) or reordering character written `\u{...}`, so a tool can neither
+/// invisible or reordering character written `\u{...}`, so a tool can neither
 /// drive the terminal nor make its text read as something else.
 pub fn shown_on_a_terminal(text: &str) -> String {
     let mut shown = String::with_capacity(text.len());

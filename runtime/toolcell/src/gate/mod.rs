@@ -202,8 +202,14 @@ impl Gate {
                         // Two capabilities on one directory share one preopen: a call holds
                         // at most one descriptor per directory it was granted.
                         FsGrant::Dir(preopen) => {
-                            if !grants.preopens.iter().any(|p| p.guest == preopen.guest) {
-                                grants.preopens.push(preopen);
+                            match grants
+                                .preopens
+                                .iter_mut()
+                                .find(|p| p.guest == preopen.guest)
+                            {
+                                // Read and write granted on it: it is writable.
+                                Some(held) => held.writable |= preopen.writable,
+                                None => grants.preopens.push(preopen),
                             }
                         }
                         FsGrant::File {
@@ -270,6 +276,26 @@ impl Gate {
                     if let Some(value) = value {
                         grants.config.push((key, value));
                     }
+                }
+                // The hosts the rule names, whole (a typed tool's network rule, or its
+                // policy.yaml's): granted as the policy allows them; a person asked sees them.
+                CapabilityKind::Network if capability.target == ResourceRef::Whole => {
+                    let hosts = rule.map(|rule| rule.hosts.join(", ")).unwrap_or_default();
+                    let by = self.allowed(tool, kind, &hosts, rule, scope, |rule| {
+                        !rule.hosts.is_empty()
+                    })?;
+                    record(kind, &hosts, by);
+                    let allow_private = rule.is_some_and(|rule| rule.allow_private);
+                    grants.network = Arc::new(
+                        rule.map(|rule| {
+                            rule.hosts
+                                .iter()
+                                .filter_map(|h| HostPattern::parse(h).ok())
+                                .map(|pattern| pattern.allowing_private(allow_private))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    );
                 }
                 CapabilityKind::Network => {
                     let url = resource_text(&capability.target, arguments)

@@ -77,7 +77,7 @@ impl OwnFiles {
 
     /// Register every companion of `path` that exists now (`FILE.` and more in its
     /// directory: an audit's rotated copies and heads), each by its identity, at most
-    /// [`MAX_COMPANIONS_REGISTERED`] of them (the newest, by name); the rest are the host's by
+    /// `MAX_COMPANIONS_REGISTERED` of them (the newest, by name); the rest are the host's by
     /// their names.
     pub fn register_companions(&self, path: &Path) {
         let path = absolute(path);

@@ -46,6 +46,7 @@ pub struct RuntimeBuilder {
     approver: Option<Arc<dyn Approver>>,
     protected: Vec<PathBuf>,
     own_files: crate::hostfs::OwnFiles,
+    policy_yamls: Vec<(String, PathBuf)>,
     pulled: Vec<String>,
     source: Option<Arc<dyn ComponentSource>>,
     code_memory_budget: usize,
@@ -83,6 +84,7 @@ impl Runtime {
             approver: None,
             protected: Vec::new(),
             own_files: crate::hostfs::OwnFiles::new(),
+            policy_yamls: Vec::new(),
             pulled: Vec::new(),
             source: None,
             code_memory_budget: DEFAULT_CODE_MEMORY_BUDGET,
@@ -124,6 +126,16 @@ impl RuntimeBuilder {
     /// Also load this component; `source` names it in errors.
     pub fn component(mut self, source: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
         self.components.push((source.into(), bytes.into()));
+        self
+    }
+
+    /// The Wassette `policy.yaml` of the component loaded as `source` (by
+    /// [`component`](RuntimeBuilder::component), or a file of a tools directory by its path),
+    /// read when it loads: for a component of plain typed exports, the grants its functions'
+    /// calls may have ([`crate::policy::yaml`]). A file in a tools directory finds its own
+    /// beside it without this (`STEM.policy.yaml`, or `policy.yaml` when it is alone there).
+    pub fn policy_yaml(mut self, source: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        self.policy_yamls.push((source.into(), path.into()));
         self
     }
 
@@ -316,6 +328,8 @@ impl RuntimeBuilder {
             natives: Vec::new(),
             load_code_at_start: self.load_code_at_start,
             seen: 0,
+            own: self.own_files.clone(),
+            policy_yamls: self.policy_yamls,
         };
         let mut runtime = Runtime {
             catalog: Default::default(),

@@ -102,6 +102,10 @@ pub(crate) struct Loader {
     pub(crate) load_code_at_start: bool,
     /// What the sources looked like at the last load (see [`Loader::fingerprint`]).
     pub(crate) seen: u64,
+    /// The host's own files: a `policy.yaml` read for a component is registered there.
+    pub(crate) own: crate::hostfs::OwnFiles,
+    /// The `policy.yaml` the embedder named for a component, by its source.
+    pub(crate) policy_yamls: Vec<(String, PathBuf)>,
 }
 
 /// What [`RuntimeBuilder::on_compile`](crate::RuntimeBuilder::on_compile) calls.

@@ -331,6 +331,7 @@ impl Loader {
                     crate::wasm::load::Loaded::Contract(loaded) => *loaded,
                     crate::wasm::load::Loaded::Typed(typed) => {
                         wasm.code().admit(&code, typed.pre, typed.code_bytes);
+                        let beside = self.policy_yaml_of(&found.source, &code);
                         return self
                             .typed_tools(
                                 &found.source,
@@ -338,6 +339,7 @@ impl Loader {
                                 code,
                                 typed.reflected,
                                 digest,
+                                beside,
                             )
                             .map_err(refused);
                     }
@@ -414,6 +416,7 @@ impl Loader {
     /// capabilities its calls need are the policy's to say: such a component says nothing of
     /// them), and the functions left out, as errors naming them. A pin or a signature the
     /// policy requires holds for every one of its tools, or the component is refused.
+    #[allow(clippy::too_many_arguments)]
     fn typed_tools(
         &self,
         source: &str,
@@ -421,12 +424,33 @@ impl Loader {
         code: Arc<LazyCode>,
         reflected: crate::wasm::typed::Reflected,
         digest: String,
+        beside: Option<PathBuf>,
     ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
         let refuse = |message: String| LoadError::new(source, message);
         let mut tools = Vec::new();
+        // Each policy.yaml read once, for every function that names it.
+        let mut yamls: Vec<(PathBuf, crate::policy::yaml::PolicyYaml)> = Vec::new();
         for function in reflected.functions {
             let name = function.info.name.clone();
-            let policy = self.policy.tool(&name);
+            let mut policy = self.policy.tool(&name);
+            if let Some(path) = policy.policy_yaml.clone().or_else(|| beside.clone()) {
+                let known = yamls.iter().position(|(at, _)| *at == path);
+                let index = match known {
+                    Some(index) => index,
+                    None => {
+                        let read = crate::policy::yaml::PolicyYaml::read(&path, &self.own)
+                            .map_err(|why| refuse(format!("its policy.yaml: {why}")))?;
+                        yamls.push((path, read));
+                        yamls.len() - 1
+                    }
+                };
+                // The operator's policy decides each kind it names; the yaml, the rest.
+                for (kind, rule) in &yamls[index].1.rules {
+                    if let Some(kind) = crate::policy::capability_kind(kind) {
+                        policy.rules.entry(kind).or_insert_with(|| rule.clone());
+                    }
+                }
+            }
             let signers = check_provenance(
                 &self.policy,
                 self.source.as_deref(),
@@ -443,7 +467,7 @@ impl Loader {
                 )));
             }
             let mut info = function.info.clone();
-            info.capabilities = policy.capabilities.clone();
+            info.capabilities = crate::wasm::typed::capabilities_of(&policy);
             let info = info
                 .checked()
                 .map_err(|why| refuse(format!("the policy's capabilities of {name}: {why}")))?;
@@ -469,6 +493,19 @@ impl Loader {
             })
             .collect();
         Ok((tools, left_out))
+    }
+
+    /// The `policy.yaml` of the component loaded as `source`: the one the embedder named, or
+    /// the one beside its file.
+    fn policy_yaml_of(&self, source: &str, code: &LazyCode) -> Option<PathBuf> {
+        self.policy_yamls
+            .iter()
+            .find(|(named, _)| named == source)
+            .map(|(_, path)| path.clone())
+            .or_else(|| {
+                code.file()
+                    .and_then(crate::policy::yaml::PolicyYaml::beside)
+            })
     }
 
     /// Read the components named by reference (to the builder and in the policy's `source`s)
@@ -714,6 +751,8 @@ impl Loader {
             natives: Vec::new(),
             load_code_at_start: false,
             seen: 0,
+            own: crate::hostfs::OwnFiles::new(),
+            policy_yamls: Vec::new(),
         }
     }
 }

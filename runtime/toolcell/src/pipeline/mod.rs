@@ -204,6 +204,22 @@ impl Runtime {
         }
     }
 
+    /// For a tool served from a component of plain typed exports: the function it calls, as
+    /// WIT names it (`fetch`, `probe:typed/shapes@0.1.0#identity`); `None` for any other tool.
+    pub fn exported_function(&self, name: &str) -> Option<String> {
+        let catalog = self.catalog();
+        match &catalog.tools.get(name)?.executable {
+            crate::pipeline::catalog::Executable::Typed(_, function) => {
+                Some(match function.path.split_last() {
+                    Some((last, [])) => last.clone(),
+                    Some((last, instances)) => format!("{}#{last}", instances.join("/")),
+                    None => String::new(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Where the tool named `name` came from: a file path, `builtin:<name>` or
     /// `native:<name>`.
     pub fn source(&self, name: &str) -> Option<String> {

@@ -45,6 +45,7 @@
 
 pub(crate) mod files;
 mod host;
+pub mod yaml;
 
 pub use host::{HostPattern, is_non_public};
 
@@ -122,6 +123,10 @@ pub struct ToolPolicy {
     /// (the policy's `[config]`; a key without one reads the server's environment variable of
     /// its name).
     pub config_values: std::sync::Arc<BTreeMap<String, ConfigValue>>,
+    /// For a tool of plain typed exports: the Wassette `policy.yaml` whose grants it may have
+    /// (for the kinds this policy does not set itself), instead of the one beside its
+    /// component ([`yaml`]).
+    pub policy_yaml: Option<PathBuf>,
 }
 
 /// Where a `wasi:config` value comes from (the policy's `[config]` table).
@@ -603,7 +608,12 @@ impl Policy {
 
     /// The policy of `tool`: its entry, or the default (nothing) if it has none.
     pub fn tool(&self, tool: &str) -> ToolPolicy {
-        self.tools.get(tool).cloned().unwrap_or_default()
+        self.tools.get(tool).cloned().unwrap_or_else(|| ToolPolicy {
+            // The policy's `[config]` values are every tool's (a typed tool granted a key by
+            // its policy.yaml has no entry here).
+            config_values: std::sync::Arc::clone(&self.config_values),
+            ..ToolPolicy::default()
+        })
     }
 }
 
@@ -672,6 +682,7 @@ struct ToolEntry {
     config: Option<Rule>,
     #[serde(default)]
     capabilities: Vec<CapabilityEntry>,
+    policy_yaml: Option<PathBuf>,
     source: Option<String>,
     #[serde(default)]
     signed_by: Vec<SignerEntry>,
@@ -787,6 +798,7 @@ impl ToolEntry {
             signed_by: signers(self.signed_by, base),
             capabilities,
             config_values: std::sync::Arc::default(),
+            policy_yaml: self.policy_yaml.map(|path| base.join(path)),
         })
     }
 }

@@ -129,6 +129,14 @@ impl LazyCode {
             .map(|(pre, _)| pre.clone())
     }
 
+    /// The file it was read from, when it was one (a tools directory's).
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        match &self.origin {
+            Origin::File(path) => Some(path),
+            _ => None,
+        }
+    }
+
     /// Whether its code is in memory now.
     pub(crate) fn is_resident(&self) -> bool {
         self.resident().is_some()

@@ -168,16 +168,38 @@ impl<T: Send + 'static> TypedPre<T> {
 fn params_of(function: &TypedFunction, arguments: &str) -> Result<Vec<Val>, String> {
     let value: Value = serde_json::from_str(arguments)
         .map_err(|error| format!("the arguments are not JSON: {error}"))?;
-    let Value::Object(object) = value else {
+    params_of_value(function, &value)
+}
+
+/// `arguments` (a parsed call's arguments) made `function`'s parameters, in their order.
+fn params_of_value(function: &TypedFunction, arguments: &Value) -> Result<Vec<Val>, String> {
+    let Value::Object(object) = arguments else {
         return Err("the arguments are not a JSON object".to_owned());
     };
     let mut params = Vec::with_capacity(function.params.len());
+    let mut at = String::new();
     for (name, shape) in &function.params {
         let value = object.get(name).unwrap_or(&Value::Null);
-        let mut at = format!("/{}", name.replace('~', "~0").replace('/', "~1"));
-        params.push(value::to_val(shape, value, &mut at)?);
+        params.push(value::nested(&mut at, name, |at| {
+            value::to_val(shape, value, at)
+        })?);
     }
     Ok(params)
+}
+
+/// `arguments` made `function`'s parameters and each made JSON again (the benchmark's and the
+/// checks' view of a call's conversions, both ways: `fuzzing.rs`).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn round_trip(function: &TypedFunction, arguments: &Value) -> Result<Value, String> {
+    let params = params_of_value(function, arguments)?;
+    Ok(Value::Object(
+        function
+            .params
+            .iter()
+            .zip(params)
+            .map(|((name, shape), value)| (name.clone(), value::to_json(shape, value)))
+            .collect(),
+    ))
 }
 
 /// What a function's return value answers: a string is the text; nothing, an empty text; an
@@ -197,9 +219,9 @@ fn answer(
             Err(payload) => Err(ToolError::Failed(match (err.as_deref(), payload) {
                 (Some(Shape::String), Some(value)) => match *value {
                     Val::String(text) => text,
-                    other => value::to_json(&Shape::String, &other).to_string(),
+                    other => value::to_json(&Shape::String, other).to_string(),
                 },
-                (Some(shape), Some(value)) => value::to_json(shape, &value).to_string(),
+                (Some(shape), Some(value)) => value::to_json(shape, *value).to_string(),
                 _ => "the function returned an error".to_owned(),
             })),
         },
@@ -214,7 +236,7 @@ fn plain(shape: Option<&Shape>, value: Option<Val>) -> Vec<Part> {
         (_, Some(Val::String(text))) => vec![Part::text(text)],
         (Some(shape), Some(value)) => {
             let mut object = Map::new();
-            object.insert("result".to_owned(), value::to_json(shape, &value));
+            object.insert("result".to_owned(), value::to_json(shape, value));
             vec![Part::text(Value::Object(object).to_string())]
         }
     }
@@ -307,10 +329,12 @@ pub(crate) fn reflect(
                     let shown = shown_path(path);
                     if let Some(first) = names.get(&function.info.name) {
                         left_out.push(LeftOut {
-                            function: shown,
+                            function: crate::call::names::echoed(&shown),
                             why: format!(
-                                "its tool name {} is {}'s already",
-                                function.info.name, first
+                                "its tool name {} is {}'s already (the first export of a name \
+                                 is served)",
+                                function.info.name,
+                                crate::call::names::echoed(first)
                             ),
                         });
                     } else {
@@ -451,4 +475,67 @@ fn generated(path: &[String], params: &[(String, Shape)], result: Option<&Shape>
         "Calls the component's `{}`: it {takes} and {returns}.",
         shown_path(path)
     )
+}
+
+/// The capabilities a call of a typed tool is checked for, from its policy: the ones it names
+/// (`capabilities`, each on a fixed resource or on one an argument names, decided per call),
+/// and, for each kind it has a rule for (its own, or its `policy.yaml`'s) but names no
+/// capability of, every resource the rule names: its read roots, its hosts (the network rule's
+/// list, whole), its variables and keys, the clock. A rule that denies adds nothing. Write roots
+/// add nothing either: toolcell never grants a directory for writing, so a write needs a path
+/// parameter tied to `filesystem.write`, and then the rule's roots decide each call's file. A
+/// tool with any file system capability tied to a parameter gets no directory from its rules:
+/// the files its calls name are all it reaches. Such a component says nothing of what it
+/// needs: the operator's word is all there is.
+pub(crate) fn capabilities_of(
+    policy: &crate::policy::ToolPolicy,
+) -> Vec<crate::tool::info::Capability> {
+    use crate::tool::info::{Capability, CapabilityKind as Kind, ResourceRef};
+    let mut capabilities = policy.capabilities.clone();
+    for kind in [
+        Kind::FilesystemRead,
+        Kind::FilesystemWrite,
+        Kind::Network,
+        Kind::Env,
+        Kind::Config,
+        Kind::Clock,
+    ] {
+        let tied_files = |named: &Capability| {
+            matches!(named.kind, Kind::FilesystemRead | Kind::FilesystemWrite)
+                && matches!(kind, Kind::FilesystemRead | Kind::FilesystemWrite)
+        };
+        if capabilities
+            .iter()
+            .any(|named| named.kind == kind || tied_files(named))
+        {
+            continue;
+        }
+        let Some(rule) = policy.rules.get(&kind) else {
+            continue;
+        };
+        if rule.access == crate::policy::Access::Deny {
+            continue;
+        }
+        let on = |target| Capability { kind, target };
+        match kind {
+            Kind::FilesystemRead => {
+                capabilities.extend(rule.roots.iter().map(|root| {
+                    on(if root == "." {
+                        ResourceRef::Whole
+                    } else {
+                        ResourceRef::Fixed(root.clone())
+                    })
+                }));
+            }
+            Kind::Network if !rule.hosts.is_empty() => capabilities.push(on(ResourceRef::Whole)),
+            Kind::Env | Kind::Config => capabilities.extend(
+                rule.vars
+                    .iter()
+                    .map(|var| on(ResourceRef::Fixed(var.clone()))),
+            ),
+            Kind::Clock => capabilities.push(on(ResourceRef::Whole)),
+            _ => {}
+        }
+    }
+    capabilities
 }

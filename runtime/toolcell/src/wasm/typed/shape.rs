@@ -33,6 +33,11 @@ use wasmtime::component::types::Type;
 /// milliseconds.
 pub const MAX_SHAPE_NODES: usize = 4096;
 
+/// How deeply a function's types may nest (a list of records of options of ...): a real
+/// function's nest a handful deep, and a model writes no deeper. Bounds every walk over a
+/// shape, a schema or a value (each recurses once a level) whatever a hostile component says.
+pub const MAX_SHAPE_DEPTH: usize = 32;
+
 /// The longest name (a field's, a case's, a flag's, a parameter's) a function may use: WIT
 /// names are identifiers; a longer one is a hostile component's, and would be echoed in
 /// schemas and messages.
@@ -71,6 +76,17 @@ impl Shape {
     /// The shape of `ty`, counting its nodes against `budget`: why not, for a resource handle,
     /// an async type, a name too long, or a type past the budget.
     pub(crate) fn of(ty: &Type, budget: &mut usize) -> Result<Shape, Unservable> {
+        Shape::at(ty, budget, 0)
+    }
+
+    /// [`Shape::of`], `depth` levels down.
+    fn at(ty: &Type, budget: &mut usize, depth: usize) -> Result<Shape, Unservable> {
+        if depth > MAX_SHAPE_DEPTH {
+            return Err(format!(
+                "its types nest deeper than toolcell serves ({MAX_SHAPE_DEPTH} levels)"
+            ));
+        }
+        let depth = depth + 1;
         if *budget == 0 {
             return Err(format!(
                 "its types are larger than toolcell serves ({MAX_SHAPE_NODES} types, fields and \
@@ -101,17 +117,17 @@ impl Shape {
             Type::Float64 => Shape::F64,
             Type::Char => Shape::Char,
             Type::String => Shape::String,
-            Type::List(list) => Shape::List(Box::new(Shape::of(&list.ty(), budget)?)),
+            Type::List(list) => Shape::List(Box::new(Shape::at(&list.ty(), budget, depth)?)),
             Type::Record(record) => Shape::Record(
                 record
                     .fields()
-                    .map(|field| Ok((named(field.name)?, Shape::of(&field.ty, budget)?)))
+                    .map(|field| Ok((named(field.name)?, Shape::at(&field.ty, budget, depth)?)))
                     .collect::<Result<_, Unservable>>()?,
             ),
             Type::Tuple(tuple) => Shape::Tuple(
                 tuple
                     .types()
-                    .map(|ty| Shape::of(&ty, budget))
+                    .map(|ty| Shape::at(&ty, budget, depth))
                     .collect::<Result<_, _>>()?,
             ),
             Type::Variant(variant) => Shape::Variant(
@@ -119,7 +135,7 @@ impl Shape {
                     .cases()
                     .map(|case| {
                         let payload = match &case.ty {
-                            Some(ty) => Some(Shape::of(ty, budget)?),
+                            Some(ty) => Some(Shape::at(ty, budget, depth)?),
                             None => None,
                         };
                         Ok((named(case.name)?, payload))
@@ -127,10 +143,12 @@ impl Shape {
                     .collect::<Result<_, Unservable>>()?,
             ),
             Type::Enum(names) => Shape::Enum(names.names().map(named).collect::<Result<_, _>>()?),
-            Type::Option(option) => Shape::Option(Box::new(Shape::of(&option.ty(), budget)?)),
+            Type::Option(option) => {
+                Shape::Option(Box::new(Shape::at(&option.ty(), budget, depth)?))
+            }
             Type::Result(result) => {
                 let side = |ty: Option<Type>, budget: &mut usize| -> Result<_, Unservable> {
-                    ty.map(|ty| Shape::of(&ty, budget).map(Box::new))
+                    ty.map(|ty| Shape::at(&ty, budget, depth).map(Box::new))
                         .transpose()
                 };
                 let ok = side(result.ok(), budget)?;

@@ -98,9 +98,7 @@ pub(crate) fn to_val(shape: &Shape, value: &Value, at: &mut String) -> Result<Va
             Value::Array(items) => {
                 let mut list = Vec::with_capacity(items.len());
                 for (index, value) in items.iter().enumerate() {
-                    list.push(nested(at, &index.to_string(), |at| {
-                        to_val(item, value, at)
-                    })?);
+                    list.push(nested_at(at, index, |at| to_val(item, value, at))?);
                 }
                 Val::List(list)
             }
@@ -110,9 +108,7 @@ pub(crate) fn to_val(shape: &Shape, value: &Value, at: &mut String) -> Result<Va
             Value::Array(values) if values.len() == items.len() => {
                 let mut tuple = Vec::with_capacity(items.len());
                 for (index, (shape, value)) in items.iter().zip(values).enumerate() {
-                    tuple.push(nested(at, &index.to_string(), |at| {
-                        to_val(shape, value, at)
-                    })?);
+                    tuple.push(nested_at(at, index, |at| to_val(shape, value, at))?);
                 }
                 Val::Tuple(tuple)
             }
@@ -127,9 +123,12 @@ pub(crate) fn to_val(shape: &Shape, value: &Value, at: &mut String) -> Result<Va
             let Value::Object(object) = value else {
                 return Err(refuse(at, "expected an object"));
             };
-            if let Some(extra) = object
-                .keys()
-                .find(|key| !fields.iter().any(|(f, _)| f == *key))
+            // Every field present and no more keys than fields: no key is extra (field names are
+            // distinct), so the search for one is made only when the counts differ.
+            if object.len() > fields.len()
+                && let Some(extra) = object
+                    .keys()
+                    .find(|key| !fields.iter().any(|(f, _)| f == *key))
             {
                 let extra = pointer_part(extra);
                 return Err(refuse(at, &format!("no field named {extra}")));
@@ -224,15 +223,37 @@ fn payload_of(
     }
 }
 
-/// Run `convert` with `part` pushed on the pointer `at`, and popped after.
-fn nested<T>(
+/// Run `convert` with `part` pushed on the pointer `at` (escaped as a JSON pointer escapes it,
+/// with no allocation unless `at` grows), and popped after.
+pub(crate) fn nested<T>(
     at: &mut String,
     part: &str,
     convert: impl FnOnce(&mut String) -> Result<T, String>,
 ) -> Result<T, String> {
     let before = at.len();
     at.push('/');
-    at.push_str(&part.replace('~', "~0").replace('/', "~1"));
+    for c in part.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
+    }
+    let converted = convert(at);
+    at.truncate(before);
+    converted
+}
+
+/// Run `convert` with the index `index` pushed on the pointer `at`, and popped after.
+fn nested_at<T>(
+    at: &mut String,
+    index: usize,
+    convert: impl FnOnce(&mut String) -> Result<T, String>,
+) -> Result<T, String> {
+    use std::fmt::Write as _;
+    let before = at.len();
+    // Writing to a String cannot fail.
+    let _ = write!(at, "/{index}");
     let converted = convert(at);
     at.truncate(before);
     converted
@@ -268,9 +289,10 @@ fn float(value: &Value) -> Option<f64> {
     }
 }
 
-/// A component value of `shape` as JSON (the same encoding [`to_val`] reads). A value that is
-/// not of the shape (which wasmtime's type check rules out) is `null`.
-pub(crate) fn to_json(shape: &Shape, value: &Val) -> Value {
+/// A component value of `shape` as JSON (the same encoding [`to_val`] reads), taking the value:
+/// its strings and record field names move into the JSON rather than being copied. A value
+/// that is not of the shape (which wasmtime's type check rules out) is `null`.
+pub(crate) fn to_json(shape: &Shape, value: Val) -> Value {
     let float = |x: f64| {
         if x.is_nan() {
             Value::String("NaN".to_owned())
@@ -281,22 +303,25 @@ pub(crate) fn to_json(shape: &Shape, value: &Val) -> Value {
         }
     };
     match (shape, value) {
-        (_, Val::Bool(b)) => Value::Bool(*b),
-        (_, Val::S8(n)) => Value::from(*n),
-        (_, Val::U8(n)) => Value::from(*n),
-        (_, Val::S16(n)) => Value::from(*n),
-        (_, Val::U16(n)) => Value::from(*n),
-        (_, Val::S32(n)) => Value::from(*n),
-        (_, Val::U32(n)) => Value::from(*n),
-        (_, Val::S64(n)) => Value::from(*n),
-        (_, Val::U64(n)) => Value::from(*n),
-        (_, Val::Float32(x)) => float(f64::from(*x)),
-        (_, Val::Float64(x)) => float(*x),
+        (_, Val::Bool(b)) => Value::Bool(b),
+        (_, Val::S8(n)) => Value::from(n),
+        (_, Val::U8(n)) => Value::from(n),
+        (_, Val::S16(n)) => Value::from(n),
+        (_, Val::U16(n)) => Value::from(n),
+        (_, Val::S32(n)) => Value::from(n),
+        (_, Val::U32(n)) => Value::from(n),
+        (_, Val::S64(n)) => Value::from(n),
+        (_, Val::U64(n)) => Value::from(n),
+        (_, Val::Float32(x)) => float(f64::from(x)),
+        (_, Val::Float64(x)) => float(x),
         (_, Val::Char(c)) => Value::String(c.to_string()),
-        (_, Val::String(text)) => Value::String(text.clone()),
-        (Shape::List(item), Val::List(items)) => {
-            Value::Array(items.iter().map(|value| to_json(item, value)).collect())
-        }
+        (_, Val::String(text)) => Value::String(text),
+        (Shape::List(item), Val::List(items)) => Value::Array(
+            items
+                .into_iter()
+                .map(|value| to_json(item, value))
+                .collect(),
+        ),
         (Shape::Tuple(shapes), Val::Tuple(values)) => Value::Array(
             shapes
                 .iter()
@@ -304,24 +329,25 @@ pub(crate) fn to_json(shape: &Shape, value: &Val) -> Value {
                 .map(|(shape, value)| to_json(shape, value))
                 .collect(),
         ),
+        // The names are the ones wasmtime checked against the type's, in its order.
         (Shape::Record(fields), Val::Record(values)) => Value::Object(
             fields
                 .iter()
                 .zip(values)
-                .map(|((name, shape), (_, value))| (name.clone(), to_json(shape, value)))
+                .map(|((_, shape), (name, value))| (name, to_json(shape, value)))
                 .collect(),
         ),
         (Shape::Variant(cases), Val::Variant(case, payload)) => {
             let shape = cases
                 .iter()
-                .find(|(name, _)| name == case)
+                .find(|(name, _)| *name == case)
                 .and_then(|(_, shape)| shape.as_ref());
-            single(case, shape, payload.as_deref())
+            single(case, shape, payload.map(|payload| *payload))
         }
-        (_, Val::Enum(name)) => Value::String(name.clone()),
+        (_, Val::Enum(name)) => Value::String(name),
         (Shape::Option(_), Val::Option(None)) => Value::Null,
         (Shape::Option(inner), Val::Option(Some(value))) => {
-            let value = to_json(inner, value);
+            let value = to_json(inner, *value);
             if inner.nullable() {
                 let mut object = Map::new();
                 object.insert("some".to_owned(), value);
@@ -330,30 +356,29 @@ pub(crate) fn to_json(shape: &Shape, value: &Val) -> Value {
                 value
             }
         }
-        (Shape::Result(ok, _), Val::Result(Ok(payload))) => {
-            single("ok", ok.as_deref(), payload.as_deref())
-        }
-        (Shape::Result(_, err), Val::Result(Err(payload))) => {
-            single("err", err.as_deref(), payload.as_deref())
-        }
-        (_, Val::Flags(names)) => Value::Array(
-            names
-                .iter()
-                .map(|name| Value::String(name.clone()))
-                .collect(),
+        (Shape::Result(ok, _), Val::Result(Ok(payload))) => single(
+            "ok".to_owned(),
+            ok.as_deref(),
+            payload.map(|payload| *payload),
         ),
+        (Shape::Result(_, err), Val::Result(Err(payload))) => single(
+            "err".to_owned(),
+            err.as_deref(),
+            payload.map(|payload| *payload),
+        ),
+        (_, Val::Flags(names)) => Value::Array(names.into_iter().map(Value::String).collect()),
         _ => Value::Null,
     }
 }
 
 /// `{key: payload}`, `null` for a missing payload.
-fn single(key: &str, shape: Option<&Shape>, payload: Option<&Val>) -> Value {
+fn single(key: String, shape: Option<&Shape>, payload: Option<Val>) -> Value {
     let value = match (shape, payload) {
         (Some(shape), Some(payload)) => to_json(shape, payload),
         _ => Value::Null,
     };
     let mut object = Map::new();
-    object.insert(key.to_owned(), value);
+    object.insert(key, value);
     Value::Object(object)
 }
 
@@ -365,7 +390,7 @@ mod tests {
     fn round_trip(shape: &Shape, value: Value) {
         let val = to_val(shape, &value, &mut String::new())
             .unwrap_or_else(|why| panic!("{value}: {why}"));
-        assert_eq!(to_json(shape, &val), value, "{shape:?}");
+        assert_eq!(to_json(shape, val), value, "{shape:?}");
     }
 
     fn refused(shape: &Shape, value: Value) -> String {
