@@ -1,6 +1,7 @@
 //! The book (`docs/`) and the README say only what runs: every TOML block is read by the
 //! parser its info string names (`toml,policy`: [`Policy::from_toml`]; `toml,tokens`: the
-//! `--tokens` loader; `toml,oauth`: the `--oauth` loader; `toml,cargo`: TOML), every
+//! `--tokens` loader; `toml,oauth`: the `--oauth` loader; `toml,cargo`: TOML; and
+//! `yaml,policy`: a `policy.yaml` as a typed component's is read), every
 //! `toolcell` command line in a `sh` block parses with the CLI's own parser, and the book's
 //! table of contents names every chapter and only chapters that exist. The checker is shown to
 //! fail on a broken block and a broken command (the last tests here).
@@ -229,6 +230,13 @@ fn problems(name: &str, markdown: &str) -> (Vec<String>, usize, usize) {
                     problems.push(format!("{name}:{}: toml,{kind}: {why}", block.line));
                 }
             }
+            // A Wassette policy.yaml, read as a typed component's is.
+            "yaml" if kind == "policy" => {
+                tomls += 1;
+                if let Err(why) = toolcell::policy::yaml::PolicyYaml::parse(&block.text) {
+                    problems.push(format!("{name}:{}: yaml,policy: {why}", block.line));
+                }
+            }
             "sh" => match command_lines(&block.text) {
                 Ok(lines) => {
                     for arguments in lines {
@@ -329,7 +337,7 @@ fn the_book_lists_every_chapter_and_only_chapters_that_exist() {
 }
 
 /// A broken example is caught: a policy key that does not exist, a tokens file whose token is
-/// not a digest, an untagged TOML block, a flag the CLI does not have, a command that does not
+/// not a digest, a policy.yaml of a version toolcell does not read, an untagged TOML block, a flag the CLI does not have, a command that does not
 /// exist; and the good forms of the same pass.
 #[test]
 fn a_broken_example_is_caught() {
@@ -340,6 +348,7 @@ fn a_broken_example_is_caught() {
         "```sh\ntoolcell call echo --no-such-flag\n```\n",
         "```sh\nTOOLCELL_LOG=debug toolcell frobnicate\n```\n",
         "```sh\ncargo run --release -- serve --http not-an-address\n```\n",
+        "```yaml,policy\nversion: \"2.0\"\npermissions: {}\n```\n",
     ];
     for markdown in broken {
         let (problems, _, _) = problems("example", markdown);
@@ -347,6 +356,7 @@ fn a_broken_example_is_caught() {
     }
     let good = [
         "```toml,policy\n[tools.echo]\ncore = true\n```\n",
+        "```yaml,policy\nversion: \"1.0\"\npermissions: {}\n```\n",
         "```sh\nTOOLCELL_LOG=debug toolcell call echo '{\"text\":\"hi\"}' # a comment\n```\n",
         "```sh\ntoolcell serve --http 127.0.0.1:0 \\\n  --grace-secs 5 &\ncurl -s localhost\n```\n",
     ];

@@ -174,14 +174,7 @@ pub(crate) type Answers = Vec<(ApprovalRequest, Approval)>;
 
 /// The name a capability has in policies and prompts.
 pub fn capability_name(kind: CapabilityKind) -> &'static str {
-    match kind {
-        CapabilityKind::FilesystemRead => "filesystem.read",
-        CapabilityKind::FilesystemWrite => "filesystem.write",
-        CapabilityKind::Network => "network",
-        CapabilityKind::Env => "env",
-        CapabilityKind::Clock => "clock",
-        CapabilityKind::Config => "config",
-    }
+    kind.name()
 }
 
 /// An approver for tests and embedders: answers every request the same way, and remembers

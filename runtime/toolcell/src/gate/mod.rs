@@ -135,9 +135,7 @@ enum FsGrant {
     },
 }
 
-/// The prefix of the environment variables that configure the host itself (its seal key, its
-/// cache's key and directory): no policy grants a tool one.
-pub const HOST_ENV_PREFIX: &str = "TOOLCELL_";
+pub use crate::policy::HOST_ENV_PREFIX;
 
 impl Gate {
     pub(crate) fn new(

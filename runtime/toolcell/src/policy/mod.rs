@@ -352,6 +352,11 @@ pub struct Policy {
     config_values: std::sync::Arc<BTreeMap<String, ConfigValue>>,
 }
 
+/// The prefix of the environment variables that configure the host itself (its seal key, its
+/// cache's key and directory): no policy grants a tool one (the gate refuses it per call; a
+/// `policy.yaml` naming one leaves it out).
+pub const HOST_ENV_PREFIX: &str = "TOOLCELL_";
+
 /// The longest policy file read: hundreds of tools' rules fit in a few kilobytes; a file past
 /// this is a mistake (or an attack on the parser), refused before it is read whole.
 pub const MAX_POLICY_FILE_BYTES: u64 = 4 * 1024 * 1024;

@@ -77,7 +77,7 @@ pub struct PolicyYaml {
 impl PolicyYaml {
     /// The rule it grants for `kind`, if any.
     pub fn rule(&self, kind: CapabilityKind) -> Option<&Rule> {
-        self.rules.get(crate::gate::capability_name(kind))
+        self.rules.get(kind.name())
     }
 
     /// The `policy.yaml` of the component file `component`, if there is one: `STEM.policy.yaml`
@@ -234,7 +234,7 @@ impl PolicyYaml {
             if key.is_empty() || key.contains(['*', '=', '\0']) {
                 return Err(format!("{at}.key {}: not a variable's name", shown(key)));
             }
-            if key.starts_with(crate::gate::HOST_ENV_PREFIX) {
+            if key.starts_with(super::HOST_ENV_PREFIX) {
                 self.left_out.push(format!(
                     "{at}.key {}: TOOLCELL_ variables configure the host itself",
                     shown(key)
@@ -252,7 +252,7 @@ impl PolicyYaml {
     fn grant(&mut self, kind: CapabilityKind, access: Access, add: impl FnOnce(&mut Rule)) {
         let rule = self
             .rules
-            .entry(crate::gate::capability_name(kind).to_owned())
+            .entry(kind.name().to_owned())
             .or_insert_with(|| Rule {
                 access,
                 ..Rule::default()

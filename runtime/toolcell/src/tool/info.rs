@@ -49,6 +49,20 @@ pub enum CapabilityKind {
     Config,
 }
 
+impl CapabilityKind {
+    /// The kind as a policy and a person name it: `filesystem.read`, `network`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            CapabilityKind::FilesystemRead => "filesystem.read",
+            CapabilityKind::FilesystemWrite => "filesystem.write",
+            CapabilityKind::Network => "network",
+            CapabilityKind::Env => "env",
+            CapabilityKind::Clock => "clock",
+            CapabilityKind::Config => "config",
+        }
+    }
+}
+
 /// Where a capability's resource comes from (the WIT `resource-ref`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

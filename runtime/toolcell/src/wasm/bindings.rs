@@ -212,7 +212,16 @@ impl<T: Send + 'static> GuestPre<T> {
         arguments: &str,
     ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
         match (self, function) {
-            (GuestPre::Typed(pre), Some(function)) => pre.call(store, function, arguments).await,
+            (GuestPre::Typed(pre), Some(function)) => {
+                use crate::wasm::typed::ToolError as Typed;
+                Ok(pre
+                    .call(store, function, arguments)
+                    .await?
+                    .map_err(|error| match error {
+                        Typed::InvalidInput(why) => ToolError::InvalidInput(why),
+                        Typed::Failed(why) => ToolError::Failed(why),
+                    }))
+            }
             (GuestPre::Typed(_), None) => Err(wasmtime::format_err!(
                 "a component of plain typed exports is called one function at a time"
             )),

@@ -14,6 +14,41 @@ use std::fmt;
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
+/// The interfaces the host links, as an import names them (`@0.2` for any 0.2.x; `|` between
+/// exact versions): what a component may import. Anything else is refused at load, named.
+pub(crate) const PROVIDED: &[&str] = &[
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
+    "wasi:http/types",
+    "wasi:http/outgoing-handler",
+    "wasi:config/store@0.2.0-draft|0.2.0-rc.1",
+];
+
 /// A component that could not be loaded, and why.
 ///
 /// It is for the person who runs toolcell (`toolcell describe`, `list`, the log), never for a
@@ -167,11 +202,7 @@ pub(crate) fn link(
             .component_type()
             .imports(engine)
             .map(|(name, _)| name.to_owned())
-            .find(|name| {
-                !crate::wasm::PROVIDED
-                    .iter()
-                    .any(|known| provided(known, name))
-            });
+            .find(|name| !PROVIDED.iter().any(|known| provided(known, name)));
         match unknown {
             Some(name) => format!(
                 "it imports {}, which toolcell does not provide ({error:#})",

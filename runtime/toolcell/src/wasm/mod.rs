@@ -41,41 +41,6 @@ use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
-/// The interfaces the host links, as an import names them (`@0.2` for any 0.2.x; `|` between
-/// exact versions): what a component may import. Anything else is refused at load, named.
-pub(crate) const PROVIDED: &[&str] = &[
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:clocks/monotonic-clock",
-    "wasi:clocks/wall-clock",
-    "wasi:filesystem/types",
-    "wasi:filesystem/preopens",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:sockets/network",
-    "wasi:sockets/instance-network",
-    "wasi:sockets/tcp",
-    "wasi:sockets/tcp-create-socket",
-    "wasi:sockets/udp",
-    "wasi:sockets/udp-create-socket",
-    "wasi:sockets/ip-name-lookup",
-    "wasi:http/types",
-    "wasi:http/outgoing-handler",
-    "wasi:config/store@0.2.0-draft|0.2.0-rc.1",
-];
-
 /// The process's wasm engine, its linker, its instance pool and its deadline ticker.
 pub(crate) struct WasmExecutor {
     engine: Engine,

@@ -136,8 +136,7 @@ impl<T: Send + 'static> TypedPre<T> {
         mut store: impl AsContextMut<Data = T>,
         function: &TypedFunction,
         arguments: &str,
-    ) -> wasmtime::Result<Result<Vec<Part>, crate::wasm::bindings::ToolError>> {
-        use crate::wasm::bindings::ToolError;
+    ) -> wasmtime::Result<Result<Vec<Part>, ToolError>> {
         let params = match params_of(function, arguments) {
             Ok(params) => params,
             Err(why) => return Ok(Err(ToolError::InvalidInput(why))),
@@ -202,14 +201,21 @@ pub(crate) fn round_trip(function: &TypedFunction, arguments: &Value) -> Result<
     ))
 }
 
+/// Why a typed function's call has no parts: as the contract's `tool-error` says it
+/// (`wasm::bindings` maps it to that), kept here so that this module needs nothing of the
+/// contract's bindings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolError {
+    /// The arguments do not convert to the function's parameters.
+    InvalidInput(String),
+    /// The function returned an `err`, or is not what the load read.
+    Failed(String),
+}
+
 /// What a function's return value answers: a string is the text; nothing, an empty text; an
 /// `err` of a `result`, the tool's failure; anything else (and an `ok`'s payload but a
 /// string), `{"result": value}` as JSON.
-fn answer(
-    shape: Option<&Shape>,
-    value: Option<Val>,
-) -> Result<Vec<Part>, crate::wasm::bindings::ToolError> {
-    use crate::wasm::bindings::ToolError;
+fn answer(shape: Option<&Shape>, value: Option<Val>) -> Result<Vec<Part>, ToolError> {
     let (Some(shape), Some(value)) = (shape, value) else {
         return Ok(Vec::new());
     };
