@@ -310,6 +310,18 @@ permissions:
         result(call(&runtime, "config-all", json!({}))),
         json!([["CARGO_PKG_NAME", "from the policy"]])
     );
+    // An operator who denies a function the environment denies it the yaml's key both ways:
+    // the yaml's `config` does not undo `env = deny`.
+    let denied = format!(
+        "{policy}[tools.config]\nenv = {{ access = \"deny\" }}\n\
+         [tools.config-all]\nenv = {{ access = \"deny\" }}\n"
+    );
+    let (denying, _denying_tools) = served(&snoop, ws.path(), &denied, Approval::Deny);
+    assert_eq!(
+        result(call(&denying, "config", json!({ "key": "CARGO_PKG_NAME" }))),
+        Value::Null
+    );
+    assert_eq!(result(call(&denying, "config-all", json!({}))), json!([]));
     // The host the yaml names, and no other: the other is never connected to.
     assert_eq!(
         result(call(

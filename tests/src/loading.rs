@@ -1,7 +1,7 @@
 //! Loading components: a bad one is refused by name, and the others keep serving.
 
 use crate::support::result_text;
-use toolcell::{ToolPort, ToolRequest};
+use toolcell::{ToolPort, ToolRequest, ToolResponse};
 
 #[test]
 fn broken_components_in_the_tools_directory_are_named_and_the_rest_serve() {
@@ -156,12 +156,19 @@ pub(crate) fn slow_describe() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
+/// A component of another world than toolcell's (`run: func() -> string`) is no longer
+/// refused: it is read by its types, and its function is a tool answering what it returns.
 #[test]
 pub(crate) fn wrong_world() {
-    let why = refusal("wrong_world.wasm", crate::guests::WRONG_WORLD);
-    assert!(
-        why.contains("toolcell:tool/tool interface (0.2.0, or 0.1.0)"),
-        "{why}"
+    let port = crate::support::builder()
+        .builtin_tools(false)
+        .component("wrong_world.wasm", crate::guests::WRONG_WORLD)
+        .build()
+        .expect("port");
+    assert!(port.load_errors().is_empty(), "{:?}", port.load_errors());
+    assert_eq!(
+        port.call(&ToolRequest::new("t", "run", "{}")),
+        ToolResponse::text("not a tool")
     );
 }
 
@@ -273,7 +280,7 @@ fn instance_pool_limits_refuse_with_their_reason_and_cache_nothing() {
     for (at_limit, (what, at, past)) in cases.iter().enumerate() {
         let why = load(at);
         assert!(
-            why.contains("does not export the toolcell:tool/tool"),
+            why.contains("exports neither the toolcell:tool/tool"),
             "{what} at the limit: {why}"
         );
         assert_eq!(

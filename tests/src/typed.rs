@@ -321,7 +321,8 @@ fn component(items: &str) -> Vec<u8> {
 }
 
 /// Components of a hostile shape: 10,000 exports, a type nested 1,000 deep, names of 10 KB, two
-/// exports that make one tool name, docs that are not docs. Each is a bounded, typed answer at
+/// exports that make one tool name, docs that are not docs, an enum of 5,000 cases, twenty
+/// functions of 4,000 cases each. Each is a bounded, typed answer at
 /// load, naming why (the component refused, or the one function left out), and the other tools
 /// keep serving.
 #[test]
@@ -355,6 +356,18 @@ fn a_hostile_components_shape_is_refused_at_load_and_the_others_serve() {
                    (export \"a\" (instance $a))\n\
                    (instance $abc (export \"f\" (func $zero)))\n\
                    (export \"a:b/c\" (instance $abc))\n";
+    // An enum of `cases` cases (wasmparser counts its type as one), the parameter of `NAME`.
+    let wide_enum = |name: &str, cases: usize| {
+        let cases: String = (0..cases).map(|n| format!(" \"case-{n}\"")).collect();
+        format!(
+            "(type $e-{name} (enum{cases}))\n(export $x-{name} \"e-{name}\" (type $e-{name}))\n\
+             (func $f-{name} (param \"x\" $x-{name}) (result u32) (canon lift (core func $i \"one\")))\n\
+             (export \"{name}\" (func $f-{name}))\n"
+        )
+    };
+    let wide = wide_enum("wide", 5000) + "(export \"narrow\" (func $zero))\n";
+    // Twenty functions, each under its own bound, over the component's together.
+    let broad: String = (0..20).map(|n| wide_enum(&format!("g{n}"), 4000)).collect();
     let mut bad_docs = component("(export \"fine\" (func $zero))");
     // A `package-docs` section of one byte of version and no JSON.
     bad_docs.extend_from_slice(&[0, 14, 12]);
@@ -368,6 +381,8 @@ fn a_hostile_components_shape_is_refused_at_load_and_the_others_serve() {
         .component("long", component(&long))
         .component("collide", component(collide))
         .component("bad-docs", bad_docs)
+        .component("wide", component(&wide))
+        .component("broad", component(&broad))
         .component("test:typed_probe", crate::guests::TYPED_PROBE)
         .build()
         .expect("runtime");
@@ -391,6 +406,8 @@ fn a_hostile_components_shape_is_refused_at_load_and_the_others_serve() {
     said("long#\"aaaa", "more than 256 bytes");
     said("collide#\"a:b/c#f\"", "is \"a/b/c#f\"'s already");
     said("bad-docs", "package-docs");
+    said("wide#\"wide\"", "larger than toolcell serves");
+    said("broad#\"g19\"", "component's types are larger");
     for error in &errors {
         assert!(error.len() < 2048, "an error of {} bytes", error.len());
     }
@@ -402,7 +419,7 @@ fn a_hostile_components_shape_is_refused_at_load_and_the_others_serve() {
         .iter()
         .map(|entry| entry.schema.name.clone())
         .collect();
-    for served in ["shallow", "short", "a_b_c_f", "echo", "add"] {
+    for served in ["shallow", "short", "a_b_c_f", "echo", "add", "narrow", "g0"] {
         assert!(
             names.iter().any(|name| name == served),
             "{served}: {names:?}"
@@ -500,4 +517,27 @@ fn the_benchmarked_conversion_is_the_one_a_call_makes() {
         call(&probe(), &tool, json!({ "value": too_big })).is_error(),
         "a call refuses it too"
     );
+}
+
+/// A tenant's policy may not say what a typed tool's calls need (`capabilities`,
+/// `policy_yaml`): that is made once at load from the server's policy, so per call it would be
+/// silently ignored (a tenant who tied a read to `/path` would get the yaml's whole directory).
+#[test]
+fn a_context_policy_may_not_say_what_a_tools_calls_need() {
+    let runtime = probe();
+    for text in [
+        "[tools.echo]\ncapabilities = [{ kind = \"filesystem.read\", argument = \"/path\" }]\n",
+        "[tools.echo]\npolicy_yaml = \"echo.policy.yaml\"\n",
+    ] {
+        let policy = toolcell::Policy::from_toml(text).expect("a policy");
+        let refused = runtime.check_policy(&policy).expect_err("refused");
+        assert!(
+            refused.to_string().contains("capabilities, policy_yaml"),
+            "{refused}"
+        );
+    }
+    let plain =
+        toolcell::Policy::from_toml("[tools.echo]\nenv = { access = \"allow\", vars = [\"A\"] }\n")
+            .expect("a policy");
+    runtime.check_policy(&plain).expect("usable");
 }

@@ -6,8 +6,9 @@ use toolcell::{Runtime, ToolPort as _, ToolRequest, ToolResponse};
 /// Load `data` as a component into a runtime of its own (no built-in tools, no compile cache,
 /// one instance slot). Building never fails because of the component; a component that does
 /// not load is exactly one [`Runtime::load_errors`] entry naming it, and none is registered; one
-/// that loads is the one registered tool, and a call to it answers a typed response whose
-/// text respects the result cap.
+/// that loads is its registered tools (one for the contract, one per function served for a
+/// component of plain typed exports, whose functions left out are load errors naming it), and
+/// a call to each answers a typed response whose text respects the result cap.
 pub fn check_component(data: &[u8]) -> Result<(), String> {
     load_component(data).map(drop)
 }
@@ -17,7 +18,7 @@ pub fn check_component(data: &[u8]) -> Result<(), String> {
 pub enum ComponentOutcome {
     /// It was refused at load, for this reason.
     Refused(String),
-    /// It loaded as the tool of this name, and a call with `{"text":"hi"}` answered this.
+    /// It loaded, its first tool of this name, and a call with `{"text":"hi"}` answered this.
     Answered(String, ToolResponse),
 }
 
@@ -40,26 +41,38 @@ pub fn load_component(data: &[u8]) -> Result<ComponentOutcome, String> {
             }
             Ok(ComponentOutcome::Refused(error.message.clone()))
         }
-        ([], [entry]) => {
-            let name = entry.schema.name.clone();
-            let response = runtime.call(&ToolRequest::new("fuzz-1", &name, r#"{"text":"hi"}"#));
-            match &response {
-                ToolResponse::Result {
-                    text, truncated, ..
-                } => {
-                    if text.len() > runtime.cap_bytes() {
-                        return Err(format!("{name}: a result beyond the cap: {response:?}"));
-                    }
-                    if *truncated && !text.ends_with(TRUNCATION_MARKER) {
-                        return Err(format!("{name}: cut without the marker: {response:?}"));
-                    }
-                }
-                ToolResponse::Failed { message, .. } if message.is_empty() => {
-                    return Err(format!("{name}: a failure that says nothing"));
-                }
-                _ => {}
+        // A component of the contract is one tool; one of plain typed exports is a tool per
+        // function, beside the functions left out (each a load error naming it and why).
+        (errors, entries) if !entries.is_empty() => {
+            if let Some(error) = errors
+                .iter()
+                .find(|error| error.source != "fuzz" || error.message.is_empty())
+            {
+                return Err(format!("load error {error:?}"));
             }
-            Ok(ComponentOutcome::Answered(name, response))
+            let mut first = None;
+            for entry in entries {
+                let name = entry.schema.name.clone();
+                let response = runtime.call(&ToolRequest::new("fuzz-1", &name, r#"{"text":"hi"}"#));
+                match &response {
+                    ToolResponse::Result {
+                        text, truncated, ..
+                    } => {
+                        if text.len() > runtime.cap_bytes() {
+                            return Err(format!("{name}: a result beyond the cap: {response:?}"));
+                        }
+                        if *truncated && !text.ends_with(TRUNCATION_MARKER) {
+                            return Err(format!("{name}: cut without the marker: {response:?}"));
+                        }
+                    }
+                    ToolResponse::Failed { message, .. } if message.is_empty() => {
+                        return Err(format!("{name}: a failure that says nothing"));
+                    }
+                    _ => {}
+                }
+                first.get_or_insert(ComponentOutcome::Answered(name, response));
+            }
+            first.ok_or_else(|| "no tool".to_owned())
         }
         (errors, entries) => Err(format!(
             "{} load errors and {} tools: {errors:?}",

@@ -120,7 +120,8 @@ fn the_mcp_seed_session_is_answered() {
     assert_eq!(echo["result"]["content"][0]["text"], "hi", "{echo:?}");
 }
 
-/// The checks are not vacuous: the echo seed loads and answers, the other seeds are refused.
+/// The checks are not vacuous: the echo seed loads and answers, a component of another world is
+/// served by its types, the empty seeds are refused.
 #[test]
 fn the_component_seeds_load_or_are_refused() {
     let seeds = fuzz_dir().join("seeds/component");
@@ -129,11 +130,19 @@ fn the_component_seeds_load_or_are_refused() {
         fuzzing::load_component(&echo).expect("checks"),
         fuzzing::ComponentOutcome::Answered("echo".to_owned(), toolcell::ToolResponse::text("hi"))
     );
-    for refused in [
-        "empty_component.wasm",
-        "empty_module.wasm",
-        "wrong_world.wasm",
-    ] {
+    // A component of another world is served by its types now: its `run` is a tool, which
+    // takes no arguments, so the check's `{"text":"hi"}` is refused before it runs.
+    let other = std::fs::read(seeds.join("wrong_world.wasm")).expect("the seed");
+    let outcome = fuzzing::load_component(&other).expect("checks");
+    assert!(
+        matches!(
+            &outcome,
+            fuzzing::ComponentOutcome::Answered(name, toolcell::ToolResponse::Failed { kind, .. })
+                if name == "run" && *kind == toolcell::FailureKind::InvalidInput
+        ),
+        "{outcome:?}"
+    );
+    for refused in ["empty_component.wasm", "empty_module.wasm"] {
         let data = std::fs::read(seeds.join(refused)).expect("the seed");
         assert!(
             matches!(

@@ -444,9 +444,18 @@ impl Loader {
                         yamls.len() - 1
                     }
                 };
-                // The operator's policy decides each kind it names; the yaml, the rest.
+                // The operator's policy decides each kind it names; the yaml, the rest. A
+                // yaml's environment key is one grant made two ways (the variable and the
+                // `wasi:config` key): an operator who decides either decides both, so that
+                // `env = { access = "deny" }` is not undone by the yaml's `config`.
+                use crate::tool::info::CapabilityKind::{Config, Env};
+                let environment_decided =
+                    policy.rules.contains_key(&Env) || policy.rules.contains_key(&Config);
                 for (kind, rule) in &yamls[index].1.rules {
                     if let Some(kind) = crate::policy::capability_kind(kind) {
+                        if matches!(kind, Env | Config) && environment_decided {
+                            continue;
+                        }
                         policy.rules.entry(kind).or_insert_with(|| rule.clone());
                     }
                 }

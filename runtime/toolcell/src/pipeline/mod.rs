@@ -276,8 +276,9 @@ impl Runtime {
 
     /// Whether `policy` can decide calls of this runtime (see [`CallContext::with_policy`]):
     /// a policy that sets a fuel limit needs a runtime that meters fuel, and one that says where
-    /// tools come from or who must have signed them is refused (that is decided at load, by
-    /// the runtime's own policy; per call it would be silently ignored).
+    /// tools come from or who must have signed them, or what a tool's calls need
+    /// (`capabilities`, `policy_yaml`), is refused (that is decided at load, by the runtime's
+    /// own policy; per call it would be silently ignored).
     pub fn check_policy(&self, policy: &crate::Policy) -> Result<(), PolicyError> {
         if policy.sets_fuel() && !self.wasm.meters_fuel() {
             return Err(PolicyError::new(
@@ -293,6 +294,15 @@ impl Runtime {
                 "it says where tools come from or who must sign them (source, signed_by, \
                  [registry]): that is decided once, when tools load, by the server's own \
                  policy",
+            ));
+        }
+        if policy.decides_needs() {
+            // A typed tool's capabilities are made when it loads, from the runtime's own
+            // policy and its policy.yaml: a context's `capabilities` would be silently ignored,
+            // and a tenant who tied a read to `/path` would get the whole directory instead.
+            return Err(PolicyError::new(
+                "it says what a tool's calls need (capabilities, policy_yaml): that is read \
+                 once, when tools load, from the server's own policy",
             ));
         }
         Ok(())

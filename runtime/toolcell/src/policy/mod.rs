@@ -606,6 +606,15 @@ impl Policy {
             || self.tools.values().any(|tool| !tool.signed_by.is_empty())
     }
 
+    /// Whether it says what a tool's calls need, which is read once at load: `capabilities`
+    /// or `policy_yaml` in a tool's entry (a typed tool's capabilities are made from them when
+    /// it loads).
+    pub fn decides_needs(&self) -> bool {
+        self.tools
+            .values()
+            .any(|tool| !tool.capabilities.is_empty() || tool.policy_yaml.is_some())
+    }
+
     /// The entry of `tool`, if the policy has one.
     pub fn entry(&self, tool: &str) -> Option<&ToolPolicy> {
         self.tools.get(tool)

@@ -166,10 +166,21 @@ impl PolicyYaml {
             if access.is_empty() {
                 return Err(format!("{at}.access is empty"));
             }
+            // Absolute as written (`fs:///**` is the root, not the workspace): left out.
+            let absolute = path.starts_with('/');
             let path = path
                 .strip_suffix("/**")
                 .or_else(|| path.strip_suffix("/*"))
                 .unwrap_or(path);
+            if std::path::Path::new(path)
+                .components()
+                .any(|part| matches!(part, std::path::Component::ParentDir))
+            {
+                return Err(format!(
+                    "{at}.uri {}: not a path inside the workspace (it climbs out with `..`)",
+                    shown(uri)
+                ));
+            }
             let path = if path.is_empty() || path == "**" || path == "*" {
                 "."
             } else {
@@ -182,7 +193,7 @@ impl PolicyYaml {
                     shown(uri)
                 ));
             }
-            if path.starts_with('/') {
+            if absolute || path.starts_with('/') {
                 self.left_out.push(format!(
                     "{at}.uri {}: an absolute path; toolcell grants paths inside the call's \
                      workspace: write it relative to the workspace (fs://data)",
@@ -532,6 +543,28 @@ permissions:
         // `permissions: {}` grants nothing.
         let empty = PolicyYaml::parse("version: \"1.0\"\npermissions: {}\n").expect("reads");
         assert!(empty.rules.is_empty() && empty.left_out.is_empty());
+    }
+
+    /// `fs:///**` is the root, left out, not the workspace; a path that climbs out is refused.
+    #[test]
+    fn the_root_is_left_out_and_a_climb_refused() {
+        let root = PolicyYaml::parse(
+            "version: \"1.0\"\npermissions:\n  storage:\n    allow:\n      - uri: \"fs:///**\"\n        access: [\"read\"]\n",
+        )
+        .expect("a policy");
+        assert!(root.rules.is_empty(), "{:?}", root.rules);
+        assert!(
+            root.left_out.iter().any(|why| why.contains("absolute")),
+            "{:?}",
+            root.left_out
+        );
+        for uri in ["fs://a/../../x", "fs://../..", "fs://./.."] {
+            let text = format!(
+                "version: \"1.0\"\npermissions:\n  storage:\n    allow:\n      - uri: \"{uri}\"\n        access: [\"read\"]\n"
+            );
+            let refused = PolicyYaml::parse(&text).expect_err(uri);
+            assert!(refused.contains("climbs out"), "{uri}: {refused}");
+        }
     }
 
     /// What is not such a policy is refused whole, naming why; nothing hostile is built.

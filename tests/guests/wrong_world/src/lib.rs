@@ -1,4 +1,4 @@
-//! A valid component that exports some other world, not toolcell's.
+//! A valid component that exports some other world, not toolcell's: served by its types.
 
 wit_bindgen::generate!({
     inline: "

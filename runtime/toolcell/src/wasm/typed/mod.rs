@@ -316,6 +316,7 @@ pub(crate) fn reflect(
     let mut left_out = Vec::new();
     let mut seen = 0usize;
     let mut names: HashMap<String, String> = HashMap::new();
+    let mut component_budget = shape::MAX_COMPONENT_SHAPE_NODES;
     walk(
         engine,
         component
@@ -330,7 +331,7 @@ pub(crate) fn reflect(
             if seen > MAX_TYPED_FUNCTIONS {
                 return;
             }
-            match describe(path, func, &docs) {
+            match describe(path, func, &docs, &mut component_budget) {
                 Ok(function) => {
                     let shown = shown_path(path);
                     if let Some(first) = names.get(&function.info.name) {
@@ -383,6 +384,7 @@ fn describe(
     path: &[String],
     func: &wasmtime::component::types::ComponentFunc,
     docs: &docs::Docs,
+    component_budget: &mut usize,
 ) -> Result<TypedFunction, String> {
     let Some(own) = path.last() else {
         return Err("it has no name".to_owned());
@@ -423,6 +425,15 @@ fn describe(
         Some(ty) => Some(Shape::of(&ty, &mut budget).map_err(|why| format!("its result: {why}"))?),
         None => None,
     };
+    let used = MAX_SHAPE_NODES - budget;
+    if used > *component_budget {
+        return Err(format!(
+            "its component's types are larger than toolcell serves ({} types, fields and cases \
+             over all its functions)",
+            shape::MAX_COMPONENT_SHAPE_NODES
+        ));
+    }
+    *component_budget -= used;
     let function_docs = docs.function(path);
     let mut properties = Map::new();
     for (name, shape) in &params {
@@ -444,8 +455,19 @@ fn describe(
         "additionalProperties": false
     });
     let description = function_docs.unwrap_or_else(|| generated(path, &params, result.as_ref()));
+    let output = output_schema(result.as_ref());
+    // Held to what a contract tool's schema is held to at load.
+    for schema in std::iter::once(&input_schema).chain(output.as_ref()) {
+        let bytes = schema.to_string().len();
+        if bytes > crate::tool::info::MAX_SCHEMA_TEXT_BYTES {
+            return Err(format!(
+                "its schema would be {bytes} bytes of text; at most {} are served",
+                crate::tool::info::MAX_SCHEMA_TEXT_BYTES
+            ));
+        }
+    }
     let mut info = ToolInfo::new(names::tool_name(path), description, input_schema);
-    info.output_schema = output_schema(result.as_ref());
+    info.output_schema = output;
     let info = info.checked()?;
     Ok(TypedFunction {
         path: path.to_vec(),

@@ -27,11 +27,17 @@
 use serde_json::{Value, json};
 use wasmtime::component::types::Type;
 
-/// The most nodes (types, fields, cases) one function's parameters and result may hold
-/// together: far above a real function's (a 20-field record is 21), low enough that a hostile
-/// component's 10,000-field records cannot make schemas of megabytes or conversions of
-/// milliseconds.
+/// The most nodes (types, and each field's, case's and flag's name) one function's parameters
+/// and result may hold together: far above a real function's (a 20-field record is 41), low
+/// enough that a hostile component's 10,000-field records or 10,000-case enums cannot make
+/// schemas of megabytes or conversions of milliseconds.
 pub const MAX_SHAPE_NODES: usize = 4096;
+
+/// The most nodes all of one component's functions may hold together: sixteen functions at
+/// [`MAX_SHAPE_NODES`], far above a real component's, so that 256 functions each just under
+/// their own bound cannot make a load of gigabytes (each name is held once per use, and again
+/// in the schema).
+pub const MAX_COMPONENT_SHAPE_NODES: usize = 16 * MAX_SHAPE_NODES;
 
 /// How deeply a function's types may nest (a list of records of options of ...): a real
 /// function's nest a handful deep, and a model writes no deeper. Bounds every walk over a
@@ -94,13 +100,22 @@ impl Shape {
             ));
         }
         *budget -= 1;
-        let named = |name: &str| -> Result<String, Unservable> {
+        // Every name (a field's, a case's, a flag's) is a node of its own: an enum of 10,000
+        // cases is 10,000 nodes, however small wasmparser counts its type.
+        let named = |name: &str, budget: &mut usize| -> Result<String, Unservable> {
             if name.len() > MAX_WIT_NAME_BYTES {
                 return Err(format!(
                     "it names something with {} bytes; at most {MAX_WIT_NAME_BYTES} are served",
                     name.len()
                 ));
             }
+            if *budget == 0 {
+                return Err(format!(
+                    "its types are larger than toolcell serves ({MAX_SHAPE_NODES} types, \
+                     fields and cases in all)"
+                ));
+            }
+            *budget -= 1;
             Ok(name.to_owned())
         };
         Ok(match ty {
@@ -121,7 +136,10 @@ impl Shape {
             Type::Record(record) => Shape::Record(
                 record
                     .fields()
-                    .map(|field| Ok((named(field.name)?, Shape::at(&field.ty, budget, depth)?)))
+                    .map(|field| {
+                        let name = named(field.name, budget)?;
+                        Ok((name, Shape::at(&field.ty, budget, depth)?))
+                    })
                     .collect::<Result<_, Unservable>>()?,
             ),
             Type::Tuple(tuple) => Shape::Tuple(
@@ -138,11 +156,16 @@ impl Shape {
                             Some(ty) => Some(Shape::at(ty, budget, depth)?),
                             None => None,
                         };
-                        Ok((named(case.name)?, payload))
+                        Ok((named(case.name, budget)?, payload))
                     })
                     .collect::<Result<_, Unservable>>()?,
             ),
-            Type::Enum(names) => Shape::Enum(names.names().map(named).collect::<Result<_, _>>()?),
+            Type::Enum(names) => Shape::Enum(
+                names
+                    .names()
+                    .map(|name| named(name, budget))
+                    .collect::<Result<_, _>>()?,
+            ),
             Type::Option(option) => {
                 Shape::Option(Box::new(Shape::at(&option.ty(), budget, depth)?))
             }
@@ -155,7 +178,12 @@ impl Shape {
                 let err = side(result.err(), budget)?;
                 Shape::Result(ok, err)
             }
-            Type::Flags(flags) => Shape::Flags(flags.names().map(named).collect::<Result<_, _>>()?),
+            Type::Flags(flags) => Shape::Flags(
+                flags
+                    .names()
+                    .map(|name| named(name, budget))
+                    .collect::<Result<_, _>>()?,
+            ),
             Type::Own(_) | Type::Borrow(_) => {
                 return Err(
                     "it takes or returns a resource handle (own or borrow), which JSON cannot \
