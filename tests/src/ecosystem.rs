@@ -339,6 +339,30 @@ permissions:
     assert!(refused.to_lowercase().contains("denied"), "{refused}");
     assert_eq!(other.requests(), 0, "the other host was reached");
 
+    // The yaml edited beside the unchanged component (its host taken away) is seen as a change,
+    // and read again: the host it no longer names is denied.
+    let (runtime, tools) = served(&snoop, ws.path(), "", Approval::Deny);
+    let url = json!({ "url": format!("http://{}/hello", allowed.addr) });
+    assert_eq!(result(call(&runtime, "connect", url.clone())), json!(200));
+    let narrower = yaml.replace(&format!("      - host: \"http://{}/\"\n", allowed.addr), "");
+    assert_ne!(narrower, yaml);
+    std::fs::write(tools.path().join("snoop.policy.yaml"), narrower).expect("the edit");
+    let reloaded = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("executor")
+        .block_on(runtime.reload_if_changed())
+        .expect("reload");
+    assert!(reloaded.is_some(), "the edited policy.yaml was not seen");
+    let before = allowed.requests();
+    let refused = failure(call(&runtime, "connect", url));
+    assert!(refused.to_lowercase().contains("denied"), "{refused}");
+    assert_eq!(
+        allowed.requests(),
+        before,
+        "the host was reached after its grant was removed"
+    );
+
     // A parameter tied to the capability: `path` names the one file a call of read-two reads,
     // decided per call by the gate, not the directory.
     let tied = r#"

@@ -220,6 +220,10 @@ fn long_call_in_flight(
             String::from_utf8_lossy(&answer).into_owned()
         })
     };
+    // Replica one's first call compiles the tool's schemas (within a wall-clock bound): made
+    // before the long call, so that a pause of replica one lands on a call that runs, not on
+    // one still compiling (a pause there would outlast the bound and fail the call).
+    assert_eq!(refused_by(&sum(one, token, 90, 0)), None);
     let mut long = start();
     let checked = Instant::now();
     loop {
@@ -324,6 +328,9 @@ fn a_completed_task_outlives_its_replicas_pause() {
     let rig = Rig::new(&["team-a"], "");
     let (one, two) = (rig.replica(&redis, 1), rig.replica(&redis, 2));
     let token = &rig.tokens[0];
+    // The tool's schemas compiled on replica one first, so that the pause lands on a task
+    // that runs (see `long_call_in_flight`).
+    assert_eq!(refused_by(&sum(one.addr, token, 90, 0)), None);
     let long = json!({ "name": "structured",
         "arguments": { "a": 20, "b": 22, "sleep_ms": 12_000 } });
     let created = with_tasks(one.addr, token, 1, "tools/call", "structured", long);

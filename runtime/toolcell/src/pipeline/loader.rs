@@ -256,10 +256,14 @@ impl Loader {
                 (digest, info, Some(bytes))
             }
         };
+        // An unchanged component keeps its tools, unless it is read by its types: its tools'
+        // grants come from a policy.yaml too, which may have changed beside it (the
+        // fingerprint notices that), so its functions are described again.
         if !previous.is_empty()
-            && previous
-                .iter()
-                .all(|tool| tool.digest.as_deref() == Some(digest.as_str()))
+            && previous.iter().all(|tool| {
+                tool.digest.as_deref() == Some(digest.as_str())
+                    && !matches!(tool.executable, Executable::Typed(..))
+            })
         {
             return Ok((
                 previous.iter().map(|tool| Arc::clone(tool)).collect(),
@@ -582,6 +586,21 @@ impl Loader {
                         error.message.hash(&mut hasher);
                     }
                 }
+                Err(error) => error.kind().hash(&mut hasher),
+            }
+        }
+        // The policy.yaml each component of plain typed exports may read (beside it, or named):
+        // an edited or removed one is a change as a component's is.
+        let yamls = scans
+            .iter()
+            .flatten()
+            .flat_map(|(files, _)| files.iter())
+            .filter_map(|file| crate::policy::yaml::PolicyYaml::beside(&file.0))
+            .chain(self.policy_yamls.iter().map(|(_, path)| path.clone()));
+        for yaml in yamls {
+            yaml.hash(&mut hasher);
+            match std::fs::metadata(&yaml) {
+                Ok(meta) => file_identity(&meta).hash(&mut hasher),
                 Err(error) => error.kind().hash(&mut hasher),
             }
         }

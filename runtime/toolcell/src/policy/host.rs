@@ -47,6 +47,13 @@ impl HostPattern {
                 "host {text:?} is not [scheme://]host[:port]"
             )));
         }
+        // A wildcard is `*` (every host) or `*.` before a domain: `*.` alone would match every
+        // name written with a trailing dot, and `*x` nothing.
+        if host != "*" && host.starts_with('*') && (!host.starts_with("*.") || host.len() <= 2) {
+            return Err(PolicyError::new(format!(
+                "host {text:?}: a wildcard is `*` or `*.domain`"
+            )));
+        }
         Ok(HostPattern {
             scheme,
             host,

@@ -232,6 +232,15 @@ impl PolicyYaml {
             let host = text_field(entry, "host", &at)?;
             let pattern = host_pattern(host)
                 .ok_or_else(|| format!("{at}.host {}: not a host or a URL", shown(host)))?;
+            if too_wide(&pattern) {
+                self.left_out.push(format!(
+                    "{at}.host {}: a wildcard over every host or a whole top-level domain; a \
+                     policy.yaml's hosts are allowed without asking anyone, so they must be \
+                     named (`api.example.com`, `*.example.com`)",
+                    shown(host)
+                ));
+                continue;
+            }
             self.grant(CapabilityKind::Network, Access::Allow, |rule| {
                 rule.hosts.push(pattern.clone());
             });
@@ -367,6 +376,18 @@ fn host_pattern(host: &str) -> Option<String> {
         None => authority.to_owned(),
     };
     HostPattern::parse(&pattern).ok().map(|_| pattern)
+}
+
+/// Whether a host pattern's wildcard covers every host or a whole top-level domain (`*`,
+/// `*.com`): fewer than two labels after `*.`.
+fn too_wide(pattern: &str) -> bool {
+    let authority = pattern.split_once("://").map_or(pattern, |(_, rest)| rest);
+    let Some(suffix) = authority.strip_prefix('*') else {
+        return false;
+    };
+    let name = suffix.split(':').next().unwrap_or_default();
+    let labels = name.trim_matches('.');
+    labels.is_empty() || !labels.contains('.')
 }
 
 /// A name from the file, as a message shows it: quoted, cut short, controls escaped.
@@ -543,6 +564,35 @@ permissions:
         // `permissions: {}` grants nothing.
         let empty = PolicyYaml::parse("version: \"1.0\"\npermissions: {}\n").expect("reads");
         assert!(empty.rules.is_empty() && empty.left_out.is_empty());
+    }
+
+    /// A wildcard over every host or a top-level domain is left out, saying why; one over a
+    /// domain is kept; `*.` is no pattern at all.
+    #[test]
+    fn a_wildcard_over_every_host_is_left_out() {
+        let yaml = |host: &str| {
+            format!(
+                "version: \"1.0\"\npermissions:\n  network:\n    allow:\n      - host: \"{host}\"\n"
+            )
+        };
+        for host in ["*", "http://*", "*.com", "https://*.com:8443"] {
+            let read = PolicyYaml::parse(&yaml(host)).expect(host);
+            assert!(read.rules.is_empty(), "{host}: {:?}", read.rules);
+            assert!(
+                read.left_out.iter().any(|why| why.contains("wildcard")),
+                "{host}: {:?}",
+                read.left_out
+            );
+        }
+        let kept = PolicyYaml::parse(&yaml("*.example.com")).expect("kept");
+        assert_eq!(
+            kept.rule(CapabilityKind::Network)
+                .map(|rule| rule.hosts.clone()),
+            Some(vec!["*.example.com".to_owned()])
+        );
+        assert!(PolicyYaml::parse(&yaml("http://*.")).is_err());
+        assert!(HostPattern::parse("http://*.").is_err());
+        assert!(HostPattern::parse("*x.com").is_err());
     }
 
     /// `fs:///**` is the root, left out, not the workspace; a path that climbs out is refused.
