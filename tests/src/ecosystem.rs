@@ -6,6 +6,7 @@
 //! the keys granted; the same tools answer through the command line and over MCP.
 
 use crate::support::toolcell_command;
+use crate::typed::{call, result, text};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener};
@@ -13,25 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use toolcell::approval::{Approval, FixedApprover};
-use toolcell::{FailureKind, Runtime, ToolPort as _, ToolRequest, ToolResponse};
-
-fn call(runtime: &Runtime, tool: &str, arguments: Value) -> ToolResponse {
-    runtime.call(&ToolRequest::new("t", tool, arguments.to_string()))
-}
-
-fn text(response: ToolResponse) -> String {
-    match response {
-        ToolResponse::Result { text, .. } => text,
-        other => panic!("expected a result, got {other:?}"),
-    }
-}
-
-/// The `result` of a structured answer.
-fn result(response: ToolResponse) -> Value {
-    let text = text(response);
-    serde_json::from_str::<Value>(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))["result"]
-        .clone()
-}
+use toolcell::{FailureKind, Runtime, ToolResponse};
 
 /// The message of a tool's own failure (a `result`'s `err`).
 fn failure(response: ToolResponse) -> String {

@@ -14,11 +14,13 @@ fn probe() -> Runtime {
         .expect("runtime")
 }
 
-fn call(runtime: &Runtime, tool: &str, arguments: Value) -> ToolResponse {
+/// Call `tool` of `runtime` with `arguments`.
+pub(crate) fn call(runtime: &Runtime, tool: &str, arguments: Value) -> ToolResponse {
     runtime.call(&ToolRequest::new("t", tool, arguments.to_string()))
 }
 
-fn text(response: ToolResponse) -> String {
+/// The text of a result (any other answer fails the test).
+pub(crate) fn text(response: ToolResponse) -> String {
     match response {
         ToolResponse::Result { text, .. } => text,
         other => panic!("expected a result, got {other:?}"),
@@ -26,7 +28,7 @@ fn text(response: ToolResponse) -> String {
 }
 
 /// The `{"result": ...}` of a structured answer.
-fn result(response: ToolResponse) -> Value {
+pub(crate) fn result(response: ToolResponse) -> Value {
     let text = text(response);
     let value: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
     value["result"].clone()

@@ -11,7 +11,8 @@ use std::time::Duration;
 pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
 
 /// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
-#[derive(Debug, Default)]
+/// Its `Debug` names the variables and keys granted, never their values.
+#[derive(Default)]
 pub struct Grants {
     /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
     pub clock: bool,
@@ -43,6 +44,23 @@ pub struct Grants {
     pub(crate) credentials: crate::gate::secrets::Identities,
 }
 
+impl std::fmt::Debug for Grants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(name, _)| name.clone()).collect()
+        };
+        f.debug_struct("Grants")
+            .field("clock", &self.clock)
+            .field("env", &names(&self.env))
+            .field("config", &names(&self.config))
+            .field("preopens", &self.preopens)
+            .field("network", &self.network)
+            .field("staged", &self.staged.len())
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// One directory a call may open: a directory the gate opened inside the workspace, the path
 /// the guest knows it by, and whether it may write.
 #[derive(Debug, Clone)]
@@ -59,5 +77,26 @@ impl Preopen {
     pub(crate) fn host_path(&self) -> std::path::PathBuf {
         use std::os::fd::AsRawFd as _;
         std::path::PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A grant's values never show in its `Debug` (a log line of it would leak them).
+    #[test]
+    fn debug_names_what_is_granted_and_shows_no_value() {
+        let grants = Grants {
+            env: vec![("API_KEY".to_owned(), "s3cret-env".to_owned())],
+            config: vec![("TOKEN".to_owned(), "s3cret-config".to_owned())],
+            ..Grants::default()
+        };
+        let shown = format!("{grants:?}");
+        assert!(
+            shown.contains("API_KEY") && shown.contains("TOKEN"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 }

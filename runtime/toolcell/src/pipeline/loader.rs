@@ -24,7 +24,7 @@ use crate::wasm::lazy::{LazyCode, Origin};
 use crate::wasm::load::LoadError;
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The index place of the built-in tools.
@@ -589,14 +589,16 @@ impl Loader {
                 Err(error) => error.kind().hash(&mut hasher),
             }
         }
-        // The policy.yaml each component of plain typed exports may read (beside it, or named):
+        // The policy.yaml each component of plain typed exports may read (beside it, or named
+        // by the embedder or the policy):
         // an edited or removed one is a change as a component's is.
         let yamls = scans
             .iter()
             .flatten()
             .flat_map(|(files, _)| files.iter())
             .filter_map(|file| crate::policy::yaml::PolicyYaml::beside(&file.0))
-            .chain(self.policy_yamls.iter().map(|(_, path)| path.clone()));
+            .chain(self.policy_yamls.iter().map(|(_, path)| path.clone()))
+            .chain(self.policy.policy_yamls().map(Path::to_path_buf));
         for yaml in yamls {
             yaml.hash(&mut hasher);
             match std::fs::metadata(&yaml) {

@@ -615,6 +615,13 @@ impl Policy {
             .any(|tool| !tool.capabilities.is_empty() || tool.policy_yaml.is_some())
     }
 
+    /// The `policy.yaml` files its tool entries name (`policy_yaml`).
+    pub(crate) fn policy_yamls(&self) -> impl Iterator<Item = &Path> {
+        self.tools
+            .values()
+            .filter_map(|tool| tool.policy_yaml.as_deref())
+    }
+
     /// The entry of `tool`, if the policy has one.
     pub fn entry(&self, tool: &str) -> Option<&ToolPolicy> {
         self.tools.get(tool)

@@ -101,11 +101,7 @@ impl<T: Send + 'static> TypedPre<T> {
         let mut paths = Vec::new();
         walk(
             engine,
-            component
-                .component_type()
-                .exports(engine)
-                .map(|(name, item)| (name.to_owned(), item.ty))
-                .collect(),
+            exports_of(component),
             &mut Vec::new(),
             0,
             &mut |path, _| paths.push(path.to_vec()),
@@ -303,6 +299,16 @@ fn walk(
     }
 }
 
+/// What `component` exports, by name, as [`walk`] reads it.
+fn exports_of(component: &Component) -> Vec<(String, ComponentItem)> {
+    let engine = component.engine();
+    component
+        .component_type()
+        .exports(engine)
+        .map(|(name, item)| (name.to_owned(), item.ty))
+        .collect()
+}
+
 /// The tools of `component` (its bytes are `bytes`, for the docs it carries), and the functions
 /// left out with their reasons; or why the component cannot be served at all (too many
 /// functions, docs that cannot be read, nothing to serve).
@@ -319,11 +325,7 @@ pub(crate) fn reflect(
     let mut component_budget = shape::MAX_COMPONENT_SHAPE_NODES;
     walk(
         engine,
-        component
-            .component_type()
-            .exports(engine)
-            .map(|(name, item)| (name.to_owned(), item.ty))
-            .collect(),
+        exports_of(component),
         &mut Vec::new(),
         0,
         &mut |path, func| {
