@@ -482,3 +482,71 @@ fn serve_reloads_its_tools_directory_and_tells_the_client() {
         "{stderr}"
     );
 }
+
+/// A component of plain typed exports is kept in the index as a contract component is: a later
+/// start serves its functions (and says which were left out) with nothing read, compiled or
+/// instantiated, and its first call reads its code from the cache.
+#[test]
+fn a_typed_component_is_known_from_the_index() {
+    let _guard = crate::support::exclusive();
+    let rig = Rig::new();
+    std::fs::write(rig.tools.join("probe.wasm"), crate::guests::TYPED_PROBE).expect("write");
+    let names = |runtime: &Runtime| -> (Vec<String>, Vec<String>) {
+        let mut tools: Vec<String> = runtime
+            .registry()
+            .entries()
+            .iter()
+            .map(|entry| entry.schema.name.clone())
+            .collect();
+        tools.sort();
+        let mut left_out: Vec<String> = runtime
+            .load_errors()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        left_out.sort();
+        (tools, left_out)
+    };
+    let cold = rig.builder().build().expect("runtime");
+    assert_eq!(cold.cache_stats().misses, 1, "{:?}", cold.cache_stats());
+    let (tools, left_out) = names(&cold);
+    assert!(tools.contains(&"echo".to_owned()), "{tools:?}");
+    assert!(!left_out.is_empty(), "the resource functions are left out");
+    let schema = cold.info("add").map(|info| info.input_schema);
+    drop(cold);
+
+    let warm = rig.builder().build().expect("runtime");
+    assert_eq!(
+        warm.cache_stats(),
+        CacheStats {
+            indexed: 1,
+            ..CacheStats::default()
+        },
+        "known from the index: no component read, no code loaded"
+    );
+    assert_eq!(warm.resident_code_bytes(), 0);
+    assert_eq!(
+        names(&warm),
+        (tools, left_out),
+        "the same tools, the same left out"
+    );
+    assert_eq!(warm.info("add").map(|info| info.input_schema), schema);
+    assert_eq!(
+        result_text(answer(&warm, "echo", r#"{"text":"from the index"}"#)),
+        "from the index"
+    );
+    assert_eq!(warm.cache_stats().hits, 1, "{:?}", warm.cache_stats());
+    assert!(warm.resident_code_bytes() > 0);
+    // Its arguments are still checked against the schema made from its types.
+    let refused = answer(&warm, "add", r#"{"a":256,"b":1}"#);
+    assert!(
+        matches!(
+            &refused,
+            ToolResponse::Failed {
+                kind: toolcell::FailureKind::InvalidInput,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+}

@@ -231,8 +231,8 @@ impl Loader {
             .and_then(|(slot, identity)| indexes.get(*slot)?.get(&found.source, identity))
             .cloned();
         // Its digest and description, without reading it if the index knows it.
-        let (digest, mut info, bytes) = match known {
-            Some(entry) => (entry.sha256, Some(entry.info), None),
+        let (digest, mut info, typed, bytes) = match known {
+            Some(entry) => (entry.sha256, Some(entry.info), entry.typed, None),
             None => {
                 let bytes = match &found.origin {
                     Origin::Static(bytes) => std::borrow::Cow::Borrowed(*bytes),
@@ -249,11 +249,12 @@ impl Loader {
                     Some(digest) => digest.clone(),
                     None => crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
                 };
-                let info = by_digest
+                let (info, typed) = by_digest
                     .as_deref()
                     .and_then(|index| index.get(&digest, &digest))
-                    .map(|entry| entry.info.clone());
-                (digest, info, Some(bytes))
+                    .map(|entry| (Some(entry.info.clone()), entry.typed.clone()))
+                    .unwrap_or_default();
+                (digest, info, typed, Some(bytes))
             }
         };
         // An unchanged component keeps its tools, unless it is read by its types: its tools'
@@ -282,6 +283,35 @@ impl Loader {
                 })?,
         };
         let evictable = self.cache.in_use();
+        // A typed component the index knows: its tools from what the index kept, its code
+        // compiled (or read from the cache) on its first call, as a contract tool's is.
+        let typed_known = typed.is_some();
+        if self.cache.in_use()
+            && let Some(reflected) = typed.and_then(crate::wasm::typed::Indexed::reflected)
+        {
+            wasm.code().described_from_index();
+            let code = Arc::new(LazyCode::new(
+                digest.clone(),
+                entry,
+                found.origin,
+                evictable,
+            ));
+            let beside = self.policy_yaml_of(&found.source, &code);
+            return self
+                .typed_tools(
+                    &found.source,
+                    found.provenance,
+                    code,
+                    reflected,
+                    digest,
+                    beside,
+                )
+                .map_err(refused);
+        }
+        if typed_known {
+            // What the index kept no longer passes this toolcell's checks: read it again.
+            info = None;
+        }
         let (code, schemas) = match (info.clone(), bytes.as_deref()) {
             // Known: nothing is compiled, linked or instantiated now.
             (Some(_), _) if self.cache.in_use() => {
@@ -335,6 +365,27 @@ impl Loader {
                     crate::wasm::load::Loaded::Contract(loaded) => *loaded,
                     crate::wasm::load::Loaded::Typed(typed) => {
                         wasm.code().admit(&code, typed.pre, typed.code_bytes);
+                        // Remembered, as a contract component's description is.
+                        let kept = crate::wasm::typed::Indexed::of(&typed.reflected);
+                        if let Some(first) = kept.functions.first() {
+                            let entry = |source: &str, identity: &str| IndexEntry {
+                                source: source.to_owned(),
+                                identity: identity.to_owned(),
+                                sha256: digest.clone(),
+                                info: first.info.clone(),
+                                typed: Some(kept.clone()),
+                            };
+                            if let Some((slot, identity)) = &found.indexed
+                                && let Some(index) = indexes.get_mut(*slot)
+                            {
+                                index.put(entry(&found.source, identity));
+                            }
+                            if let Some(index) = by_digest
+                                && found.indexed.is_none()
+                            {
+                                index.put(entry(&digest, &digest));
+                            }
+                        }
                         let beside = self.policy_yaml_of(&found.source, &code);
                         return self
                             .typed_tools(
@@ -371,6 +422,7 @@ impl Loader {
                 identity: identity.clone(),
                 sha256: digest.clone(),
                 info: info.clone(),
+                typed: None,
             });
         }
         if let Some(index) = by_digest
@@ -381,6 +433,7 @@ impl Loader {
                 identity: digest.clone(),
                 sha256: digest.clone(),
                 info: info.clone(),
+                typed: None,
             });
         }
         let policy = self.policy.tool(&info.name);

@@ -48,8 +48,12 @@ pub(crate) struct IndexEntry {
     pub(crate) identity: String,
     /// Its sha256, lowercase hex.
     pub(crate) sha256: String,
-    /// What it said about itself, as checked at load.
+    /// What it said about itself, as checked at load (for a component of plain typed exports,
+    /// its first function's; `typed` holds them all).
     pub(crate) info: ToolInfo,
+    /// A component of plain typed exports: its functions and those left out, as read at load.
+    #[serde(default)]
+    pub(crate) typed: Option<crate::wasm::typed::Indexed>,
 }
 
 /// The index of one place, as read at start; written back when it changed.
@@ -105,6 +109,7 @@ impl Index {
             known.identity == entry.identity
                 && known.sha256 == entry.sha256
                 && known.info == entry.info
+                && known.typed == entry.typed
         });
         if !same {
             self.entries.insert(entry.source.clone(), entry);

@@ -49,7 +49,7 @@ pub const MAX_INSTANCE_DEPTH: usize = 8;
 pub const MAX_TYPED_TRANSFER_BYTES: usize = 16 << 20;
 
 /// One exported function, served as a tool.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct TypedFunction {
     /// Where it is: its instances' export names, then its own name.
     pub(crate) path: Vec<String>,
@@ -62,7 +62,7 @@ pub(crate) struct TypedFunction {
 }
 
 /// A function left out of a component's tools, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LeftOut {
     /// Where it is, as WIT names it (`fetch`, `local:time-server/time#get-current-time`).
     pub function: String,
@@ -75,6 +75,45 @@ pub struct LeftOut {
 pub(crate) struct Reflected {
     pub(crate) functions: Vec<Arc<TypedFunction>>,
     pub(crate) left_out: Vec<LeftOut>,
+}
+
+/// What the cache's index keeps of a typed component ([`Reflected`], by value): a later start
+/// serves its tools from this, and compiles nothing until one is called.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Indexed {
+    pub(crate) functions: Vec<TypedFunction>,
+    pub(crate) left_out: Vec<LeftOut>,
+}
+
+impl Indexed {
+    /// What the index keeps of `reflected`.
+    pub(crate) fn of(reflected: &Reflected) -> Indexed {
+        Indexed {
+            functions: reflected
+                .functions
+                .iter()
+                .map(|function| TypedFunction::clone(function))
+                .collect(),
+            left_out: reflected.left_out.clone(),
+        }
+    }
+
+    /// It, as a load reads it; `None` if a function's description no longer passes the checks
+    /// a component's does at load (the index was written by another toolcell).
+    pub(crate) fn reflected(self) -> Option<Reflected> {
+        let functions = self
+            .functions
+            .into_iter()
+            .map(|mut function| {
+                function.info = function.info.checked().ok()?;
+                Some(Arc::new(function))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        (!functions.is_empty()).then_some(Reflected {
+            functions,
+            left_out: self.left_out,
+        })
+    }
 }
 
 /// A typed component ready to instantiate, with each function's export index.

@@ -50,7 +50,7 @@ pub const MAX_SHAPE_DEPTH: usize = 32;
 pub const MAX_WIT_NAME_BYTES: usize = 256;
 
 /// A WIT type, as toolcell converts and describes its values.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Shape {
     Bool,
     S8,
