@@ -2079,3 +2079,94 @@ fn a_task_over_http_is_its_tenants_own() {
         "{done}"
     );
 }
+
+/// A 2026-07-28 client listening for the tool list's changes (`subscriptions/listen`) is
+/// acknowledged with the filter toolcell accepts (the tool list only), and told when a tool is
+/// added to the tools directory, on the same stream, tagged with its subscription.
+#[test]
+fn a_listening_client_is_told_when_the_tools_change() {
+    use std::io::{Read as _, Write as _};
+    let tools = tempfile::tempdir().expect("tools");
+    let server = Server::start(&["--tools", &tools.path().to_string_lossy()]);
+    let mut stream = std::net::TcpStream::connect(server.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {
+            "notifications": { "toolsListChanged": true, "promptsListChanged": true },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    // Read what has come so far until `wanted` is in it, for at most `within`.
+    let mut seen = Vec::new();
+    let mut read_until = |wanted: &str, within: Duration| -> String {
+        let started = std::time::Instant::now();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if text.contains(wanted) {
+                return text;
+            }
+            assert!(
+                started.elapsed() < within,
+                "no {wanted} within {within:?}: {text}"
+            );
+            match stream.read(&mut buffer) {
+                Ok(0) => panic!("the stream ended before {wanted}: {text}"),
+                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(error) => panic!("reading the stream: {error}"),
+            }
+        }
+    };
+    let acknowledged = read_until(
+        "notifications/subscriptions/acknowledged",
+        Duration::from_secs(10),
+    );
+    assert!(acknowledged.starts_with("HTTP/1.1 200"), "{acknowledged}");
+    assert!(
+        acknowledged.contains("\"toolsListChanged\":true"),
+        "{acknowledged}"
+    );
+    assert!(
+        !acknowledged.contains("promptsListChanged"),
+        "{acknowledged}"
+    );
+    assert!(
+        !acknowledged.contains("tools/list_changed"),
+        "told before anything changed"
+    );
+    // A tool is added: within the reload's look (every second), the client is told.
+    std::fs::write(tools.path().join("added.wasm"), crate::guests::TYPED_PROBE).expect("write");
+    let told = read_until("notifications/tools/list_changed", Duration::from_secs(15));
+    let event = told
+        .split("notifications/tools/list_changed")
+        .nth(1)
+        .unwrap_or_default();
+    let line = told
+        .lines()
+        .find(|line| line.contains("notifications/tools/list_changed"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("io.modelcontextprotocol/subscriptionId") || event.contains("subscriptionId"),
+        "{line}"
+    );
+}

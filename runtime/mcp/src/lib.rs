@@ -93,6 +93,9 @@ pub struct McpServer {
     approvals: Arc<approval::Approvals>,
     /// The calls that became tasks.
     tasks: Arc<tasks::Tasks>,
+    /// How many times the tool list was made again: each change wakes the clients listening
+    /// (`subscriptions/listen`, 2026-07-28) to be told the tools changed.
+    tools_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl McpServer {
@@ -105,6 +108,7 @@ impl McpServer {
             tools: Arc::new(std::sync::RwLock::new(tools)),
             approvals: Arc::new(approval::Approvals::local()),
             tasks: Arc::default(),
+            tools_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -142,6 +146,8 @@ impl McpServer {
     pub fn refresh_tools(&self) {
         let tools = tool_list(&self.runtime);
         *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.tools_changed
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
     /// Reload the runtime's tools whenever their sources change (looking every
@@ -327,6 +333,38 @@ impl ServerHandler for McpServer {
                 .build(),
         )
         .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// A 2026-07-28 client may listen for the tool list's changes (the only list toolcell
+    /// says changes); every other kind of notification it asks for is left out of the filter.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut accepted = rmcp::model::SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    /// Tell the listening client each time the tool list is made again (the tools directory
+    /// changed: [`McpServer::watch_tools`]), until it stops listening.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.tools_changed.subscribe();
+        changes.mark_unchanged();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    if let Err(error) = context.sink().notify_tool_list_changed().await {
+                        tracing::debug!(%error, "a listening client was not told the tools changed");
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 
     async fn list_tools(
