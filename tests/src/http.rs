@@ -2170,3 +2170,75 @@ fn a_listening_client_is_told_when_the_tools_change() {
         "{line}"
     );
 }
+
+/// One client may listen on at most `MAX_LISTENERS_PER_CLIENT` streams at once (a listening
+/// stream holds its connection for as long as the client wants): the next is refused, and
+/// another client still listens.
+#[test]
+fn one_client_listens_on_a_bounded_number_of_streams() {
+    use std::io::{Read as _, Write as _};
+    let tools = tempfile::tempdir().expect("tools");
+    let server = Server::start(&["--tools", &tools.path().to_string_lossy()]);
+    let listen = |from: &str| -> (std::net::TcpStream, String) {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {
+                "notifications": { "toolsListChanged": true },
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        })
+        .to_string();
+        let local: SocketAddr = format!("{from}:0").parse().expect("address");
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        socket.bind(&local.into()).expect("bind");
+        socket.connect(&server.addr.into()).expect("connect");
+        let mut stream: std::net::TcpStream = socket.into();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send");
+        let started = Instant::now();
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if text.contains("too many streams") || text.contains("acknowledged") {
+                // The ack comes first; a refusal follows it at once.
+                std::thread::sleep(Duration::from_millis(300));
+                if let Ok(n) = stream.read(&mut buffer) {
+                    seen.extend_from_slice(&buffer[..n]);
+                }
+                return (stream, String::from_utf8_lossy(&seen).into_owned());
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "{text}");
+            match stream.read(&mut buffer) {
+                Ok(0) => return (stream, text),
+                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                Err(_) => {}
+            }
+        }
+    };
+    let held: Vec<_> = (0..toolcell_mcp::MAX_LISTENERS_PER_CLIENT)
+        .map(|_| listen("127.0.0.1"))
+        .collect();
+    for (_, answer) in &held {
+        assert!(!answer.contains("too many streams"), "{answer}");
+    }
+    let (_, refused) = listen("127.0.0.1");
+    assert!(refused.contains("too many streams"), "{refused}");
+    // Another client (another loopback address) still listens.
+    let (_, other) = listen("127.0.0.2");
+    assert!(!other.contains("too many streams"), "{other}");
+    assert!(other.contains("acknowledged"), "{other}");
+}

@@ -96,7 +96,19 @@ pub struct McpServer {
     /// How many times the tool list was made again: each change wakes the clients listening
     /// (`subscriptions/listen`, 2026-07-28) to be told the tools changed.
     tools_changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The clients listening now (`subscriptions/listen`), and on how many streams each.
+    listeners: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
 }
+
+/// How many streams one client may listen on at once: one is what a client needs, a few more
+/// for a client with several windows. A listening stream holds its connection for as long as
+/// the client wants, unlike a call (bounded by its deadline and the tenant's `in_flight`), so
+/// without this bound a few clients could hold every connection the server has.
+pub const MAX_LISTENERS_PER_CLIENT: usize = 4;
+
+/// How many streams all clients together may listen on: an eighth of the server's connections,
+/// so that listeners never crowd out calls.
+pub const MAX_LISTENERS: usize = 128;
 
 impl McpServer {
     /// A server for `runtime`; the tool list is built here, and again by
@@ -109,6 +121,7 @@ impl McpServer {
             approvals: Arc::new(approval::Approvals::local()),
             tasks: Arc::default(),
             tools_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
+            listeners: Arc::default(),
         }
     }
 
@@ -349,6 +362,16 @@ impl ServerHandler for McpServer {
     /// Tell the listening client each time the tool list is made again (the tools directory
     /// changed: [`McpServer::watch_tools`]), until it stops listening.
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let client = owner(context.request_context()).to_owned();
+        let Some(_place) = Listening::enter(&self.listeners, client) else {
+            return Err(McpError::invalid_request(
+                format!(
+                    "too many streams listen now (at most {MAX_LISTENERS_PER_CLIENT} a client, \
+                     {MAX_LISTENERS} in all); close one first"
+                ),
+                None,
+            ));
+        };
         let mut changes = self.tools_changed.subscribe();
         changes.mark_unchanged();
         loop {
@@ -723,5 +746,43 @@ impl From<&str> for ConfigError {
 impl From<ConfigError> for String {
     fn from(error: ConfigError) -> String {
         error.0
+    }
+}
+
+/// One client's place among the listening streams, given back when dropped.
+struct Listening {
+    listeners: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    client: String,
+}
+
+impl Listening {
+    /// A place for `client`, if it and the server are under their bounds.
+    fn enter(
+        listeners: &Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+        client: String,
+    ) -> Option<Listening> {
+        let mut held = listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = held.values().sum();
+        let own = held.get(&client).copied().unwrap_or(0);
+        if total >= MAX_LISTENERS || own >= MAX_LISTENERS_PER_CLIENT {
+            return None;
+        }
+        held.insert(client.clone(), own + 1);
+        Some(Listening {
+            listeners: Arc::clone(listeners),
+            client,
+        })
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut held = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = held.get_mut(&self.client) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&self.client);
+            }
+        }
     }
 }
