@@ -6,7 +6,7 @@
 //! the keys granted; the same tools answer through the command line and over MCP.
 
 use crate::support::toolcell_command;
-use crate::typed::{call, result, text};
+use crate::typed::{call, result, text, tool_names};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener};
@@ -104,13 +104,7 @@ pub(crate) fn files_rs() {
     let ws = workspace();
     let files = [("files", crate::guests::FILES_RS, Some(FILES_YAML))];
     let (runtime, _tools) = served(&files, ws.path(), WRITE_TIED, Approval::Once);
-    let mut names: Vec<String> = runtime
-        .registry()
-        .entries()
-        .iter()
-        .map(|entry| entry.schema.name.clone())
-        .collect();
-    names.sort();
+    let names = tool_names(&runtime);
     assert_eq!(names, ["list-directory", "read-file", "write-file"]);
     // wit-bindgen writes no `package-docs`: a generated sentence, naming the parameter.
     let info = runtime.info("read-file").expect("read-file");

@@ -492,13 +492,7 @@ fn a_typed_component_is_known_from_the_index() {
     let rig = Rig::new();
     std::fs::write(rig.tools.join("probe.wasm"), crate::guests::TYPED_PROBE).expect("write");
     let names = |runtime: &Runtime| -> (Vec<String>, Vec<String>) {
-        let mut tools: Vec<String> = runtime
-            .registry()
-            .entries()
-            .iter()
-            .map(|entry| entry.schema.name.clone())
-            .collect();
-        tools.sort();
+        let tools = crate::typed::tool_names(runtime);
         let mut left_out: Vec<String> = runtime
             .load_errors()
             .iter()

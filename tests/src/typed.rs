@@ -27,6 +27,18 @@ pub(crate) fn text(response: ToolResponse) -> String {
     }
 }
 
+/// The names of the tools `runtime` serves, sorted.
+pub(crate) fn tool_names(runtime: &Runtime) -> Vec<String> {
+    let mut names: Vec<String> = runtime
+        .registry()
+        .entries()
+        .iter()
+        .map(|entry| entry.schema.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The `{"result": ...}` of a structured answer.
 pub(crate) fn result(response: ToolResponse) -> Value {
     let text = text(response);
@@ -41,13 +53,7 @@ const SHAPES: &str = "probe_typed_shapes_0_1_0";
 #[test]
 pub(crate) fn typed_probe() {
     let runtime = probe();
-    let mut names: Vec<String> = runtime
-        .registry()
-        .entries()
-        .iter()
-        .map(|entry| entry.schema.name.clone())
-        .collect();
-    names.sort();
+    let names = tool_names(&runtime);
     assert_eq!(
         names,
         [

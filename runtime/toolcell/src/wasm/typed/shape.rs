@@ -208,20 +208,36 @@ impl Shape {
         matches!(self, Shape::Option(_))
     }
 
+    /// The least and greatest value of an integer shape; `None` for any other.
+    fn range(&self) -> Option<(i128, i128)> {
+        Some(match self {
+            Shape::S8 => (i8::MIN.into(), i8::MAX.into()),
+            Shape::U8 => (0, u8::MAX.into()),
+            Shape::S16 => (i16::MIN.into(), i16::MAX.into()),
+            Shape::U16 => (0, u16::MAX.into()),
+            Shape::S32 => (i32::MIN.into(), i32::MAX.into()),
+            Shape::U32 => (0, u32::MAX.into()),
+            Shape::S64 => (i64::MIN.into(), i64::MAX.into()),
+            Shape::U64 => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
     /// The JSON Schema of this shape's values.
     pub(crate) fn schema(&self) -> Value {
-        let integer =
-            |min: i128, max: i128| json!({ "type": "integer", "minimum": min, "maximum": max });
+        if let Some((min, max)) = self.range() {
+            return json!({ "type": "integer", "minimum": min, "maximum": max });
+        }
         match self {
             Shape::Bool => json!({ "type": "boolean" }),
-            Shape::S8 => integer(i8::MIN.into(), i8::MAX.into()),
-            Shape::U8 => integer(0, u8::MAX.into()),
-            Shape::S16 => integer(i16::MIN.into(), i16::MAX.into()),
-            Shape::U16 => integer(0, u16::MAX.into()),
-            Shape::S32 => integer(i32::MIN.into(), i32::MAX.into()),
-            Shape::U32 => integer(0, u32::MAX.into()),
-            Shape::S64 => integer(i64::MIN.into(), i64::MAX.into()),
-            Shape::U64 => integer(0, u64::MAX.into()),
+            Shape::S8
+            | Shape::U8
+            | Shape::S16
+            | Shape::U16
+            | Shape::S32
+            | Shape::U32
+            | Shape::S64
+            | Shape::U64 => json!({ "type": "integer" }),
             Shape::F32 | Shape::F64 => json!({
                 "anyOf": [
                     { "type": "number" },
@@ -284,15 +300,12 @@ impl Shape {
 
     /// A few words on what a value is, for generated descriptions ("an integer from 0 to 255").
     pub(crate) fn phrase(&self) -> String {
-        let integer = |min: i128, max: i128| format!("an integer from {min} to {max}");
         match self {
             Shape::Bool => "true or false".to_owned(),
-            Shape::S8 => integer(i8::MIN.into(), i8::MAX.into()),
-            Shape::U8 => integer(0, u8::MAX.into()),
-            Shape::S16 => integer(i16::MIN.into(), i16::MAX.into()),
-            Shape::U16 => integer(0, u16::MAX.into()),
-            Shape::S32 => integer(i32::MIN.into(), i32::MAX.into()),
-            Shape::U32 => integer(0, u32::MAX.into()),
+            Shape::S8 | Shape::U8 | Shape::S16 | Shape::U16 | Shape::S32 | Shape::U32 => {
+                let (min, max) = self.range().unwrap_or_default();
+                format!("an integer from {min} to {max}")
+            }
             Shape::S64 => "a 64-bit integer".to_owned(),
             Shape::U64 => "an unsigned 64-bit integer".to_owned(),
             Shape::F32 | Shape::F64 => "a number".to_owned(),
