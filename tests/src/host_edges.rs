@@ -156,6 +156,15 @@ fn a_bind_mount_of_procfs_in_a_workspace_is_refused_by_what_it_is() {
     let output = std::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
         .env("TOOLCELL_TEST_SECRET", "needle-in-the-environment")
+        // The tests' own compile cache, never the user's.
+        .env(
+            toolcell::cache::CACHE_DIR_ENV,
+            crate::support::test_cache().0,
+        )
+        .env(
+            toolcell::cache::CACHE_KEY_ENV,
+            crate::support::test_cache().1,
+        )
         .stdin(Stdio::null())
         .output()
         .expect("unshare (util-linux; the tests run as root)");
