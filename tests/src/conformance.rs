@@ -16,7 +16,7 @@ use toolcell::content::Part;
 use toolcell::{CallOptions, CallReport, Runtime, ToolPort as _, ToolRequest, ToolResponse};
 
 /// The fixture tools, as the suite names them.
-fn fixtures() -> [(&'static str, &'static [u8]); 7] {
+fn fixtures() -> [(&'static str, &'static [u8]); 12] {
     use crate::guests::*;
     [
         ("test_simple_text", TEST_SIMPLE_TEXT),
@@ -26,7 +26,51 @@ fn fixtures() -> [(&'static str, &'static [u8]); 7] {
         ("test_multiple_content_types", TEST_MULTIPLE_CONTENT_TYPES),
         ("test_error_handling", TEST_ERROR_HANDLING),
         ("json_schema_2020_12_tool", JSON_SCHEMA_2020_12_TOOL),
+        ("test_tool_with_logging", TEST_TOOL_WITH_LOGGING),
+        ("test_tool_with_progress", TEST_TOOL_WITH_PROGRESS),
+        ("test_missing_capability", TEST_MISSING_CAPABILITY),
+        ("test_logging_tool", TEST_LOGGING_TOOL),
+        ("test_streaming_elicitation", TEST_STREAMING_ELICITATION),
     ]
+}
+
+/// `toolcell serve --http` with the fixtures, each listed to clients (core), and the ways of
+/// talking to the client the suite's fixtures use allowed: as an operator serving them would
+/// write it. Its files live as long as the server.
+struct Served {
+    server: crate::http::Server,
+    _tools: tempfile::TempDir,
+    _policy: tempfile::TempDir,
+}
+
+fn serve(extra: &[&str]) -> Served {
+    let tools = tools_dir(&fixtures());
+    let policy_dir = tempfile::tempdir().expect("temp dir");
+    let policy = policy_dir.path().join("policy.toml");
+    let mut text = String::new();
+    for (name, _) in fixtures() {
+        text.push_str(&format!("[tools.{name}]\ncore = true\n"));
+        if name == "test_missing_capability" {
+            text.push_str("client.sample = { access = \"allow\" }\n");
+        }
+        if name == "test_streaming_elicitation" {
+            text.push_str("client.elicit = { access = \"allow\" }\n");
+        }
+    }
+    std::fs::write(&policy, text).expect("the policy");
+    let mut args = vec![
+        "--tools".to_owned(),
+        tools.path().to_string_lossy().into_owned(),
+        "--policy".to_owned(),
+        policy.to_string_lossy().into_owned(),
+    ];
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Served {
+        server: crate::http::Server::start(&args),
+        _tools: tools,
+        _policy: policy_dir,
+    }
 }
 
 /// `tests/conformance/`.
@@ -103,8 +147,8 @@ fn failing(status: &str) -> bool {
 #[test]
 fn the_official_conformance_suite_passes_but_for_its_listed_exceptions() {
     let _guard = exclusive();
-    let tools = tools_dir(&fixtures());
-    let server = crate::http::Server::start(&["--tools", &tools.path().to_string_lossy()]);
+    let served = serve(&[]);
+    let server = &served.server;
     let out = tempfile::tempdir().expect("temp dir");
     let output = suite(&server.url(), out.path(), &[]);
     let said = format!(
@@ -144,9 +188,8 @@ fn the_official_conformance_suite_passes_but_for_its_listed_exceptions() {
 #[test]
 fn the_conformance_test_fails_when_a_fixture_is_broken() {
     let _guard = exclusive();
-    let tools = tools_dir(&fixtures());
-    let server =
-        crate::http::Server::start(&["--tools", &tools.path().to_string_lossy(), "--cap", "64"]);
+    let served = serve(&["--cap", "64"]);
+    let server = &served.server;
     let out = tempfile::tempdir().expect("temp dir");
     let output = suite(
         &server.url(),
@@ -168,12 +211,103 @@ fn the_conformance_test_fails_when_a_fixture_is_broken() {
     );
 }
 
+/// The revisions of MCP whose requirement sets the newest line of the suite is run under.
+const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
+
+/// The scenarios `tests/conformance-next/expected-failures.yml` lists for `revision` (under a
+/// `REVISION:` line, one `- name  # why` a line).
+fn expected_next(revision: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance-next/expected-failures.yml"),
+    )
+    .expect("the list");
+    let mut current = None;
+    let mut listed = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(header) = trimmed.strip_suffix(':')
+            && !line.starts_with(' ')
+        {
+            current = Some(header.trim_matches('"').to_owned());
+        } else if let Some(name) = trimmed.strip_prefix("- ")
+            && current.as_deref() == Some(revision)
+        {
+            listed.push(name.split('#').next().unwrap_or_default().trim().to_owned());
+        }
+    }
+    listed
+}
+
+/// The suite's newest line (`@modelcontextprotocol/conformance` 0.2.0-alpha.12, pinned in
+/// `tests/conformance-next/`), run as each revision's requirement set (`--requirements`: every
+/// server scenario the revision requires, at its own wire, the tasks extension's among the
+/// 2026-07-28 set): a scenario fails (a FAILURE or a WARNING in its checks) exactly when
+/// `tests/conformance-next/expected-failures.yml` lists it for that revision, with its reason.
+/// The suite's exit code is not what is checked (it fails on any scored failure); its
+/// `checks.json` are.
+#[test]
+fn the_newest_conformance_suite_passes_each_revision_but_for_its_listed_exceptions() {
+    let _guard = exclusive();
+    let (suite, loader) = crate::toolchains::conformance_suite_next();
+    let served = serve(&[]);
+    let server = &served.server;
+    let mut wrong = Vec::new();
+    for revision in REVISIONS {
+        let out = tempfile::tempdir().expect("temp dir");
+        let output = Command::new("node")
+            .arg("--import")
+            .arg(&loader)
+            .arg(&suite)
+            .args([
+                "server",
+                "--url",
+                &server.url(),
+                "--requirements",
+                revision,
+                "-o",
+            ])
+            .arg(out.path())
+            .output()
+            .expect("node is needed for the conformance test");
+        let said = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let results = results(out.path());
+        assert!(
+            results.len() >= 25,
+            "{revision}: too few scenarios ran: {results:?}\n{said}\nserver:\n{}",
+            server.stderr()
+        );
+        let expected = expected_next(revision);
+        for (scenario, statuses) in &results {
+            let failed = statuses.iter().any(|status| failing(status));
+            let listed = expected.iter().any(|name| is(scenario, name));
+            if failed != listed {
+                wrong.push(format!(
+                    "{revision} {scenario}: {statuses:?}, but the list says it {} fail",
+                    if listed { "should" } else { "should not" }
+                ));
+            }
+        }
+        for name in &expected {
+            if !results.iter().any(|(scenario, _)| is(scenario, name)) {
+                wrong.push(format!("{revision} {name} is listed but did not run"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 fn runtime() -> Runtime {
     let mut builder = crate::support::builder().builtin_tools(false);
     for (name, bytes) in fixtures() {
         builder = builder.component(format!("{name}.wasm"), bytes);
     }
-    builder.build().expect("runtime")
+    let runtime = builder.build().expect("runtime");
+    assert_eq!(runtime.load_errors(), &[], "every fixture loads");
+    runtime
 }
 
 fn call(tool: &str) -> CallReport {
@@ -247,6 +381,7 @@ pub(crate) fn json_schema_2020_12_tool() {
         "https://json-schema.org/draft/2020-12/schema"
     );
     assert_eq!(info.input_schema["additionalProperties"], false);
+    assert_eq!(info.input_schema["$defs"]["address"]["$anchor"], "address");
     let call = |arguments: Value| {
         runtime.call(&ToolRequest::new(
             "t",
@@ -258,6 +393,14 @@ pub(crate) fn json_schema_2020_12_tool() {
         call(json!({"name": "a", "address": {"city": "b"}})),
         ToolResponse::Result { .. }
     ));
+    // The composition and conditional keywords are enforced, not only served: neither a name
+    // nor an address (`anyOf`), and an admin without an address (`if` / `then`), are refused.
+    for refused in [json!({}), json!({"name": "admin"})] {
+        assert!(
+            matches!(call(refused.clone()), ToolResponse::Failed { .. }),
+            "{refused}"
+        );
+    }
     let refused = call(json!({"name": "a", "address": {"city": 7}, "nmae": "x"}));
     let ToolResponse::Failed { message, .. } = &refused else {
         panic!("{refused:?}")

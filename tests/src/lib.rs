@@ -76,6 +76,8 @@ mod python_tools;
 #[cfg(test)]
 mod structured;
 #[cfg(test)]
+mod talking;
+#[cfg(test)]
 mod traces;
 #[cfg(test)]
 mod typed;
@@ -111,7 +113,11 @@ mod guest_tests {
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
-    pub(crate) use crate::parts::{contract_v2, painter};
+    pub(crate) use crate::parts::{contract_v2, contract_v3, painter};
     pub(crate) use crate::structured::{old_contract, structured};
+    pub(crate) use crate::talking::{
+        talker, test_logging_tool, test_missing_capability, test_streaming_elicitation,
+        test_tool_with_logging, test_tool_with_progress,
+    };
     pub(crate) use crate::typed::typed_probe;
 }

@@ -18,6 +18,7 @@ fn runtime(cap: usize) -> Runtime {
         .component("painter.wasm", crate::guests::PAINTER)
         .component("structured.wasm", crate::guests::STRUCTURED)
         .component("contract_v2.wasm", crate::guests::CONTRACT_V2)
+        .component("contract_v3.wasm", crate::guests::CONTRACT_V3)
         .build()
         .expect("runtime")
         .with_cap(cap)
@@ -190,6 +191,28 @@ pub(crate) fn contract_v2() {
         invalid_output(&report).contains("not JSON"),
         "{:?}",
         report.response
+    );
+}
+
+/// A component built against 0.3.0 (the types inside `tool`, no client needs) loads and
+/// runs: its parts come through as a 0.4.0 tool's do, and it holds no way to its client.
+#[test]
+pub(crate) fn contract_v3() {
+    let runtime = runtime(DEFAULT_RESULT_CAP);
+    assert_eq!(runtime.load_errors(), &[]);
+    let info = runtime.info("contract_v3").expect("listed");
+    assert!(info.capabilities.is_empty() && info.required_client.is_empty());
+    let report = call(&runtime, "contract_v3", json!({"text": "memo"}));
+    assert_eq!(report.parts.len(), 2, "{report:?}");
+    assert_eq!(
+        report.parts[0],
+        toolcell::content::Part::Text {
+            text: "text: memo".to_owned()
+        }
+    );
+    assert!(
+        matches!(&report.parts[1], toolcell::content::Part::ResourceLink { uri, .. } if uri == "memo://memo"),
+        "{report:?}"
     );
 }
 

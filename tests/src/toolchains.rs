@@ -255,6 +255,22 @@ fn built(label: &str, sources: &[PathBuf], build: impl FnOnce(&Path) -> Command)
 /// `tests/conformance/package-lock.json`), installed with `npm ci` into
 /// `target/conformance-suite` if it is missing or was installed from another lock: the path of
 /// its command (run it with `node`).
+/// The conformance suite's newest line (`tests/conformance-next/`), installed once per lock:
+/// its entry script, and the loader that lets Node 20 run it (`node --import LOADER SCRIPT`).
+pub fn conformance_suite_next() -> (PathBuf, PathBuf) {
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let installed = npm_installed(
+        &INSTALLING,
+        &root().join("tests/conformance-next"),
+        &root().join("target/conformance-next"),
+    );
+    (
+        installed.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        root().join("tests/conformance-next/node20/globsync-register.mjs"),
+    )
+}
+
+/// The conformance suite of the 0.1 line (`tests/conformance/`), installed once per lock.
 pub fn conformance_suite() -> PathBuf {
     static INSTALLING: Mutex<()> = Mutex::new(());
     npm_installed(

@@ -48,10 +48,77 @@ pub mod bindings {
 
 use serde::de::DeserializeOwned;
 
-pub use bindings::exports::toolcell::tool::tool::{
-    Capability, CapabilityKind, EmbeddedResource, Info, Media, Part, ResourceContents,
-    ResourceLink, ResourceRef, ToolError,
+pub use bindings::exports::toolcell::tool::tool::Info;
+pub use bindings::toolcell::tool::types::{
+    Capability, CapabilityKind, ClientFeature, ClientNeed, EmbeddedResource, Media, Part,
+    ResourceContents, ResourceLink, ResourceRef, ToolError,
 };
+
+/// Talking to the client that made the call: log messages, progress, and questions for the
+/// model or the person. Declare each feature in your [`Info`] ([`talks`]); the host decides it
+/// per call, and what it does not grant is dropped (log, progress) or answered `denied`
+/// (`ask`).
+pub mod client {
+    pub use crate::bindings::toolcell::tool::client::{
+        Action, Answer, AskError, Content, Elicited, FeatureSet, Form, Level, Message,
+        ModelPreferences, Question, Request, Role, Root, Sampled, Sampling, UrlRequest, ask,
+        features, log, progress,
+    };
+
+    /// Ask the person one form: `schema` is the JSON Schema of the answer (an object of flat
+    /// properties). The answer, or why there is none.
+    pub fn elicit(
+        key: &str,
+        message: &str,
+        schema: &serde_json::Value,
+    ) -> Result<Elicited, AskError> {
+        let form = Request::Elicit(Form {
+            message: message.to_owned(),
+            requested_schema: schema.to_string(),
+        });
+        match one(key, form)? {
+            Answer::Elicited(elicited) => Ok(elicited),
+            _ => Err(AskError::Failed("an answer of another kind".to_owned())),
+        }
+    }
+
+    /// Ask the client's model to answer `prompt` in at most `max_tokens` tokens.
+    pub fn sample(key: &str, prompt: &str, max_tokens: u32) -> Result<Sampled, AskError> {
+        let sampling = Request::Sample(Sampling {
+            messages: vec![Message {
+                role: Role::User,
+                content: Content::Text(prompt.to_owned()),
+            }],
+            system_prompt: None,
+            max_tokens,
+            temperature: None,
+            stop_sequences: Vec::new(),
+            model_preferences: None,
+        });
+        match one(key, sampling)? {
+            Answer::Sampled(sampled) => Ok(sampled),
+            _ => Err(AskError::Failed("an answer of another kind".to_owned())),
+        }
+    }
+
+    /// Ask the client for its roots.
+    pub fn roots(key: &str) -> Result<Vec<Root>, AskError> {
+        match one(key, Request::ListRoots)? {
+            Answer::Roots(roots) => Ok(roots),
+            _ => Err(AskError::Failed("an answer of another kind".to_owned())),
+        }
+    }
+
+    fn one(key: &str, request: Request) -> Result<Answer, AskError> {
+        let mut answers = ask(&[Question {
+            key: key.to_owned(),
+            request,
+        }])?;
+        answers
+            .pop()
+            .ok_or_else(|| AskError::Failed("no answer".to_owned()))
+    }
+}
 
 /// One tool: what it says about itself and how it runs a call.
 pub trait Tool {
@@ -144,7 +211,21 @@ pub fn info(name: &str, description: &str, input_schema: serde_json::Value) -> I
         concurrency_safe: false,
         capabilities: Vec::new(),
         output_schema: None,
+        client_needs: Vec::new(),
     }
+}
+
+/// `info` for a tool that may talk to its client in the ways `features` name: each optional
+/// (the tool copes without it).
+pub fn talks(mut info: Info, features: &[ClientFeature]) -> Info {
+    info.client_needs = features
+        .iter()
+        .map(|feature| ClientNeed {
+            feature: *feature,
+            required: false,
+        })
+        .collect();
+    info
 }
 
 /// `info` for a tool whose result is a JSON object that fits `output_schema` (an object

@@ -67,6 +67,7 @@ export const tool = {
       // The result is one object keyed by pointer: toolcell checks it, and MCP clients get it
       // as structuredContent.
       outputSchema: JSON.stringify(OUTPUT_SCHEMA),
+      clientNeeds: [],
     };
   },
 

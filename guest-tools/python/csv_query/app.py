@@ -11,6 +11,7 @@ import json
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports import tool
+from wit_world.imports import types
 
 SCHEMA = {
     "type": "object",
@@ -44,9 +45,10 @@ class Tool(exports.Tool):
             concurrency_safe=True,
             capabilities=[],
             output_schema=None,
+            client_needs=[],
         )
 
-    def call(self, arguments: str) -> list[tool.Part]:
+    def call(self, arguments: str) -> list[types.Part]:
         args = json.loads(arguments)
         try:
             reader = csv.DictReader(io.StringIO(args["csv"], newline=""), strict=True)
@@ -55,7 +57,7 @@ class Tool(exports.Tool):
             where = args.get("where") or {}
             for name in list(columns) + list(where):
                 if name not in header:
-                    raise Err(tool.ToolError_NotFound(f"no column named {name!r}; the columns are {header}"))
+                    raise Err(types.ToolError_NotFound(f"no column named {name!r}; the columns are {header}"))
             rows = []
             for row in reader:
                 if all(row.get(name) == value for name, value in where.items()):
@@ -63,5 +65,5 @@ class Tool(exports.Tool):
                     if len(rows) == args.get("limit", -1):
                         break
         except csv.Error as error:
-            raise Err(tool.ToolError_InvalidInput(f"the CSV does not parse: {error}"))
-        return [tool.Part_Text(json.dumps(rows))]
+            raise Err(types.ToolError_InvalidInput(f"the CSV does not parse: {error}"))
+        return [types.Part_Text(json.dumps(rows))]

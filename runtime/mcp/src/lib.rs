@@ -20,6 +20,7 @@
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
 pub mod approval;
+mod client;
 mod content;
 mod front;
 #[cfg(feature = "fuzzing")]
@@ -98,6 +99,9 @@ pub struct McpServer {
     tools_changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// The clients listening now (`subscriptions/listen`), and on how many streams each.
     listeners: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    /// The level a stdio session's client set with `logging/setLevel` (over HTTP none is
+    /// kept: one client's level must not be another's).
+    session_level: client::SessionLevel,
 }
 
 /// How many streams one client may listen on at once: one is what a client needs, a few more
@@ -122,6 +126,7 @@ impl McpServer {
             tasks: Arc::default(),
             tools_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
             listeners: Arc::default(),
+            session_level: client::SessionLevel::default(),
         }
     }
 
@@ -337,12 +342,14 @@ fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
 }
 
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // logging: see `client.rs`
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_tasks()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
@@ -388,6 +395,21 @@ impl ServerHandler for McpServer {
                 }
             }
         }
+    }
+
+    /// A 2025-11-25 client's least level of log messages: kept for a stdio session (its one
+    /// client); over HTTP, served without sessions, answered and not kept (the next request
+    /// may be another client's), so log messages go at the default level there.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if front::from_front(&context.extensions).is_none() {
+            self.session_level.set(client::level_of(request.level));
+        }
+        Ok(())
     }
 
     async fn list_tools(
@@ -511,6 +533,24 @@ impl McpServer {
                 &arguments,
             )
             .await?;
+        // The way to the request's client for a tool that talks to it: what the client offers
+        // is read once, here, for the gate and the tool alike.
+        let link = client::RequestClient::new(client::Reach {
+            peer,
+            meta,
+            capabilities: capabilities.as_ref(),
+            stateless,
+            session: session.is_some(),
+            session_level: self.session_level.get(),
+        });
+        let call_context = call_context.with_client(Arc::new(link));
+        // A tool that reports its own progress is not interleaved with the host's ticks (the
+        // values on one token must rise).
+        let reports_progress = self.runtime.info(name).is_some_and(|info| {
+            info.capabilities
+                .iter()
+                .any(|capability| capability.kind == toolcell::CapabilityKind::ClientProgress)
+        });
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
         let asked_arguments = round.as_ref().map(|_| arguments.to_string());
@@ -530,7 +570,7 @@ impl McpServer {
             async move { runtime.run(&call).await },
             span,
         ));
-        let progress = peer.and_then(|peer| {
+        let progress = peer.filter(|_| !reports_progress).and_then(|peer| {
             meta.get_progress_token()
                 .map(|token| tasks::Progress::new(peer.clone(), token))
         });
@@ -629,6 +669,15 @@ impl McpServer {
         }
         if let Some(front) = &front {
             front.ended(&self.runtime, &report, started).await;
+        }
+        // A stateless-era tool that cannot work without what this request's client does not
+        // offer: the protocol's error, naming what the client must offer.
+        if stateless
+            && let ToolResponse::Denied {
+                reason: DenyReason::ClientLacks { capability },
+            } = &report.response
+        {
+            return Err(client::missing_capability(capability));
         }
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round

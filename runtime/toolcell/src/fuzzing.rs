@@ -59,6 +59,7 @@ pub fn compile_schema_text(schema_text: &str) -> Result<CompiledSchema, String> 
         concurrency_safe: true,
         capabilities: Vec::new(),
         output_schema: None,
+        client_needs: Vec::new(),
     })?;
     ArgumentSchema::compile_for(&info.input_schema, crate::validate::Subject::Arguments)
         .map(CompiledSchema)

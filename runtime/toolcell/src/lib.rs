@@ -164,10 +164,20 @@ pub mod approval {
     };
 }
 
+/// A tool talking to the client that made its call: the link a server gives each request
+/// ([`CallContext::with_client`]), and the bounds on what a call may send and ask.
+pub mod client {
+    pub use crate::call::client::{
+        AskFailure, Asked, ClientLink, ClientUse, LogLevel, MAX_ANSWER_BYTES,
+        MAX_ASK_ROUNDS_PER_CALL, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_PROGRESS_PER_CALL,
+        MAX_QUESTION_BYTES, MAX_QUESTIONS_PER_CALL, Offered, Question, Sent,
+    };
+}
+
 /// What a native tool is handed beside its [`ToolContext`] (the trait, [`NativeTool`], the
 /// closure helper, [`FnTool`], and [`ToolError`] are at the crate's root).
 pub mod native {
-    pub use crate::gate::grants::{Grants, Preopen};
+    pub use crate::gate::grants::{ClientGrant, Grants, Preopen};
     pub use crate::pipeline::native::{BoxFuture, GrantedPath};
 }
 

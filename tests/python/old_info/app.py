@@ -8,6 +8,7 @@ import json
 
 from wit_world import exports
 from wit_world.exports import tool
+from wit_world.imports import types
 
 
 class Tool(exports.Tool):
@@ -21,5 +22,5 @@ class Tool(exports.Tool):
             capabilities=[],
         )
 
-    def call(self, arguments: str) -> list[tool.Part]:
-        return [tool.Part_Text(arguments)]
+    def call(self, arguments: str) -> list[types.Part]:
+        return [types.Part_Text(arguments)]

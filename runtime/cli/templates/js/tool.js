@@ -35,6 +35,7 @@ export const tool = {
       // A JSON Schema (object) for a JSON result, as text, checked by toolcell on every call;
       // undefined for a plain-text result.
       outputSchema: undefined,
+      clientNeeds: [],
     };
   },
 

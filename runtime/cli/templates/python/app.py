@@ -9,6 +9,7 @@ import json
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports import tool
+from wit_world.imports import types
 
 # The arguments, as a JSON Schema: what the model is told, and what toolcell enforces.
 SCHEMA = {
@@ -29,18 +30,19 @@ class Tool(exports.Tool):
             concurrency_safe=True,
             capabilities=[],
             output_schema=None,
+            client_needs=[],
         )
 
-    def call(self, arguments: str) -> list[tool.Part]:
-        """The result's parts, or raise Err(tool.ToolError_InvalidInput(...)) (or _NotFound,
+    def call(self, arguments: str) -> list[types.Part]:
+        """The result's parts, or raise Err(types.ToolError_InvalidInput(...)) (or _NotFound,
         _Denied, _Failed) for a failure the model reads. Any other exception is a crash:
         toolcell reports it as a trap (and shows what it wrote to stderr).
 
-        A part is text (tool.Part_Text), an image or audio (tool.Part_Image(tool.Media(
+        A part is text (types.Part_Text), an image or audio (types.Part_Image(types.Media(
         mime_type="image/png", data=png_bytes))), a resource carried whole
-        (tool.Part_Resource(tool.EmbeddedResource(...))) or a link to one
-        (tool.Part_ResourceLink(...)); see wit/tool.wit."""
+        (types.Part_Resource(types.EmbeddedResource(...))) or a link to one
+        (types.Part_ResourceLink(...)); see wit/tool.wit."""
         name = json.loads(arguments)["name"].strip()
         if not name:
-            raise Err(tool.ToolError_InvalidInput("the name is blank"))
-        return [tool.Part_Text(f"Hello, {name}!")]
+            raise Err(types.ToolError_InvalidInput("the name is blank"))
+        return [types.Part_Text(f"Hello, {name}!")]

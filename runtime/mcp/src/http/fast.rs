@@ -88,8 +88,10 @@ pub(super) fn accept(
         return None;
     }
     let meta = RequestMetaObject::from(call.meta.take()?);
-    // A progress token asks for notifications before the answer: rmcp streams those (SSE).
+    // A progress token or a log level asks for notifications before the answer: rmcp streams
+    // those (SSE).
     if meta.contains_key("progressToken")
+        || meta.contains_key("io.modelcontextprotocol/logLevel")
         || meta
             .protocol_version()
             .is_none_or(|version| version != STATELESS)

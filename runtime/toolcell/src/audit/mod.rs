@@ -100,6 +100,10 @@ pub struct AuditRecord {
     pub bytes: usize,
     /// Whether the result was cut to the cap.
     pub truncated: bool,
+    /// What the call sent its client and asked it, by shape (counts and bytes, never what
+    /// was said); left out when it did neither.
+    #[serde(skip_serializing_if = "crate::call::client::ClientUse::is_empty")]
+    pub client: crate::call::client::ClientUse,
 }
 
 fn is_unmeasured(cost: &Cost) -> bool {
@@ -263,6 +267,7 @@ impl AuditRecord {
             cost: report.cost,
             bytes,
             truncated,
+            client: report.client,
         }
     }
 }

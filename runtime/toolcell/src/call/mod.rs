@@ -4,6 +4,7 @@
 //! dispatch, the result cap, per-call limits and the stop flag. It depends on no other stage.
 
 pub(crate) mod cap;
+pub(crate) mod client;
 pub(crate) mod content;
 pub(crate) mod dispatch;
 pub(crate) mod fake;

@@ -166,6 +166,12 @@ pub enum DenyReason {
         /// Why, in words a model can act on.
         why: String,
     },
+    /// The tool cannot work without a way of talking to its client that this request's
+    /// client does not offer (over MCP: error -32021, naming what it must offer).
+    ClientLacks {
+        /// The feature, as the policy names it (`client.sample`).
+        capability: String,
+    },
 }
 
 impl fmt::Display for DenyReason {
@@ -196,6 +202,10 @@ impl fmt::Display for DenyReason {
                 resource,
                 why,
             } => write!(f, "{capability} on {resource:?} is not allowed: {why}"),
+            DenyReason::ClientLacks { capability } => write!(
+                f,
+                "the tool needs {capability}, which this request's client does not offer"
+            ),
         }
     }
 }

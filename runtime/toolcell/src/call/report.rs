@@ -44,6 +44,8 @@ pub struct CallReport {
     pub parts: Vec<crate::call::content::Part>,
     /// What the call's guest used, where the host measured it.
     pub cost: Cost,
+    /// What the call sent its client and asked it, by shape.
+    pub client: crate::call::client::ClientUse,
 }
 
 /// What one call's guest used, as far as the host could see (a native tool's use is not
@@ -76,6 +78,7 @@ impl CallReport {
             structured: None,
             parts: Vec::new(),
             cost: Cost::default(),
+            client: crate::call::client::ClientUse::default(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! handles in its context.
 
 use crate::policy::HostPattern;
+use crate::tool::info::CapabilityKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,52 @@ pub struct Grants {
     /// The workspace's credential files that have other names, by identity
     /// (`gate/secrets.rs`): an open of one under another name is refused.
     pub(crate) credentials: crate::gate::secrets::Identities,
+    /// The ways the call may talk to its client, and the way to it.
+    pub client: ClientGrant,
+}
+
+/// The ways one call may talk to its client (`client.*` kinds the gate granted), and the link
+/// to the client of the request, if it has one. What the call may do is both: granted here
+/// and offered by the link.
+#[derive(Default, Clone)]
+pub struct ClientGrant {
+    /// The `client.*` capability kinds granted.
+    pub granted: Vec<CapabilityKind>,
+    /// The `client.*` kinds the policy gates and no saved rule covers: a person is asked the
+    /// first time the call asks a question of one (not before the call: a call may never use
+    /// it), through `approver`.
+    pub gated: Vec<CapabilityKind>,
+    /// The request's client, if there is one to talk to.
+    pub link: Option<Arc<dyn crate::call::client::ClientLink>>,
+    /// The tool's name, which labels what it asks the person.
+    pub tool: String,
+    /// Who decides a gated kind (the context's approver, else the runtime's), the agent and
+    /// workspace the question names, and how long the call may wait for them.
+    pub approval: Option<ClientApproval>,
+}
+
+/// What a call needs to ask a person about a gated way of talking to its client.
+#[derive(Clone)]
+pub struct ClientApproval {
+    /// Who is asked.
+    pub approver: Arc<dyn crate::gate::approval::Approver>,
+    /// The agent whose call asks.
+    pub agent: String,
+    /// The workspace, where an "always" answer is saved.
+    pub workspace: Option<Arc<crate::gate::workspace::Workspace>>,
+    /// The call's deadline, as the longest wait.
+    pub wait: std::time::Duration,
+}
+
+impl std::fmt::Debug for ClientGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientGrant")
+            .field("granted", &self.granted)
+            .field("gated", &self.gated)
+            .field("link", &self.link.is_some())
+            .field("approval", &self.approval.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Grants {
@@ -57,6 +104,7 @@ impl std::fmt::Debug for Grants {
             .field("network", &self.network)
             .field("staged", &self.staged.len())
             .field("pending", &self.pending.len())
+            .field("client", &self.client)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +125,20 @@ impl Preopen {
     pub(crate) fn host_path(&self) -> std::path::PathBuf {
         use std::os::fd::AsRawFd as _;
         std::path::PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+}
+
+/// Whether `offered` includes the `client.*` feature `kind` (`client.log`: the client wants
+/// some level of log messages; any other kind: false).
+pub(crate) fn offers(offered: &crate::call::client::Offered, kind: CapabilityKind) -> bool {
+    match kind {
+        CapabilityKind::ClientLog => offered.log_level.is_some(),
+        CapabilityKind::ClientProgress => offered.progress,
+        CapabilityKind::ClientSample => offered.sample,
+        CapabilityKind::ClientElicit => offered.elicit,
+        CapabilityKind::ClientElicitUrl => offered.elicit_url,
+        CapabilityKind::ClientListRoots => offered.list_roots,
+        _ => false,
     }
 }
 

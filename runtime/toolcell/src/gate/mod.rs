@@ -137,6 +137,20 @@ enum FsGrant {
 
 pub use crate::policy::HOST_ENV_PREFIX;
 
+/// What a person is asked about for a way of talking to the client, as an approval's
+/// resource (and a saved rule's): what the tool would reach.
+pub(crate) fn client_resource(kind: CapabilityKind) -> &'static str {
+    match kind {
+        CapabilityKind::ClientSample => "your model",
+        CapabilityKind::ClientElicit => "a form for you",
+        CapabilityKind::ClientElicitUrl => "a web page for you",
+        CapabilityKind::ClientListRoots => "your roots",
+        CapabilityKind::ClientLog => "log messages",
+        CapabilityKind::ClientProgress => "progress",
+        _ => "",
+    }
+}
+
 impl Gate {
     pub(crate) fn new(
         approver: Option<Arc<dyn Approver>>,
@@ -187,6 +201,40 @@ impl Gate {
             let kind = capability.kind;
             let rule = policy.rule(kind);
             match kind {
+                // A way to talk to the client: granted whole, by the policy's rule or the
+                // feature's default. An optional one refused is withheld (the tool runs and is
+                // told `denied` when it asks); a required one refused refuses the call.
+                CapabilityKind::ClientLog
+                | CapabilityKind::ClientProgress
+                | CapabilityKind::ClientSample
+                | CapabilityKind::ClientElicit
+                | CapabilityKind::ClientElicitUrl
+                | CapabilityKind::ClientListRoots => {
+                    let fallback = Rule::new(crate::policy::client_default(kind));
+                    let rule = rule.unwrap_or(&fallback);
+                    let required = info.required_client.contains(&kind);
+                    let resource = client_resource(kind);
+                    // An optional gated kind is decided when the call first asks with it
+                    // (`wasm/client.rs`), unless a saved rule already covers it.
+                    if rule.access == Access::Gated
+                        && !required
+                        && !scope.workspace.is_some_and(|workspace| {
+                            workspace.saved_rule_covers(tool, kind.name(), resource)
+                        })
+                    {
+                        grants.client.gated.push(kind);
+                        continue;
+                    }
+                    match self.allowed(tool, kind, resource, Some(rule), scope, |_| true) {
+                        Ok(by) => {
+                            grants.client.granted.push(kind);
+                            record(kind, resource, by);
+                        }
+                        Err(Refusal::Ask(request)) => return Err(Refusal::Ask(request)),
+                        Err(refusal) if required => return Err(refusal),
+                        Err(_) => {}
+                    }
+                }
                 CapabilityKind::Clock => {
                     grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
                     if grants.clock {

@@ -5,6 +5,7 @@
 //! invocation; so does this. One [`Runtime`](crate::Runtime), with one engine, serves any
 //! number of agents and workspaces at once.
 
+use crate::call::client::ClientLink;
 use crate::call::limits::CallOptions;
 use crate::gate::Approver;
 use crate::gate::workspace::Workspace;
@@ -50,6 +51,13 @@ pub struct CallContext {
     cwd: PathBuf,
     policy: Option<Arc<Policy>>,
     approver: Option<Arc<dyn Approver>>,
+    client: Option<Arc<dyn ClientLink>>,
+}
+
+impl std::fmt::Debug for dyn ClientLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientLink")
+    }
 }
 
 impl Default for CallContext {
@@ -67,7 +75,22 @@ impl CallContext {
             cwd: PathBuf::new(),
             policy: None,
             approver: None,
+            client: None,
         }
+    }
+
+    /// This context's calls may talk to `client` (the request's client): a tool granted
+    /// `client.log`, `client.sample`, ... reaches it through this link and no other. Without
+    /// one, a tool's log messages and progress go nowhere and its questions are answered
+    /// `unsupported`.
+    pub fn with_client(mut self, client: Arc<dyn ClientLink>) -> CallContext {
+        self.client = Some(client);
+        self
+    }
+
+    /// The client this context's calls may talk to, if any.
+    pub fn client(&self) -> Option<&Arc<dyn ClientLink>> {
+        self.client.as_ref()
     }
 
     /// This context's gated calls asked of `approver` instead of the runtime's: the person

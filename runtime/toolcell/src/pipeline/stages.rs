@@ -247,6 +247,27 @@ impl Runtime {
             timeout: limits.timeout.saturating_sub(validating.elapsed()),
             ..limits
         };
+        // A tool that cannot work without a way of talking to its client that this request's
+        // client does not offer is refused before the gate asks anyone anything.
+        let offered = context
+            .client()
+            .map(|link| link.offers())
+            .unwrap_or_default();
+        if let Some(kind) = tool
+            .info
+            .required_client
+            .iter()
+            .find(|kind| !crate::gate::grants::offers(&offered, **kind))
+        {
+            return CallReport {
+                gate: GateDecision::Deny,
+                ..CallReport::host_answer(ToolResponse::Denied {
+                    reason: DenyReason::ClientLacks {
+                        capability: kind.name().to_owned(),
+                    },
+                })
+            };
+        }
         let (mut grants, granted) = if tool.info.capabilities.is_empty() {
             (Grants::default(), Vec::new())
         } else {
@@ -267,6 +288,19 @@ impl Runtime {
                 Err(report) => return *report,
             }
         };
+        // The request's client, for the ways of talking to it the gate granted.
+        grants.client.tool = name.to_owned();
+        grants.client.link = context.client().cloned();
+        grants.client.approval = context
+            .approver()
+            .or(self.gate.approver())
+            .filter(|_| !grants.client.gated.is_empty())
+            .map(|approver| crate::gate::grants::ClientApproval {
+                approver: Arc::clone(approver),
+                agent: context.agent().to_owned(),
+                workspace: context.workspace().cloned(),
+                wait: limits.timeout,
+            });
         // A tool that is not concurrency-safe writes each path it was granted alone: two such
         // calls on one file (a read-compare-write edit, say) run one after the other.
         let _exclusive = if tool.info.concurrency_safe {
@@ -485,7 +519,11 @@ impl Runtime {
         let gated = tool_policy
             .rules
             .values()
-            .any(|rule| rule.access == Access::Gated);
+            .any(|rule| rule.access == Access::Gated)
+            || info.required_client.iter().any(|kind| {
+                tool_policy.rule(*kind).is_none()
+                    && crate::policy::client_default(*kind) == Access::Gated
+            });
         let validated = (approver.is_some() && gated).then(|| checked.clone());
         let mut answers: Answers = Vec::new();
         loop {
@@ -644,6 +682,9 @@ impl Runtime {
                         why: fit(why),
                     },
                     DenyReason::NoGrant => DenyReason::NoGrant,
+                    DenyReason::ClientLacks { capability } => {
+                        DenyReason::ClientLacks { capability }
+                    }
                 },
             },
             other => other,

@@ -701,6 +701,7 @@ struct ToolEntry {
     env: Option<Rule>,
     clock: Option<Rule>,
     config: Option<Rule>,
+    client: Option<ClientEntry>,
     #[serde(default)]
     capabilities: Vec<CapabilityEntry>,
     policy_yaml: Option<PathBuf>,
@@ -757,6 +758,12 @@ pub(crate) fn capability_kind(name: &str) -> Option<CapabilityKind> {
         "env" => CapabilityKind::Env,
         "config" => CapabilityKind::Config,
         "clock" => CapabilityKind::Clock,
+        "client.log" => CapabilityKind::ClientLog,
+        "client.progress" => CapabilityKind::ClientProgress,
+        "client.sample" => CapabilityKind::ClientSample,
+        "client.elicit" => CapabilityKind::ClientElicit,
+        "client.elicit_url" => CapabilityKind::ClientElicitUrl,
+        "client.list_roots" => CapabilityKind::ClientListRoots,
         _ => return None,
     })
 }
@@ -766,6 +773,32 @@ pub(crate) fn capability_kind(name: &str) -> Option<CapabilityKind> {
 struct FilesystemEntry {
     read: Option<Rule>,
     write: Option<Rule>,
+}
+
+/// How a tool may talk to its client: `client.sample = { access = "gated" }`, ... Each
+/// feature left out keeps its default ([`client_default`]).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClientEntry {
+    log: Option<Rule>,
+    progress: Option<Rule>,
+    sample: Option<Rule>,
+    elicit: Option<Rule>,
+    elicit_url: Option<Rule>,
+    list_roots: Option<Rule>,
+}
+
+/// What the gate decides for a client feature the policy does not name: log messages and
+/// progress are allowed (they tell the person what is happening and carry nothing back);
+/// asking the model or the person, or reading their roots, asks the person first (a tool that
+/// samples spends their tokens, one that elicits or reads roots learns what they tell it); a
+/// URL a tool chose is never shown unless the policy allows it (a phishing channel).
+pub(crate) fn client_default(kind: CapabilityKind) -> Access {
+    match kind {
+        CapabilityKind::ClientLog | CapabilityKind::ClientProgress => Access::Allow,
+        CapabilityKind::ClientElicitUrl => Access::Deny,
+        _ => Access::Gated,
+    }
 }
 
 #[derive(Deserialize)]
@@ -800,7 +833,19 @@ impl ToolEntry {
             (CapabilityKind::Env, self.env),
             (CapabilityKind::Clock, self.clock),
             (CapabilityKind::Config, self.config),
-        ] {
+        ]
+        .into_iter()
+        .chain({
+            let client = self.client.unwrap_or_default();
+            [
+                (CapabilityKind::ClientLog, client.log),
+                (CapabilityKind::ClientProgress, client.progress),
+                (CapabilityKind::ClientSample, client.sample),
+                (CapabilityKind::ClientElicit, client.elicit),
+                (CapabilityKind::ClientElicitUrl, client.elicit_url),
+                (CapabilityKind::ClientListRoots, client.list_roots),
+            ]
+        }) {
             if let Some(rule) = rule {
                 rules.insert(kind, rule);
             }

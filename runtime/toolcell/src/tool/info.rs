@@ -47,6 +47,18 @@ pub enum CapabilityKind {
     /// Read one `wasi:config/store` value (a tool of plain typed exports, as the operator
     /// says; the contract has no such capability).
     Config,
+    /// Send the client log messages during a call (`client.log`; granted whole).
+    ClientLog,
+    /// Send the client progress during a call (`client.progress`; granted whole).
+    ClientProgress,
+    /// Ask the client's model (`client.sample`; granted whole).
+    ClientSample,
+    /// Ask the person to fill in a form (`client.elicit`; granted whole).
+    ClientElicit,
+    /// Send the person to a URL (`client.elicit_url`; granted whole).
+    ClientElicitUrl,
+    /// Read the client's roots (`client.list_roots`; granted whole).
+    ClientListRoots,
 }
 
 impl CapabilityKind {
@@ -59,7 +71,28 @@ impl CapabilityKind {
             CapabilityKind::Env => "env",
             CapabilityKind::Clock => "clock",
             CapabilityKind::Config => "config",
+            CapabilityKind::ClientLog => "client.log",
+            CapabilityKind::ClientProgress => "client.progress",
+            CapabilityKind::ClientSample => "client.sample",
+            CapabilityKind::ClientElicit => "client.elicit",
+            CapabilityKind::ClientElicitUrl => "client.elicit_url",
+            CapabilityKind::ClientListRoots => "client.list_roots",
         }
+    }
+
+    /// The ways a tool talks to its client (`client.*`), each granted whole.
+    pub const CLIENT: [CapabilityKind; 6] = [
+        CapabilityKind::ClientLog,
+        CapabilityKind::ClientProgress,
+        CapabilityKind::ClientSample,
+        CapabilityKind::ClientElicit,
+        CapabilityKind::ClientElicitUrl,
+        CapabilityKind::ClientListRoots,
+    ];
+
+    /// True for a way a tool talks to its client (`client.*`).
+    pub fn is_client(self) -> bool {
+        Self::CLIENT.contains(&self)
     }
 }
 
@@ -104,6 +137,11 @@ pub struct ToolInfo {
     /// host checks every result against it: a result that does not fit is a failure
     /// ([`FailureKind::InvalidOutput`](crate::FailureKind::InvalidOutput)).
     pub output_schema: Option<Value>,
+    /// The client features (`client.*` kinds, each also among `capabilities`) without which
+    /// the tool cannot work: a call whose client lacks one, or whose policy does not grant
+    /// one, is refused before the tool runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_client: Vec<CapabilityKind>,
 }
 
 impl ToolInfo {
@@ -123,6 +161,7 @@ impl ToolInfo {
             concurrency_safe: false,
             capabilities: Vec::new(),
             output_schema: None,
+            required_client: Vec::new(),
         }
     }
 
@@ -203,6 +242,26 @@ impl ToolInfo {
                     resource.len()
                 ));
             }
+            if capability.kind.is_client() && capability.target != ResourceRef::Whole {
+                return Err(format!(
+                    "tool {:?}: {} is granted whole, never for a resource",
+                    self.name,
+                    capability.kind.name()
+                ));
+            }
+            if self
+                .capabilities
+                .iter()
+                .filter(|other| other.kind.is_client() && other.kind == capability.kind)
+                .count()
+                > 1
+            {
+                return Err(format!(
+                    "tool {:?} declares {} more than once",
+                    self.name,
+                    capability.kind.name()
+                ));
+            }
             if let ResourceRef::Argument(pointer) = &capability.target
                 && !pointer.starts_with('/')
             {
@@ -212,6 +271,19 @@ impl ToolInfo {
                     self.name, capability.kind
                 ));
             }
+        }
+        if let Some(kind) = self.required_client.iter().find(|kind| {
+            !kind.is_client()
+                || !self
+                    .capabilities
+                    .iter()
+                    .any(|capability| capability.kind == **kind)
+        }) {
+            return Err(format!(
+                "tool {:?} requires {} without declaring it",
+                self.name,
+                kind.name()
+            ));
         }
         Ok(self)
     }

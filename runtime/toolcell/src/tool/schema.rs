@@ -19,9 +19,10 @@
 //!   recurses through, which bounds the validator's stack.
 //!
 //! A `$ref` may only point inside the schema (`#` or `#/json/pointer`), and the keywords that
-//! would make resolution depend on more than a pointer (`$dynamicRef`, `$recursiveRef`,
-//! anchors, a nested `$id`) are refused: the estimate must see the same graph the validator
-//! runs. A `$ref` loop that never descends into the arguments would recurse without end: it is
+//! would make resolution depend on more than a pointer (`$dynamicRef`, `$recursiveRef`, dynamic
+//! and recursive anchors, a nested `$id`, a `$ref` to an anchor) are refused: the estimate must
+//! see the same graph the validator runs. A plain `$anchor` may name a subschema (MCP's JSON
+//! Schema 2020-12 tools do, SEP-2106); since no `$ref` may use it, it changes no edge. A `$ref` loop that never descends into the arguments would recurse without end: it is
 //! refused too. Patterns are compiled by the `regex` crate (linear time; no backreferences or
 //! lookaround, which are refused), each with a bounded program size; and since the schema is
 //! also served to clients whose engines backtrack, a pattern with the shapes that make those
@@ -82,10 +83,9 @@ const SAME_ONE: [&str; 4] = ["not", "if", "then", "else"];
 /// Same-value applicators whose value is an array of schemas.
 const SAME_MANY: [&str; 3] = ["allOf", "anyOf", "oneOf"];
 /// Keywords that make `$ref` resolution depend on more than a JSON pointer.
-const UNSUPPORTED: [&str; 5] = [
+const UNSUPPORTED: [&str; 4] = [
     "$dynamicRef",
     "$recursiveRef",
-    "$anchor",
     "$dynamicAnchor",
     "$recursiveAnchor",
 ];
@@ -708,6 +708,10 @@ mod tests {
         }
         let error = refusal(json!({ "properties": { "a": { "$id": "https://other/" } } }));
         assert!(error.contains("only the root"), "{error}");
+        // An anchor may name a subschema, but nothing may refer to it by that name.
+        cost(json!({ "$defs": { "a": { "$anchor": "a" } }, "$ref": "#/$defs/a" }));
+        let error = refusal(json!({ "$defs": { "a": { "$anchor": "a" } }, "$ref": "#a" }));
+        assert!(error.contains("anchor"), "{error}");
         cost(json!({ "$id": "https://example.com/root", "type": "object" }));
     }
 

@@ -1,14 +1,29 @@
 //! The host bindings generated from `wit/`. The only module that calls `bindgen!`; everything
 //! else speaks the host's own types ([`ToolInfo`](crate::ToolInfo), [`Part`]).
 //!
-//! Three versions of the contract load: `toolcell:tool@0.3.0` (`wit/`, results of parts),
-//! 0.2.0 (one string, and an output schema) and 0.1.0 (one string). An older component's
-//! answers are read as a new one's: its `info` without an output schema where it has none,
-//! its string as one text part.
+//! Four versions of the contract load: `toolcell:tool@0.4.0` (`wit/`: the types in their own
+//! interface, client needs, and the `client` import), 0.3.0 (results of parts), 0.2.0 (one
+//! string, and an output schema) and 0.1.0 (one string). An older component's answers are read
+//! as a new one's: its `info` without client needs or an output schema where it has none, its
+//! string as one text part.
 
-mod generated {
+pub(crate) mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
+        world: "guest",
+        imports: {
+            "toolcell:tool/client.log": async,
+            "toolcell:tool/client.progress": async,
+            "toolcell:tool/client.ask": async | trappable,
+        },
+        exports: { default: async },
+    });
+}
+
+/// The contract as it was in 0.3.0 (the types inside `tool`, no client).
+mod v0_3 {
+    wasmtime::component::bindgen!({
+        path: "wit-0.3.0",
         world: "guest",
         exports: { default: async },
     });
@@ -32,11 +47,12 @@ mod v0_1 {
     });
 }
 
-pub(crate) use generated::exports::toolcell::tool::tool::{Info, ToolError};
+pub(crate) use generated::exports::toolcell::tool::tool::Info;
+pub(crate) use generated::toolcell::tool::types::ToolError;
 
 use crate::call::content::{Contents, Media, Part};
 use crate::tool::info::{Capability, CapabilityKind, MAX_SCHEMA_TEXT_BYTES, ResourceRef, ToolInfo};
-use generated::exports::toolcell::tool::tool as wit;
+use generated::toolcell::tool::types as wit;
 use serde_json::Value;
 use std::sync::Arc;
 use wasmtime::component::InstancePre;
@@ -44,8 +60,10 @@ use wasmtime::{AsContextMut, Result};
 
 /// A component ready to instantiate, by the version of the contract it exports.
 pub(crate) enum GuestPre<T: 'static> {
-    /// `toolcell:tool@0.3.0`, the current contract.
+    /// `toolcell:tool@0.4.0`, the current contract.
     Current(generated::GuestPre<T>),
+    /// `toolcell:tool@0.3.0`.
+    V0_3(v0_3::GuestPre<T>),
     /// `toolcell:tool@0.2.0`.
     V0_2(v0_2::GuestPre<T>),
     /// `toolcell:tool@0.1.0`.
@@ -58,6 +76,7 @@ impl<T: 'static> Clone for GuestPre<T> {
     fn clone(&self) -> Self {
         match self {
             GuestPre::Current(pre) => GuestPre::Current(pre.clone()),
+            GuestPre::V0_3(pre) => GuestPre::V0_3(pre.clone()),
             GuestPre::V0_2(pre) => GuestPre::V0_2(pre.clone()),
             GuestPre::V0_1(pre) => GuestPre::V0_1(pre.clone()),
             GuestPre::Typed(pre) => GuestPre::Typed(pre.clone()),
@@ -111,6 +130,9 @@ impl<T: Send + 'static> GuestPre<T> {
             Ok(pre) => return Ok(GuestPre::Current(pre)),
             Err(error) => error,
         };
+        if let Ok(pre) = v0_3::GuestPre::new(instance_pre.clone()) {
+            return Ok(GuestPre::V0_3(pre));
+        }
         if let Ok(pre) = v0_2::GuestPre::new(instance_pre.clone()) {
             return Ok(GuestPre::V0_2(pre));
         }
@@ -127,6 +149,20 @@ impl<T: Send + 'static> GuestPre<T> {
                 let guest = pre.instantiate_async(&mut store).await?;
                 guest.toolcell_tool_tool().call_describe(&mut store).await
             }
+            GuestPre::V0_3(pre) => {
+                let guest = pre.instantiate_async(&mut store).await?;
+                let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
+                Ok(Info {
+                    name: info.name,
+                    description: info.description,
+                    input_schema: info.input_schema,
+                    read_only: info.read_only,
+                    concurrency_safe: info.concurrency_safe,
+                    capabilities: capabilities_from!(v0_3, info.capabilities),
+                    output_schema: info.output_schema,
+                    client_needs: Vec::new(),
+                })
+            }
             GuestPre::V0_2(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
                 let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
@@ -138,6 +174,7 @@ impl<T: Send + 'static> GuestPre<T> {
                     concurrency_safe: info.concurrency_safe,
                     capabilities: capabilities_from!(v0_2, info.capabilities),
                     output_schema: info.output_schema,
+                    client_needs: Vec::new(),
                 })
             }
             GuestPre::V0_1(pre) => {
@@ -151,6 +188,7 @@ impl<T: Send + 'static> GuestPre<T> {
                     concurrency_safe: info.concurrency_safe,
                     capabilities: capabilities_from!(v0_1, info.capabilities),
                     output_schema: None,
+                    client_needs: Vec::new(),
                 })
             }
             // Described by its types at load (`wasm/typed/`), never asked.
@@ -175,6 +213,16 @@ impl<T: Send + 'static> GuestPre<T> {
                     .call_call(&mut store, arguments)
                     .await?;
                 Ok(answer.map(|parts| parts.into_iter().map(Part::from).collect()))
+            }
+            GuestPre::V0_3(pre) => {
+                let guest = pre.instantiate_async(&mut store).await?;
+                let answer = guest
+                    .toolcell_tool_tool()
+                    .call_call(&mut store, arguments)
+                    .await?;
+                Ok(answer
+                    .map(|parts| parts.into_iter().map(part_from_v0_3).collect())
+                    .map_err(|error| tool_error_from!(v0_3, error)))
             }
             GuestPre::V0_2(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
@@ -230,32 +278,46 @@ impl<T: Send + 'static> GuestPre<T> {
     }
 }
 
-impl From<wit::Part> for Part {
-    fn from(part: wit::Part) -> Self {
-        let media = |media: wit::Media| Media {
+/// The host's part, from a guest's of `$module` (0.4.0's `types`, 0.3.0's `tool`): the same
+/// cases, another generated type.
+macro_rules! part_from {
+    ($module:path, $part:expr) => {{
+        use $module as version;
+        let media = |media: version::Media| Media {
             mime_type: media.mime_type,
             data: Arc::from(media.data),
         };
-        match part {
-            wit::Part::Text(text) => Part::Text { text },
-            wit::Part::Image(image) => Part::Image(media(image)),
-            wit::Part::Audio(audio) => Part::Audio(media(audio)),
-            wit::Part::Resource(resource) => Part::Resource {
+        match $part {
+            version::Part::Text(text) => Part::Text { text },
+            version::Part::Image(image) => Part::Image(media(image)),
+            version::Part::Audio(audio) => Part::Audio(media(audio)),
+            version::Part::Resource(resource) => Part::Resource {
                 uri: resource.uri,
                 mime_type: resource.mime_type,
                 contents: match resource.contents {
-                    wit::ResourceContents::Text(text) => Contents::Text(text),
-                    wit::ResourceContents::Blob(blob) => Contents::Blob(Arc::from(blob)),
+                    version::ResourceContents::Text(text) => Contents::Text(text),
+                    version::ResourceContents::Blob(blob) => Contents::Blob(Arc::from(blob)),
                 },
             },
-            wit::Part::ResourceLink(link) => Part::ResourceLink {
+            version::Part::ResourceLink(link) => Part::ResourceLink {
                 uri: link.uri,
                 name: link.name,
                 description: link.description,
                 mime_type: link.mime_type,
             },
         }
+    }};
+}
+
+impl From<wit::Part> for Part {
+    fn from(part: wit::Part) -> Self {
+        part_from!(generated::toolcell::tool::types, part)
     }
+}
+
+/// A 0.3.0 guest's part.
+fn part_from_v0_3(part: v0_3::exports::toolcell::tool::tool::Part) -> Part {
+    part_from!(v0_3::exports::toolcell::tool::tool, part)
 }
 
 impl From<wit::CapabilityKind> for CapabilityKind {
@@ -280,6 +342,18 @@ impl From<wit::Capability> for Capability {
                 wit::ResourceRef::Whole => ResourceRef::Whole,
             },
         }
+    }
+}
+
+/// The capability kind of a way to talk to the client.
+fn client_kind(feature: wit::ClientFeature) -> CapabilityKind {
+    match feature {
+        wit::ClientFeature::Log => CapabilityKind::ClientLog,
+        wit::ClientFeature::Progress => CapabilityKind::ClientProgress,
+        wit::ClientFeature::Sample => CapabilityKind::ClientSample,
+        wit::ClientFeature::Elicit => CapabilityKind::ClientElicit,
+        wit::ClientFeature::ElicitUrl => CapabilityKind::ClientElicitUrl,
+        wit::ClientFeature::ListRoots => CapabilityKind::ClientListRoots,
     }
 }
 
@@ -323,6 +397,22 @@ impl ToolInfo {
                 }
             },
         };
+        let mut required_client = Vec::new();
+        let mut capabilities: Vec<Capability> = info
+            .capabilities
+            .into_iter()
+            .map(Capability::from)
+            .collect();
+        for need in info.client_needs {
+            let kind = client_kind(need.feature);
+            capabilities.push(Capability {
+                kind,
+                target: ResourceRef::Whole,
+            });
+            if need.required {
+                required_client.push(kind);
+            }
+        }
         ToolInfo {
             name: info.name,
             description: info.description,
@@ -330,11 +420,8 @@ impl ToolInfo {
             output_schema,
             read_only: info.read_only,
             concurrency_safe: info.concurrency_safe,
-            capabilities: info
-                .capabilities
-                .into_iter()
-                .map(Capability::from)
-                .collect(),
+            capabilities,
+            required_client,
         }
         .checked()
     }

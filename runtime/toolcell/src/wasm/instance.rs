@@ -217,6 +217,7 @@ fn report(
         },
         stdout: store.data().stdout.captured(),
         stderr: store.data().stderr.captured(),
+        client: store.data().client.used,
         elapsed: started.elapsed(),
         ..CallReport::host_answer(response)
     }

@@ -47,6 +47,8 @@ pub(crate) const PROVIDED: &[&str] = &[
     "wasi:http/types",
     "wasi:http/outgoing-handler",
     "wasi:config/store@0.2.0-draft|0.2.0-rc.1",
+    "toolcell:tool/types@0.4.0",
+    "toolcell:tool/client@0.4.0",
 ];
 
 /// A component that could not be loaded, and why.
@@ -217,8 +219,8 @@ pub(crate) fn link(
             .map(GuestPre::Typed)
             .ok_or_else(|| {
                 format!(
-                    "it exports neither the toolcell:tool/tool interface (0.3.0, 0.2.0 or \
-                     0.1.0: {contract:#}) nor any function"
+                    "it exports neither the toolcell:tool/tool interface (0.4.0, 0.3.0, \
+                     0.2.0 or 0.1.0: {contract:#}) nor any function"
                 )
             }),
     }

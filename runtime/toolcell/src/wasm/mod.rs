@@ -10,6 +10,7 @@
 
 pub(crate) mod bindings;
 pub(crate) mod cache;
+pub(crate) mod client;
 mod config;
 pub(crate) mod engine;
 pub(crate) mod epoch;
@@ -76,6 +77,9 @@ impl WasmExecutor {
         crate::wasm::guest_fs::link(&mut linker)
             .context("linking the file system rules (no links made, deny-listed names hidden)")?;
         crate::wasm::config::link(&mut linker).context("linking wasi:config/store")?;
+        crate::wasm::sandbox::link(&mut linker)
+            .map_err(anyhow::Error::from)
+            .context("linking toolcell:tool/client")?;
         let ticker = EpochTicker::start(engine.clone()).context("starting the epoch ticker")?;
         Ok(WasmExecutor {
             engine,

@@ -20,6 +20,7 @@ use crate::call::limits::{CallLimiter, Limits};
 use crate::call::report::Captured;
 use crate::gate::grants::FIXED_WALL_CLOCK;
 use crate::gate::grants::Grants;
+use crate::wasm::bindings::generated::toolcell::tool::client as wit;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +57,8 @@ pub(crate) struct CallState {
     hooks: crate::wasm::net::NetworkHooks,
     /// The `wasi:config/store` values the call was granted, by key (`wasm/config.rs`).
     pub(crate) config: Vec<(String, String)>,
+    /// The call's seat at its client: what it may send and ask, and what it has (`wasm/client.rs`).
+    pub(crate) client: crate::wasm::client::ClientSeat,
 }
 
 impl CallState {
@@ -109,6 +112,7 @@ impl CallState {
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             hooks: crate::wasm::net::NetworkHooks::new(Arc::clone(&grants.network)),
             config: grants.config.clone(),
+            client: crate::wasm::client::ClientSeat::new(&grants.client),
         }
     }
 }
@@ -252,6 +256,53 @@ impl tokio::io::AsyncWrite for CapturePipe {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
+}
+
+// The contract's `client` interface: each function is the call's seat's (`wasm/client.rs`).
+
+/// The core's level for the contract's.
+fn level_of(level: wit::Level) -> crate::call::client::LogLevel {
+    match level {
+        wit::Level::Debug => crate::call::client::LogLevel::Debug,
+        wit::Level::Info => crate::call::client::LogLevel::Info,
+        wit::Level::Notice => crate::call::client::LogLevel::Notice,
+        wit::Level::Warning => crate::call::client::LogLevel::Warning,
+        wit::Level::Error => crate::call::client::LogLevel::Error,
+        wit::Level::Critical => crate::call::client::LogLevel::Critical,
+        wit::Level::Alert => crate::call::client::LogLevel::Alert,
+        wit::Level::Emergency => crate::call::client::LogLevel::Emergency,
+    }
+}
+
+impl wit::Host for CallState {
+    async fn log(&mut self, level: wit::Level, logger: Option<String>, message: String) {
+        self.client.log(level_of(level), logger, message).await;
+    }
+
+    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        self.client.progress(progress, total, message).await;
+    }
+
+    fn features(&mut self) -> wit::FeatureSet {
+        self.client.features()
+    }
+
+    async fn ask(
+        &mut self,
+        questions: Vec<wit::Question>,
+    ) -> wasmtime::Result<Result<Vec<wit::Answer>, wit::AskError>> {
+        Ok(self.client.ask(questions).await)
+    }
+}
+
+impl crate::wasm::bindings::generated::toolcell::tool::types::Host for CallState {}
+
+/// Link the `client` interface (and the `types` it uses) into `linker`.
+pub(crate) fn link(linker: &mut wasmtime::component::Linker<CallState>) -> wasmtime::Result<()> {
+    crate::wasm::bindings::generated::toolcell::tool::client::add_to_linker::<
+        CallState,
+        wasmtime::component::HasSelf<CallState>,
+    >(linker, |state| state)
 }
 
 #[cfg(test)]

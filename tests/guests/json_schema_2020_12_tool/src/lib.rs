@@ -1,6 +1,8 @@
 //! A fixture of the MCP conformance suite (`@modelcontextprotocol/conformance`): the scenario
 //! `json-schema-2020-12` finds it in `tools/list` and checks that its input schema is served as
-//! written (`$schema`, `$defs`, `additionalProperties`).
+//! written (`$schema`, `$defs` with an `$anchor`, `additionalProperties`, and since the suite's
+//! 0.2 line the composition and conditional keywords: `allOf` holding an `anyOf`, `if` /
+//! `then` / `else`).
 //! Its name and behaviour are the suite's (`tests/conformance/`); see `tests/src/conformance.rs`.
 
 use toolcell_guest::{Info, Tool, ToolError};
@@ -20,6 +22,7 @@ impl Tool for Fixture {
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "address",
                         "type": "object",
                         "properties": {
                             "street": { "type": "string" },
@@ -31,7 +34,13 @@ impl Tool for Fixture {
                     "name": { "type": "string" },
                     "address": { "$ref": "#/$defs/address" }
                 },
-                "additionalProperties": false
+                "additionalProperties": false,
+                "allOf": [
+                    { "anyOf": [ { "required": ["name"] }, { "required": ["address"] } ] }
+                ],
+                "if": { "properties": { "name": { "const": "admin" } }, "required": ["name"] },
+                "then": { "required": ["address"] },
+                "else": { "required": [] }
             }),
         );
         info.read_only = true;

@@ -5,7 +5,8 @@
 
 wit_bindgen::generate!({ path: "wit", world: "guest" });
 
-use exports::toolcell::tool::tool::{Guest, Info, Part, ToolError};
+use exports::toolcell::tool::tool::{Guest, Info};
+use toolcell::tool::types::{Part, ToolError};
 
 /// The arguments, as a JSON Schema: what the model is told, and what toolcell enforces.
 const SCHEMA: &str = r#"{
@@ -29,6 +30,9 @@ impl Guest for Tool {
             // A JSON Schema (object) for a JSON result, checked by toolcell on every call;
             // None for a plain-text result.
             output_schema: None,
+            // The ways a call may talk to its client (log, progress, sample, elicit, ...);
+            // see the `client` interface in `wit/tool.wit`.
+            client_needs: Vec::new(),
         }
     }
 

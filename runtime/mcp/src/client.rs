@@ -1,0 +1,220 @@
+//! The way from a tool to the client of its request ([`toolcell::client::ClientLink`]): log
+//! messages and progress as notifications on the request's stream, questions as requests to
+//! the client, where the connection carries them.
+//!
+//! What the client offers is read once per request, here ([`RequestClient::new`]), and both
+//! the core's gate (a tool that requires what is not offered is refused) and the tool's
+//! `features()` read that one value.
+//!
+//! Which way each goes, by era and transport:
+//! - log messages: over MCP 2026-07-28 only for a request whose `_meta` names a `logLevel`, at
+//!   or above it; in a 2025-11-25 stdio session at or above the level `logging/setLevel` set;
+//!   otherwise (2025-11-25 over HTTP, served without sessions, so no level is remembered) at
+//!   `info` and above;
+//! - progress: for a request that carries a progress token, on its stream;
+//! - questions (`sampling/createMessage`, `elicitation/create`, `roots/list`): in a stdio
+//!   session, as requests to the client, awaited within the call's deadline. Over HTTP they
+//!   are not carried yet (2025-11-25 is served without sessions, so a client's answer has no
+//!   way back to the call; 2026-07-28 needs `input_required` rounds): the client offers none,
+//!   and a tool that asks is told `unsupported`.
+
+// Logging, sampling and roots are deprecated by SEP-2577, and still part of both revisions
+// toolcell serves (2025-11-25 and 2026-07-28): a tool may use them.
+#![allow(deprecated)]
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientCapabilities, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, RequestMetaObject, ServerRequest,
+};
+use rmcp::service::Peer;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use toolcell::client::{AskFailure, Asked, ClientLink, LogLevel, Offered, Question, Sent};
+
+/// The level a session's client set with `logging/setLevel` (stdio: one session a server).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionLevel(Arc<Mutex<Option<LogLevel>>>);
+
+impl SessionLevel {
+    /// The level set, if one was.
+    pub(crate) fn get(&self) -> Option<LogLevel> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Set it.
+    pub(crate) fn set(&self, level: LogLevel) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(level);
+    }
+}
+
+/// The level log messages go at when the client set none (2025-11-25): `info` and above; a
+/// client that wants `debug` asks for it.
+pub(crate) const DEFAULT_LOG_LEVEL: LogLevel = LogLevel::Info;
+
+/// One request's client, as a tool may reach it.
+pub(crate) struct RequestClient {
+    peer: Option<Peer<RoleServer>>,
+    token: Option<ProgressToken>,
+    offered: Offered,
+    /// A question may be sent (a session's peer, which routes the answer back).
+    asks: bool,
+}
+
+/// How a request reaches its client: what [`RequestClient::new`] reads.
+pub(crate) struct Reach<'a> {
+    /// The request's peer, if the transport has one to send notifications through.
+    pub(crate) peer: Option<&'a Peer<RoleServer>>,
+    /// The request's `_meta`.
+    pub(crate) meta: &'a RequestMetaObject,
+    /// The client's capabilities (the session's, or the request's `_meta`'s).
+    pub(crate) capabilities: Option<&'a ClientCapabilities>,
+    /// Whether the request is of the stateless era (2026-07-28).
+    pub(crate) stateless: bool,
+    /// Whether questions can be carried (a stdio session).
+    pub(crate) session: bool,
+    /// The level a session's client set.
+    pub(crate) session_level: Option<LogLevel>,
+}
+
+impl RequestClient {
+    /// What the request in `reach` offers a tool.
+    pub(crate) fn new(reach: Reach<'_>) -> RequestClient {
+        let token = reach.meta.get_progress_token();
+        let has_peer = reach.peer.is_some();
+        let log_level = if !has_peer {
+            None
+        } else if reach.stateless {
+            reach.meta.log_level().map(level_of)
+        } else {
+            Some(reach.session_level.unwrap_or(DEFAULT_LOG_LEVEL))
+        };
+        let asks = has_peer && reach.session && !reach.stateless;
+        let capabilities = reach.capabilities;
+        let elicitation = capabilities.and_then(|c| c.elicitation.as_ref());
+        let offered = Offered {
+            log_level,
+            progress: has_peer && token.is_some(),
+            sample: asks && capabilities.is_some_and(|c| c.sampling.is_some()),
+            elicit: asks && crate::approval::can_elicit(capabilities),
+            elicit_url: asks && elicitation.is_some_and(|e| e.url.is_some()),
+            list_roots: asks && capabilities.is_some_and(|c| c.roots.is_some()),
+        };
+        RequestClient {
+            peer: reach.peer.cloned(),
+            token,
+            offered,
+            asks,
+        }
+    }
+}
+
+/// rmcp's level for one of the core's.
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+/// The core's level for one of rmcp's.
+pub(crate) fn level_of(level: LoggingLevel) -> LogLevel {
+    match level {
+        LoggingLevel::Debug => LogLevel::Debug,
+        LoggingLevel::Info => LogLevel::Info,
+        LoggingLevel::Notice => LogLevel::Notice,
+        LoggingLevel::Warning => LogLevel::Warning,
+        LoggingLevel::Error => LogLevel::Error,
+        LoggingLevel::Critical => LogLevel::Critical,
+        LoggingLevel::Alert => LogLevel::Alert,
+        LoggingLevel::Emergency => LogLevel::Emergency,
+    }
+}
+
+impl ClientLink for RequestClient {
+    fn offers(&self) -> Offered {
+        self.offered
+    }
+
+    fn log(&self, level: LogLevel, logger: Option<String>, message: String) -> Sent<'_> {
+        Box::pin(async move {
+            let Some(peer) = &self.peer else { return };
+            let mut param =
+                LoggingMessageNotificationParam::new(mcp_level(level), Value::String(message));
+            param.logger = logger;
+            #[allow(deprecated)]
+            if let Err(error) = peer.notify_logging_message(param).await {
+                tracing::debug!(%error, "a tool's log message was not sent");
+            }
+        })
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> Sent<'_> {
+        Box::pin(async move {
+            let (Some(peer), Some(token)) = (&self.peer, &self.token) else {
+                return;
+            };
+            let mut param = ProgressNotificationParam::new(token.clone(), progress);
+            param.total = total;
+            param.message = message;
+            if let Err(error) = peer.notify_progress(param).await {
+                tracing::debug!(%error, "a tool's progress was not sent");
+            }
+        })
+    }
+
+    fn ask(&self, questions: Vec<Question>) -> Asked<'_> {
+        Box::pin(async move {
+            let Some(peer) = self.peer.as_ref().filter(|_| self.asks) else {
+                return Err(AskFailure::Unsupported(
+                    "this connection carries no questions to the client".to_owned(),
+                ));
+            };
+            let mut answers = Vec::with_capacity(questions.len());
+            for question in questions {
+                let request: ServerRequest = serde_json::from_value(json!({
+                    "method": question.method,
+                    "params": question.params,
+                }))
+                .map_err(|error| {
+                    AskFailure::Failed(format!("question {:?}: {error}", question.key))
+                })?;
+                let answer = peer.send_request(request).await.map_err(|error| {
+                    AskFailure::Failed(format!(
+                        "the client did not answer {:?}: {error}",
+                        question.key
+                    ))
+                })?;
+                answers.push(serde_json::to_value(answer).map_err(|error| {
+                    AskFailure::Failed(format!("the answer to {:?}: {error}", question.key))
+                })?);
+            }
+            Ok(answers)
+        })
+    }
+}
+
+/// MCP 2026-07-28's error for a tool that requires `capability` (`client.sample`, ...) of a
+/// client that did not declare it: -32021, with the client capabilities it must declare.
+pub(crate) fn missing_capability(capability: &str) -> rmcp::ErrorData {
+    let required = match capability {
+        "client.sample" => json!({ "sampling": {} }),
+        "client.elicit" => json!({ "elicitation": { "form": {} } }),
+        "client.elicit_url" => json!({ "elicitation": { "url": {} } }),
+        "client.list_roots" => json!({ "roots": {} }),
+        // Log messages and progress are asked for per request, not declared: a
+        // `logLevel` or a progress token in `_meta`.
+        _ => json!({}),
+    };
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("the tool requires {capability}, which this request's client does not offer"),
+        Some(json!({ "requiredCapabilities": required })),
+    )
+}
