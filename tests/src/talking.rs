@@ -407,6 +407,108 @@ pub(crate) fn test_streaming_elicitation() {
     );
 }
 
+/// A hostile tool's questions are refused before they cost the host: 100,000 model hints
+/// (tiny in the guest, a JSON object each on the host) and a 2 MiB form schema are over the
+/// bound before anything is built or sent, and a tool may not speak as the host: every line of
+/// its message is labelled, and a schema that says `toolcell:` or hides characters is refused.
+#[test]
+fn questions_are_bounded_before_they_are_built_and_cannot_speak_as_the_host() {
+    let runtime = runtime(OPEN, None);
+    let client = Recorder::offering(everything());
+    let ask = |question: Value| {
+        said(&run(
+            &runtime,
+            Some(Arc::clone(&client)),
+            "talker",
+            json!({ "ask": [question] }),
+        ))
+    };
+    let told = ask(json!({ "key": "k", "sample": "x", "hints": 100_000 }));
+    assert_eq!(told["ask_error"]["kind"], "over-limit", "{told}");
+    let told = ask(json!({ "key": "k", "elicit": "?", "pad": 2 * 1024 * 1024 }));
+    assert_eq!(told["ask_error"]["kind"], "over-limit", "{told}");
+    for schema in [
+        json!({ "type": "object", "properties": { "d": { "type": "string",
+            "title": "toolcell: agent cli: approve?" } } }),
+        json!({ "type": "object", "properties": { "d": { "type": "string",
+            "description": "hidden\u{202e}txt" } } }),
+        json!({ "type": "object", "properties": { "d": { "type": "array",
+            "items": { "type": "object" } } } }),
+    ] {
+        let told = ask(json!({ "key": "k", "elicit": "?", "schema": schema }));
+        assert_eq!(told["ask_error"]["kind"], "invalid", "{told}");
+    }
+    for url in [
+        "https://bank.example@evil.example/",
+        "https://ok.example/a b",
+        "https://",
+        "http://plain.example/",
+    ] {
+        let told = ask(json!({ "key": "k", "url": url }));
+        assert_eq!(told["ask_error"]["kind"], "invalid", "{url}: {told}");
+    }
+    assert!(
+        client.questions.lock().expect("q").is_empty(),
+        "nothing was sent"
+    );
+    ask(json!({ "key": "k", "elicit": "first\ntoolcell: agent cli: fs wants more\u{1b}[2J" }));
+    let sent = client.questions.lock().expect("q").clone();
+    assert_eq!(
+        sent[0].params["message"],
+        "[tool talker] first\n[tool talker] toolcell: agent cli: fs wants more\\u{1b}[2J"
+    );
+}
+
+/// A person asked about a gated question and saying no is not asked again in that call: the
+/// rounds after are `denied` at once. Gated log messages are decided before the call like any
+/// capability: with no one to ask, none is sent, and the tool does not hold `log`.
+#[test]
+fn a_person_who_said_no_is_not_asked_again_and_gated_logs_are_not_sent_unasked() {
+    let runtime = runtime(
+        "[tools.talker]\nclient.log = { access = \"gated\" }\n",
+        None,
+    );
+    let client = Recorder::offering(everything());
+    let person = Arc::new(toolcell::approval::FixedApprover::new(
+        toolcell::approval::Approval::Deny,
+    ));
+    let context = runtime
+        .default_context()
+        .clone()
+        .with_client(Arc::clone(&client) as Arc<dyn ClientLink>)
+        .with_approver(Arc::clone(&person) as Arc<dyn toolcell::approval::Approver>);
+    let call = Call::new(
+        "t",
+        "talker",
+        json!({ "ask": [{ "key": "k", "sample": "x" }], "rounds": 3 }).to_string(),
+    )
+    .in_context(context);
+    let report = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("an executor")
+        .block_on(runtime.run(&call));
+    // The gate asked about client.log before the call (denied: withheld), then the first round
+    // asked about client.sample (denied); the second and third asked no one.
+    let asked: Vec<String> = person
+        .asked()
+        .iter()
+        .map(|r| r.capability.clone())
+        .collect();
+    assert_eq!(asked, ["client.log", "client.sample"], "{report:?}");
+    let told = said(&report);
+    for round in told["rounds"].as_array().expect("three rounds") {
+        assert_eq!(round["ask_error"]["kind"], "denied", "{told}");
+    }
+    assert!(
+        !told["features"]
+            .as_array()
+            .expect("features")
+            .contains(&json!("log"))
+    );
+    assert!(client.questions.lock().expect("q").is_empty());
+}
+
 /// The audit records what a call sent and asked by shape (counts and bytes), never what was
 /// said.
 #[test]

@@ -52,10 +52,47 @@ impl SessionLevel {
 /// client that wants `debug` asks for it.
 pub(crate) const DEFAULT_LOG_LEVEL: LogLevel = LogLevel::Info;
 
+/// The values sent on one request's progress token, by the host's own reports and the tool's:
+/// MCP requires them to rise, and the host's reports stop once the tool reports.
+#[derive(Debug, Default)]
+pub(crate) struct ProgressLine(Mutex<LineState>);
+
+#[derive(Debug, Default)]
+struct LineState {
+    last: Option<f64>,
+    tool_reports: bool,
+}
+
+impl ProgressLine {
+    /// Whether the host may send `value` now (the tool has not taken over, and it rises); if
+    /// so, it is the last value sent.
+    pub(crate) fn host_may_send(&self, value: f64) -> bool {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if state.tool_reports || state.last.is_some_and(|last| value <= last) {
+            return false;
+        }
+        state.last = Some(value);
+        true
+    }
+
+    /// Whether the tool may send `value` now (it rises); if so, it is the last value sent, and
+    /// the tool reports from now on.
+    fn tool_may_send(&self, value: f64) -> bool {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if state.last.is_some_and(|last| value <= last) {
+            return false;
+        }
+        state.last = Some(value);
+        state.tool_reports = true;
+        true
+    }
+}
+
 /// One request's client, as a tool may reach it.
 pub(crate) struct RequestClient {
     peer: Option<Peer<RoleServer>>,
     token: Option<ProgressToken>,
+    progress: Arc<ProgressLine>,
     offered: Offered,
     /// A question may be sent (a session's peer, which routes the answer back).
     asks: bool,
@@ -78,8 +115,8 @@ pub(crate) struct Reach<'a> {
 }
 
 impl RequestClient {
-    /// What the request in `reach` offers a tool.
-    pub(crate) fn new(reach: Reach<'_>) -> RequestClient {
+    /// What the request in `reach` offers a tool; its progress goes through `progress`.
+    pub(crate) fn new(reach: Reach<'_>, progress: Arc<ProgressLine>) -> RequestClient {
         let token = reach.meta.get_progress_token();
         let has_peer = reach.peer.is_some();
         let log_level = if !has_peer {
@@ -103,6 +140,7 @@ impl RequestClient {
         RequestClient {
             peer: reach.peer.cloned(),
             token,
+            progress,
             offered,
             asks,
         }
@@ -160,6 +198,9 @@ impl ClientLink for RequestClient {
             let (Some(peer), Some(token)) = (&self.peer, &self.token) else {
                 return;
             };
+            if !self.progress.tool_may_send(progress) {
+                return;
+            }
             let mut param = ProgressNotificationParam::new(token.clone(), progress);
             param.total = total;
             param.message = message;
@@ -217,4 +258,23 @@ pub(crate) fn missing_capability(capability: &str) -> rmcp::ErrorData {
         format!("the tool requires {capability}, which this request's client does not offer"),
         Some(json!({ "requiredCapabilities": required })),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host's reports and the tool's share one rising line: once the tool reports, the
+    /// host's stop; neither may send a value not above the last.
+    #[test]
+    fn progress_on_one_token_only_rises() {
+        let line = ProgressLine::default();
+        assert!(line.host_may_send(0.0));
+        assert!(line.host_may_send(1.0));
+        assert!(!line.tool_may_send(1.0), "not above the host's last");
+        assert!(line.tool_may_send(50.0));
+        assert!(!line.host_may_send(51.0), "the tool took over");
+        assert!(!line.tool_may_send(10.0), "it never falls");
+        assert!(line.tool_may_send(100.0));
+    }
 }

@@ -534,23 +534,22 @@ impl McpServer {
             )
             .await?;
         // The way to the request's client for a tool that talks to it: what the client offers
-        // is read once, here, for the gate and the tool alike.
-        let link = client::RequestClient::new(client::Reach {
-            peer,
-            meta,
-            capabilities: capabilities.as_ref(),
-            stateless,
-            session: session.is_some(),
-            session_level: self.session_level.get(),
-        });
+        // is read once, here, for the gate and the tool alike. Its progress token's values
+        // rise through one line, which the host's own reports share: once the tool reports,
+        // the host's step aside.
+        let progress_line = Arc::new(client::ProgressLine::default());
+        let link = client::RequestClient::new(
+            client::Reach {
+                peer,
+                meta,
+                capabilities: capabilities.as_ref(),
+                stateless,
+                session: session.is_some(),
+                session_level: self.session_level.get(),
+            },
+            Arc::clone(&progress_line),
+        );
         let call_context = call_context.with_client(Arc::new(link));
-        // A tool that reports its own progress is not interleaved with the host's ticks (the
-        // values on one token must rise).
-        let reports_progress = self.runtime.info(name).is_some_and(|info| {
-            info.capabilities
-                .iter()
-                .any(|capability| capability.kind == toolcell::CapabilityKind::ClientProgress)
-        });
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
         let asked_arguments = round.as_ref().map(|_| arguments.to_string());
@@ -570,9 +569,9 @@ impl McpServer {
             async move { runtime.run(&call).await },
             span,
         ));
-        let progress = peer.filter(|_| !reports_progress).and_then(|peer| {
+        let progress = peer.and_then(|peer| {
             meta.get_progress_token()
-                .map(|token| tasks::Progress::new(peer.clone(), token))
+                .map(|token| tasks::Progress::new(peer.clone(), token, progress_line))
         });
         let may_become_task = capabilities
             .as_ref()

@@ -70,19 +70,31 @@ pub(crate) struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     sent: AtomicU32,
+    /// The token's values, shared with the tool's own reports (`client.rs`).
+    line: std::sync::Arc<crate::client::ProgressLine>,
 }
 
 impl Progress {
-    pub(crate) fn new(peer: Peer<RoleServer>, token: ProgressToken) -> Progress {
+    pub(crate) fn new(
+        peer: Peer<RoleServer>,
+        token: ProgressToken,
+        line: std::sync::Arc<crate::client::ProgressLine>,
+    ) -> Progress {
         Progress {
             peer,
             token,
             sent: AtomicU32::new(0),
+            line,
         }
     }
 
     async fn send(&self, message: String) {
         let progress = self.sent.fetch_add(1, Ordering::Relaxed);
+        // The tool reports its own progress: the host's reports step aside (and a value not
+        // above the last sent is never sent).
+        if !self.line.host_may_send(f64::from(progress)) {
+            return;
+        }
         let mut param = ProgressNotificationParam::new(self.token.clone(), f64::from(progress));
         param.message = Some(message);
         // A client that went away misses its progress; the call's own answer says the rest.

@@ -214,9 +214,16 @@ impl Gate {
                     let rule = rule.unwrap_or(&fallback);
                     let required = info.required_client.contains(&kind);
                     let resource = client_resource(kind);
-                    // An optional gated kind is decided when the call first asks with it
-                    // (`wasm/client.rs`), unless a saved rule already covers it.
+                    // An optional gated question is decided when the call first asks one
+                    // (`wasm/client.rs`), unless a saved rule already covers it; gated log
+                    // messages and progress are decided here, before the call, as any
+                    // capability.
+                    let a_question = !matches!(
+                        kind,
+                        CapabilityKind::ClientLog | CapabilityKind::ClientProgress
+                    );
                     if rule.access == Access::Gated
+                        && a_question
                         && !required
                         && !scope.workspace.is_some_and(|workspace| {
                             workspace.saved_rule_covers(tool, kind.name(), resource)

@@ -63,9 +63,17 @@ impl ClientSeat {
         }
     }
 
-    /// Granted, or gated with a person to ask.
+    /// Granted, or (a question's kind) gated with a person to ask at its first question.
     fn granted(&self, kind: CapabilityKind) -> bool {
         self.granted.contains(&kind) || (self.approval.is_some() && self.gated.contains(&kind))
+    }
+
+    /// Granted before the call: what log messages and progress need (they are never asked
+    /// about mid-call).
+    fn granted_now(&self, kind: CapabilityKind) -> bool {
+        self.link.is_some()
+            && self.granted.contains(&kind)
+            && crate::gate::grants::offers(&self.offered, kind)
     }
 
     /// Ask the person whether the tool may use the gated `kind`, once per call: a yes grants
@@ -100,20 +108,32 @@ impl ClientSeat {
                     && let Some(workspace) = &approval.workspace
                     && let Err(error) = workspace.save_rule(&self.tool, kind.name(), resource)
                 {
-                    tracing::warn!(%error, tool = %self.tool, "an approval could not be saved");
+                    // As the gate: an "always" that cannot be kept is not taken as a yes.
+                    self.gated.retain(|gated| *gated != kind);
+                    return Err(wit::AskError::Failed(format!(
+                        "the approval of {} could not be saved: {error}",
+                        kind.name()
+                    )));
                 }
                 self.gated.retain(|gated| *gated != kind);
                 self.granted.push(kind);
                 Ok(())
             }
-            Approval::Deny => Err(wit::AskError::Denied(format!(
-                "a person denied {} on {resource:?}",
-                kind.name()
-            ))),
-            Approval::NoAnswer => Err(wit::AskError::Denied(format!(
-                "{} on {resource:?} needs a person's approval, and none came",
-                kind.name()
-            ))),
+            // Refused for the rest of the call: the person is not asked again.
+            Approval::Deny => {
+                self.gated.retain(|gated| *gated != kind);
+                Err(wit::AskError::Denied(format!(
+                    "a person denied {} on {resource:?}",
+                    kind.name()
+                )))
+            }
+            Approval::NoAnswer => {
+                self.gated.retain(|gated| *gated != kind);
+                Err(wit::AskError::Denied(format!(
+                    "{} on {resource:?} needs a person's approval, and none came",
+                    kind.name()
+                )))
+            }
         }
     }
 
@@ -127,7 +147,7 @@ impl ClientSeat {
     pub(crate) async fn log(&mut self, level: LogLevel, logger: Option<String>, message: String) {
         let wanted = self.offered.log_level.is_some_and(|least| level >= least);
         let (true, true, Some(link)) = (
-            self.holds(CapabilityKind::ClientLog) && wanted,
+            self.granted_now(CapabilityKind::ClientLog) && wanted,
             self.used.logs < MAX_LOGS_PER_CALL,
             &self.link,
         ) else {
@@ -136,8 +156,13 @@ impl ClientSeat {
         };
         let link = Arc::clone(link);
         self.used.logs += 1;
-        let logger = logger.map(|name| cut(name, MAX_LOG_MESSAGE_BYTES));
-        link.log(level, logger, cut(message, MAX_LOG_MESSAGE_BYTES))
+        // The logger is always the tool's (`NAME` or `NAME.LOGGER`): a tool cannot log as the
+        // host or as another tool.
+        let logger = match logger {
+            Some(name) => format!("{}.{}", self.tool, cut(name, MAX_LOG_MESSAGE_BYTES)),
+            None => self.tool.clone(),
+        };
+        link.log(level, Some(logger), cut(message, MAX_LOG_MESSAGE_BYTES))
             .await;
     }
 
@@ -150,7 +175,7 @@ impl ClientSeat {
         let rising = progress.is_finite() && self.last_progress.is_none_or(|last| progress > last);
         let sane_total = total.is_none_or(f64::is_finite);
         let (true, true, true, Some(link)) = (
-            self.holds(CapabilityKind::ClientProgress),
+            self.granted_now(CapabilityKind::ClientProgress),
             rising && sane_total,
             self.used.progress < MAX_PROGRESS_PER_CALL,
             &self.link,
@@ -227,6 +252,14 @@ impl ClientSeat {
                     kind.name()
                 )));
             }
+            let estimate = estimated_bytes(&question.request)?;
+            if estimate > MAX_QUESTION_BYTES {
+                return Err(wit::AskError::OverLimit(format!(
+                    "question {:?} is about {estimate} bytes as JSON; at most \
+                     {MAX_QUESTION_BYTES} are sent",
+                    question.key
+                )));
+            }
             let (method, params) = mcp_request(&self.tool, question.request)?;
             let size = params.to_string().len();
             if size > MAX_QUESTION_BYTES {
@@ -246,16 +279,17 @@ impl ClientSeat {
         let Some(link) = self.link.clone() else {
             return Err(wit::AskError::Unsupported("no client to ask".to_owned()));
         };
+        // The round counts from here, whatever the person says.
+        self.rounds += 1;
+        self.used.questions += count;
+        self.used.question_bytes += bytes;
+        self.keys.extend(keys);
         // Every question is well formed and offered: now a person decides the gated kinds.
         for kind in &kinds {
             if self.gated.contains(kind) {
                 self.approve(*kind).await?;
             }
         }
-        self.rounds += 1;
-        self.used.questions += count;
-        self.used.question_bytes += bytes;
-        self.keys.extend(keys);
         let keys: Vec<String> = asked.iter().map(|question| question.key.clone()).collect();
         let answers = link.ask(asked).await.map_err(|failure| match failure {
             crate::call::client::AskFailure::Unsupported(why) => wit::AskError::Unsupported(why),
@@ -323,10 +357,102 @@ fn kind_of(request: &wit::Request) -> CapabilityKind {
     }
 }
 
-/// What a person reads of a tool's question: the tool's name first, so they can tell it from
-/// the host's own approval questions.
+/// What a person reads of a tool's question: every line begins with the tool's name, so they
+/// can tell it from the host's own questions (which begin `toolcell:`) however the tool breaks
+/// its lines, and control, invisible and reordering characters are written `\u{...}`.
 fn labelled(tool: &str, message: &str) -> String {
-    format!("[tool {tool}] {message}")
+    crate::gate::shown_on_a_terminal(message)
+        .lines()
+        .map(|line| format!("[tool {tool}] {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Refuse a form schema whose words could pass for the host's: a string (a title, a
+/// description, an option's name) holding a control, invisible or reordering character, or
+/// the host's own prefix.
+fn check_schema_words(value: &Value) -> Result<(), String> {
+    match value {
+        Value::String(text) => {
+            if crate::gate::shown_on_a_terminal(text) != *text {
+                return Err(format!(
+                    "the form's schema holds a control or invisible character: {}",
+                    crate::gate::shown_on_a_terminal(text)
+                ));
+            }
+            if text.to_ascii_lowercase().contains("toolcell:") {
+                return Err(
+                    "the form's schema may not speak as the host (\"toolcell:\")".to_owned(),
+                );
+            }
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(check_schema_words),
+        Value::Object(map) => map.iter().try_for_each(|(key, value)| {
+            check_schema_words(&Value::String(key.clone()))?;
+            check_schema_words(value)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Most messages, model hints and stop sequences one sampling question may carry: a
+/// conversation a tool builds for one question, not a transcript.
+const MAX_SAMPLING_MESSAGES: usize = 64;
+/// Most model hints or stop sequences in one sampling question.
+const MAX_SAMPLING_LIST: usize = 16;
+/// What each element adds to a question's JSON beyond its text: keys, quotes, braces.
+const JSON_OVERHEAD_PER_ELEMENT: usize = 64;
+
+/// A question's size as JSON, estimated from what the guest handed over before any of it is
+/// converted (a JSON value can be tens of times its text), with its lists' lengths bounded:
+/// an upper bound close enough to refuse what could not be sent.
+fn estimated_bytes(request: &wit::Request) -> Result<usize, wit::AskError> {
+    let media = |media: &crate::wasm::bindings::generated::toolcell::tool::types::Media| {
+        media.data.len().div_ceil(3) * 4 + media.mime_type.len()
+    };
+    Ok(match request {
+        wit::Request::Sample(sampling) => {
+            if sampling.messages.len() > MAX_SAMPLING_MESSAGES
+                || sampling.stop_sequences.len() > MAX_SAMPLING_LIST
+                || sampling
+                    .model_preferences
+                    .as_ref()
+                    .is_some_and(|preferences| preferences.hints.len() > MAX_SAMPLING_LIST)
+            {
+                return Err(wit::AskError::OverLimit(format!(
+                    "a sampling question may carry at most {MAX_SAMPLING_MESSAGES} messages and \
+                     {MAX_SAMPLING_LIST} model hints and stop sequences"
+                )));
+            }
+            let messages: usize = sampling
+                .messages
+                .iter()
+                .map(|message| {
+                    JSON_OVERHEAD_PER_ELEMENT
+                        + match &message.content {
+                            wit::Content::Text(text) => text.len(),
+                            wit::Content::Image(image) | wit::Content::Audio(image) => media(image),
+                        }
+                })
+                .sum();
+            let lists: usize = sampling
+                .stop_sequences
+                .iter()
+                .chain(
+                    sampling
+                        .model_preferences
+                        .iter()
+                        .flat_map(|preferences| preferences.hints.iter()),
+                )
+                .map(|text| text.len() + JSON_OVERHEAD_PER_ELEMENT)
+                .sum();
+            messages + lists + sampling.system_prompt.as_ref().map_or(0, String::len)
+        }
+        wit::Request::Elicit(form) => form.message.len() + form.requested_schema.len(),
+        wit::Request::ElicitUrl(page) => page.message.len() + page.url.len(),
+        wit::Request::ListRoots => 0,
+    })
 }
 
 /// The MCP request that asks `request`, checked.
@@ -338,6 +464,7 @@ fn mcp_request(tool: &str, request: wit::Request) -> Result<(&'static str, Value
                 wit::AskError::Invalid(format!("the requested schema is not JSON: {error}"))
             })?;
             check_form_schema(&schema).map_err(wit::AskError::Invalid)?;
+            check_schema_words(&schema).map_err(wit::AskError::Invalid)?;
             (
                 "elicitation/create",
                 json!({
@@ -348,23 +475,53 @@ fn mcp_request(tool: &str, request: wit::Request) -> Result<(&'static str, Value
             )
         }
         wit::Request::ElicitUrl(page) => {
-            if !page.url.starts_with("https://") || page.url.len() > 2048 {
-                return Err(wit::AskError::Invalid(
-                    "a URL for the person must be https, at most 2048 bytes".to_owned(),
-                ));
-            }
+            check_page_url(&page.url).map_err(wit::AskError::Invalid)?;
             (
                 "elicitation/create",
                 json!({
                     "mode": "url",
                     "message": labelled(tool, &page.message),
                     "url": page.url,
-                    "elicitationId": format!("{tool}-{}", crate::audit::next_record_id()),
+                    "elicitationId": elicitation_id(tool),
                 }),
             )
         }
         wit::Request::ListRoots => ("roots/list", json!({})),
     })
+}
+
+/// A URL elicitation's id: the tool's name and 16 random bytes (or, if the system has no
+/// randomness to give, a counter): it names one page to the client, and tells it nothing else.
+fn elicitation_id(tool: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    match crate::digest::random::<16>() {
+        Ok(bytes) => format!("{tool}-{}", crate::digest::hex(&bytes)),
+        Err(_) => format!(
+            "{tool}-{}",
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
+    }
+}
+
+/// A page a person may be sent to: `https`, at most 2048 bytes, with a host and no user
+/// information (`https://bank.example@evil.example/` reads as the bank and goes elsewhere), and
+/// nothing but visible ASCII (a space or a control hides where it goes).
+fn check_page_url(url: &str) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("a URL for the person {why}"));
+    if url.len() > 2048 {
+        return refuse("may have at most 2048 bytes");
+    }
+    if !url.bytes().all(|b| b.is_ascii_graphic()) {
+        return refuse("must be visible ASCII (spaces and other characters percent-encoded)");
+    }
+    let Some(rest) = url.strip_prefix("https://") else {
+        return refuse("must be https");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') || authority.contains('\\') {
+        return refuse("must name a host, without user information");
+    }
+    Ok(())
 }
 
 /// A form's schema as MCP allows it: an object of flat properties (strings, numbers,
@@ -388,8 +545,17 @@ fn check_form_schema(schema: &Value) -> Result<(), String> {
                  enum values"
             ));
         }
-        if kind == Some("array") && property.get("items").is_none_or(|items| !items.is_object()) {
-            return Err(format!("form property {name:?} is an array without items"));
+        if kind == Some("array") {
+            let items = property.get("items").and_then(Value::as_object);
+            let of_values = items.is_some_and(|items| {
+                items.get("type").is_none_or(|kind| kind == "string")
+                    && (items.contains_key("enum") || items.contains_key("anyOf"))
+            });
+            if !of_values {
+                return Err(format!(
+                    "form property {name:?} is an array of something else than enum values"
+                ));
+            }
         }
     }
     Ok(())
@@ -492,8 +658,17 @@ fn answer_of(kind: CapabilityKind, answer: Value) -> Result<wit::Answer, String>
                     let data = STANDARD
                         .decode(text(content, "data")?)
                         .map_err(|error| format!("its data is not base64: {error}"))?;
+                    let mime_type = text(content, "mimeType")?;
+                    let allowed = if kind == "image" {
+                        crate::call::content::IMAGE_TYPES
+                    } else {
+                        crate::call::content::AUDIO_TYPES
+                    };
+                    if !allowed.contains(&mime_type.as_str()) {
+                        return Err(format!("its {kind} type is not one the host allows"));
+                    }
                     let media = crate::wasm::bindings::generated::toolcell::tool::types::Media {
-                        mime_type: text(content, "mimeType")?,
+                        mime_type,
                         data,
                     };
                     if kind == "image" {

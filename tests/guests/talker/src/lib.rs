@@ -34,7 +34,7 @@ struct Progress {
     message: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Ask {
     key: String,
     /// Ask the model this prompt.
@@ -48,9 +48,14 @@ struct Ask {
     /// Send the person to this page.
     #[serde(default)]
     url: Option<String>,
-    /// The sampling request's size, padded to this many bytes (an oversized question).
+    /// The sampling request's prompt (or the form's schema) padded by this many bytes (an
+    /// oversized question).
     #[serde(default)]
     pad: usize,
+    /// This many (empty) model hints on the sampling request: small for the guest, each a
+    /// JSON object for the host.
+    #[serde(default)]
+    hints: usize,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +66,9 @@ struct Args {
     progress: Vec<Progress>,
     #[serde(default)]
     ask: Vec<Ask>,
+    /// Ask the questions this many times (each round's keys suffixed with its number).
+    #[serde(default = "one")]
+    rounds: u32,
 }
 
 fn level(name: &str) -> Level {
@@ -89,13 +97,22 @@ fn request(ask: Ask) -> Request {
             max_tokens: 100,
             temperature: None,
             stop_sequences: Vec::new(),
-            model_preferences: None,
+            model_preferences: (ask.hints > 0).then(|| client::ModelPreferences {
+                hints: vec![String::new(); ask.hints],
+                cost_priority: None,
+                speed_priority: None,
+                intelligence_priority: None,
+            }),
         });
     }
     if let Some(message) = ask.elicit {
-        let schema = ask.schema.unwrap_or_else(
+        let mut schema = ask.schema.unwrap_or_else(
             || json!({ "type": "object", "properties": { "name": { "type": "string" } } }),
         );
+        if ask.pad > 0 {
+            schema["properties"]["padding"] =
+                json!({ "type": "string", "description": "x".repeat(ask.pad) });
+        }
         return Request::Elicit(client::Form {
             message,
             requested_schema: schema.to_string(),
@@ -193,19 +210,36 @@ impl Tool for Talker {
         }
         let mut report = json!({ "features": features });
         if !args.ask.is_empty() {
-            let questions: Vec<client::Question> = args
-                .ask
-                .into_iter()
-                .map(|ask| client::Question {
-                    key: ask.key.clone(),
-                    request: request(ask),
-                })
-                .collect();
-            match client::ask(&questions) {
-                Ok(answers) => {
-                    report["answers"] = answers.into_iter().map(answer_json).collect();
+            let mut outcomes = Vec::new();
+            let asks = args.ask;
+            for round in 0..args.rounds {
+                let questions: Vec<client::Question> = asks
+                    .iter()
+                    .map(|ask| client::Question {
+                        key: if round == 0 {
+                            ask.key.clone()
+                        } else {
+                            format!("{}{round}", ask.key)
+                        },
+                        request: request(ask.clone()),
+                    })
+                    .collect();
+                outcomes.push(match client::ask(&questions) {
+                    Ok(answers) => json!({ "answers": answers.into_iter().map(answer_json).collect::<Vec<_>>() }),
+                    Err(error) => json!({ "ask_error": error_json(error) }),
+                });
+            }
+            // One round: its outcome at the top; several: each, in order.
+            if outcomes.len() == 1 {
+                let only = outcomes.remove(0);
+                if let Some(answers) = only.get("answers") {
+                    report["answers"] = answers.clone();
                 }
-                Err(error) => report["ask_error"] = error_json(error),
+                if let Some(error) = only.get("ask_error") {
+                    report["ask_error"] = error.clone();
+                }
+            } else {
+                report["rounds"] = Value::Array(outcomes);
             }
         }
         Ok(report.to_string())
