@@ -242,22 +242,41 @@ impl ClientLink for RequestClient {
 }
 
 /// MCP 2026-07-28's error for a tool that requires `capability` (`client.sample`, ...) of a
-/// client that did not declare it: -32021, with the client capabilities it must declare.
-pub(crate) fn missing_capability(capability: &str) -> rmcp::ErrorData {
-    let required = match capability {
-        "client.sample" => json!({ "sampling": {} }),
-        "client.elicit" => json!({ "elicitation": { "form": {} } }),
-        "client.elicit_url" => json!({ "elicitation": { "url": {} } }),
-        "client.list_roots" => json!({ "roots": {} }),
-        // Log messages and progress are asked for per request, not declared: a
-        // `logLevel` or a progress token in `_meta`.
-        _ => json!({}),
+/// client that did not declare it: -32021, with the client capabilities it must declare. `None`
+/// when declaring would not help (the client declared it and the connection cannot carry it
+/// yet, or it is log messages or progress, which a request asks for with `_meta`): the call's
+/// answer then says why, as any denial.
+pub(crate) fn missing_capability(
+    capability: &str,
+    declared: Option<&ClientCapabilities>,
+) -> Option<rmcp::ErrorData> {
+    let elicitation = declared.and_then(|c| c.elicitation.as_ref());
+    let (required, has) = match capability {
+        "client.sample" => (
+            json!({ "sampling": {} }),
+            declared.is_some_and(|c| c.sampling.is_some()),
+        ),
+        "client.elicit" => (
+            json!({ "elicitation": { "form": {} } }),
+            crate::approval::can_elicit(declared),
+        ),
+        "client.elicit_url" => (
+            json!({ "elicitation": { "url": {} } }),
+            elicitation.is_some_and(|e| e.url.is_some()),
+        ),
+        "client.list_roots" => (
+            json!({ "roots": {} }),
+            declared.is_some_and(|c| c.roots.is_some()),
+        ),
+        _ => return None,
     };
-    rmcp::ErrorData::new(
-        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-        format!("the tool requires {capability}, which this request's client does not offer"),
-        Some(json!({ "requiredCapabilities": required })),
-    )
+    (!has).then(|| {
+        rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!("the tool requires {capability}, which this request's client does not offer"),
+            Some(json!({ "requiredCapabilities": required })),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -276,5 +295,21 @@ mod tests {
         assert!(!line.host_may_send(51.0), "the tool took over");
         assert!(!line.tool_may_send(10.0), "it never falls");
         assert!(line.tool_may_send(100.0));
+    }
+
+    /// -32021 only where declaring the capability would help.
+    #[test]
+    fn the_missing_capability_error_names_only_what_a_client_can_declare() {
+        let none = ClientCapabilities::default();
+        let error = missing_capability("client.sample", Some(&none)).expect("an error");
+        assert_eq!(
+            error.data,
+            Some(json!({ "requiredCapabilities": { "sampling": {} } }))
+        );
+        let sampling: ClientCapabilities =
+            serde_json::from_value(json!({ "sampling": {} })).expect("capabilities");
+        assert!(missing_capability("client.sample", Some(&sampling)).is_none());
+        assert!(missing_capability("client.log", Some(&none)).is_none());
+        assert!(missing_capability("client.progress", None).is_none());
     }
 }

@@ -669,14 +669,15 @@ impl McpServer {
         if let Some(front) = &front {
             front.ended(&self.runtime, &report, started).await;
         }
-        // A stateless-era tool that cannot work without what this request's client does not
-        // offer: the protocol's error, naming what the client must offer.
+        // A stateless-era tool that cannot work without what this request's client did not
+        // declare: the protocol's error, naming what the client must declare.
         if stateless
             && let ToolResponse::Denied {
                 reason: DenyReason::ClientLacks { capability },
             } = &report.response
+            && let Some(error) = client::missing_capability(capability, capabilities.as_ref())
         {
-            return Err(client::missing_capability(capability));
+            return Err(error);
         }
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
