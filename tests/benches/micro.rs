@@ -309,7 +309,7 @@ fn wasmtime_alone_echo(bencher: Bencher) {
         .expect("imports");
     let pre = linker.instantiate_pre(&component).expect("pre");
     let interface = component
-        .get_export_index(None, "toolcell:tool/tool@0.3.0")
+        .get_export_index(None, "toolcell:tool/tool@0.4.0")
         .expect("the tool interface");
     let call = component
         .get_export_index(Some(&interface), "call")

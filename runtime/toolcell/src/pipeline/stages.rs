@@ -288,9 +288,12 @@ impl Runtime {
                 Err(report) => return *report,
             }
         };
-        // The request's client, for the ways of talking to it the gate granted.
-        grants.client.tool = name.to_owned();
-        grants.client.link = context.client().cloned();
+        // The request's client, for the ways of talking to it the gate granted (or will ask
+        // about): only a tool that may talk to it is handed the link.
+        if !grants.client.granted.is_empty() || !grants.client.gated.is_empty() {
+            grants.client.tool = name.to_owned();
+            grants.client.link = context.client().cloned();
+        }
         grants.client.approval = context
             .approver()
             .or(self.gate.approver())
