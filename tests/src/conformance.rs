@@ -16,7 +16,7 @@ use toolcell::content::Part;
 use toolcell::{CallOptions, CallReport, Runtime, ToolPort as _, ToolRequest, ToolResponse};
 
 /// The fixture tools, as the suite names them.
-fn fixtures() -> [(&'static str, &'static [u8]); 12] {
+fn fixtures() -> [(&'static str, &'static [u8]); 13] {
     use crate::guests::*;
     [
         ("test_simple_text", TEST_SIMPLE_TEXT),
@@ -31,6 +31,7 @@ fn fixtures() -> [(&'static str, &'static [u8]); 12] {
         ("test_missing_capability", TEST_MISSING_CAPABILITY),
         ("test_logging_tool", TEST_LOGGING_TOOL),
         ("test_streaming_elicitation", TEST_STREAMING_ELICITATION),
+        ("header_echo", HEADER_ECHO),
     ]
 }
 
@@ -410,4 +411,21 @@ pub(crate) fn json_schema_2020_12_tool() {
         message.contains(r#""nmae" is not a property here (did you mean "name"?)"#),
         "{message}"
     );
+}
+
+/// A tool whose parameter travels as a header too answers from the body it was checked with.
+#[test]
+pub(crate) fn header_echo() {
+    let runtime = runtime();
+    let info = runtime.info("header_echo").expect("listed");
+    assert_eq!(
+        info.input_schema["properties"]["region"]["x-mcp-header"],
+        "Region"
+    );
+    let answer = runtime.call(&ToolRequest::new(
+        "t",
+        "header_echo",
+        json!({ "region": "eu", "query": "q" }).to_string(),
+    ));
+    assert_eq!(answer, ToolResponse::text("eu: q"));
 }

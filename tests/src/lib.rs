@@ -101,8 +101,8 @@ mod guest_tests {
     pub(crate) use crate::builtin_tools::compute;
     pub(crate) use crate::capabilities::envy;
     pub(crate) use crate::conformance::{
-        json_schema_2020_12_tool, test_audio_content, test_embedded_resource, test_error_handling,
-        test_image_content, test_multiple_content_types, test_simple_text,
+        header_echo, json_schema_2020_12_tool, test_audio_content, test_embedded_resource,
+        test_error_handling, test_image_content, test_multiple_content_types, test_simple_text,
     };
     pub(crate) use crate::containment::hostile;
     pub(crate) use crate::ecosystem::{fetch_rs, files_rs, typed_snoop};

@@ -412,6 +412,25 @@ impl ServerHandler for McpServer {
         Ok(())
     }
 
+    /// The tool `name` as MCP describes it, listed or not: what rmcp checks a 2026-07-28
+    /// request's `Mcp-Param-*` headers against (the parameters marked `x-mcp-header`), and
+    /// what the HTTP fast path reads to leave such a call to rmcp.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let listed = self
+            .tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|tool| tool.name == name)
+            .cloned();
+        listed.or_else(|| {
+            self.runtime
+                .registry()
+                .get(name)
+                .map(|entry| mcp_tool(&self.runtime, entry.schema.clone()))
+        })
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
