@@ -570,3 +570,32 @@ fn a_tool_talks_to_a_real_mcp_client_over_stdio() {
     );
     assert!(passed, "{said}");
 }
+
+/// A real MCP client in both eras: log messages and progress reach it over stdio and HTTP (a
+/// 2026-07-28 request only gets log messages when it names a level), and a question is
+/// answered `unsupported` where the connection cannot carry it yet.
+#[test]
+fn a_tools_log_and_progress_reach_a_real_client_in_both_eras_over_stdio_and_http() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("talker", crate::guests::TALKER)]);
+    let policy_dir = tempfile::tempdir().expect("temp dir");
+    let policy = policy_dir.path().join("open.toml");
+    std::fs::write(&policy, OPEN).expect("policy");
+    let server = crate::http::Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--policy",
+        &policy.to_string_lossy(),
+    ]);
+    let url = server.url();
+    let (passed, said) = crate::mcp::run_client(
+        "talking_eras.py",
+        [
+            toolcell_binary().as_os_str(),
+            tools.path().as_os_str(),
+            policy.as_os_str(),
+            std::ffi::OsStr::new(&url),
+        ],
+    );
+    assert!(passed, "{said}\nserver:\n{}", server.stderr());
+}

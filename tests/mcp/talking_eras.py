@@ -1,0 +1,93 @@
+"""A tool's log messages and progress reach a real MCP client (the `mcp` package from PyPI) in
+both eras, over stdio and HTTP; its questions are answered `unsupported` where the connection
+cannot carry them yet.
+
+Usage:
+  talking_eras.py TOOLCELL TOOLS POLICY URL
+
+`talker` (tests/guests/talker) logs, reports progress and asks as its arguments say. POLICY
+allows it every way; URL is `toolcell serve --http` with the same tools and policy. Any failed
+expectation exits non-zero.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CreateMessageResult, TextContent
+
+
+def expect(condition, what):
+    if not condition:
+        raise SystemExit(f"FAILED: {what}")
+    print(f"ok: {what}")
+
+
+def text_of(result):
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+class Seen:
+    def __init__(self):
+        self.logs = []
+        self.progress = []
+
+    async def on_log(self, params):
+        self.logs.append((params.level, params.data, params.logger))
+
+    async def on_progress(self, progress, total, message):
+        self.progress.append(progress)
+
+    async def on_sample(self, context, params):
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="words"), model="m")
+
+
+ARGUMENTS = {
+    "logs": [{"level": "info", "message": "hello"}, {"level": "warning", "message": "careful"}],
+    "progress": [{"value": 1, "total": 3}, {"value": 2, "total": 3}, {"value": 3, "total": 3}],
+    "ask": [{"key": "model", "sample": "x"}],
+}
+
+
+async def check(client, seen, where, wants_logs):
+    result = await client.call_tool("talker", ARGUMENTS, progress_callback=seen.on_progress)
+    expect(not result.is_error, f"{where}: answered: {text_of(result)[:200]!r}")
+    said = json.loads(text_of(result))
+    if wants_logs:
+        expect([data for _, data, _ in seen.logs] == ["hello", "careful"], f"{where}: both log messages arrived: {seen.logs}")
+        expect(all(logger == "talker" for _, _, logger in seen.logs), f"{where}: from the tool's logger")
+    else:
+        expect(seen.logs == [], f"{where}: no log messages for a request that asked for none: {seen.logs}")
+    expect(seen.progress == [1, 2, 3], f"{where}: progress 1, 2, 3: {seen.progress}")
+    expect(said.get("ask_error", {}).get("kind") == "unsupported", f"{where}: the question is unsupported here: {said}")
+
+
+def stdio_server(toolcell, tools, policy):
+    env = {name: value for name, value in os.environ.items() if name.startswith("TOOLCELL_")}
+    return StdioServerParameters(command=toolcell, args=["--tools", tools, "--policy", policy, "serve"], env=env)
+
+
+async def main(toolcell, tools, policy, url):
+    # stdio, 2026-07-28: log messages only for a request that names a level.
+    for level, wants in [(None, False), ("info", True)]:
+        seen = Seen()
+        async with Client(stdio_server(toolcell, tools, policy), mode="auto", read_timeout_seconds=30,
+                          logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
+            await check(client, seen, f"stdio 2026 (logLevel {level})", wants)
+
+    # HTTP, both eras.
+    for mode, level, wants in [("auto", None, False), ("auto", "info", True), ("legacy", None, True)]:
+        seen = Seen()
+        http = create_mcp_http_client()
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=30,
+                                logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
+            await check(client, seen, f"http {mode} (logLevel {level})", wants)
+
+
+if __name__ == "__main__":
+    anyio.run(main, *sys.argv[1:5])
+    print("client: all checks passed")
