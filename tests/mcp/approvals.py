@@ -18,19 +18,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import ElicitResult, InputRequiredResult
+from checks import expect, text_of
 
 # The policy's timeout_ms for write_file, in seconds: an answer later than this is no answer.
 DEADLINE_S = 1.5
-
-
-def expect(condition, what):
-    if not condition:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
 class Person:

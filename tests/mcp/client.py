@@ -13,16 +13,7 @@ import time
 
 import anyio
 from mcp import Client, MCPError, StdioServerParameters
-
-
-def expect(condition, what):
-    if not condition:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+from checks import expect, text_of
 
 
 async def main(toolcell, tools_dir, audit, mode):

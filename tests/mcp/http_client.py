@@ -20,12 +20,7 @@ import anyio
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-
-
-def expect(condition, what):
-    if not condition:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
+from checks import expect, text_of
 
 
 # Set when every check of `main` has passed.
@@ -37,10 +32,6 @@ def closed_stream_only(error):
     if isinstance(error, BaseExceptionGroup):
         return all(closed_stream_only(inner) for inner in error.exceptions)
     return isinstance(error, anyio.ClosedResourceError)
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
 async def main(url, token, mode):

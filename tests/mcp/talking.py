@@ -17,19 +17,10 @@ import sys
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
+from checks import expect, text_of
 
 # toolcell::client::MAX_LOGS_PER_CALL
 MAX_LOGS_PER_CALL = 256
-
-
-def expect(condition, what):
-    if not condition:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
 class Client_:

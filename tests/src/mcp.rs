@@ -316,6 +316,9 @@ pub(crate) fn run_client(
     let output = Command::new(python_with_mcp())
         .env(toolcell::cache::CACHE_DIR_ENV, cache)
         .env(toolcell::cache::CACHE_KEY_ENV, key)
+        // The scripts import their shared checks (`tests/mcp/checks.py`): no bytecode cache
+        // written into the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg(&script)
         .args(args)
         .output()

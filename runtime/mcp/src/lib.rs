@@ -89,7 +89,7 @@ pub const RELOAD_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub struct McpServer {
     runtime: Arc<Runtime>,
     /// The tool list as served now: made again when the runtime's tools change.
-    tools: Arc<std::sync::RwLock<Arc<Vec<Tool>>>>,
+    tools: Arc<std::sync::RwLock<Arc<ToolList>>>,
     /// The questions asked of stateless-era clients: sealed into tokens, spent when answered.
     approvals: Arc<approval::Approvals>,
     /// The calls that became tasks.
@@ -146,16 +146,36 @@ impl McpServer {
     }
 }
 
+/// The tools as served, made once each time the runtime's tools change.
+struct ToolList {
+    /// What `tools/list` answers: the core tools, as MCP describes them.
+    listed: Vec<Tool>,
+    /// Every tool (listed or not) with a parameter a 2026-07-28 client mirrors into a header
+    /// (`x-mcp-header`): its calls go to rmcp, which checks the headers against the body.
+    mirrored: std::collections::HashSet<String>,
+}
+
 /// The MCP tool list of `runtime`'s tools as they stand.
-fn tool_list(runtime: &Runtime) -> Arc<Vec<Tool>> {
-    Arc::new(
-        runtime
-            .registry()
+fn tool_list(runtime: &Runtime) -> Arc<ToolList> {
+    let registry = runtime.registry();
+    let mirrored = registry
+        .entries()
+        .iter()
+        .map(|entry| &entry.schema)
+        .filter(|schema| {
+            serde_json::to_string(&schema.parameters)
+                .map_or(true, |text| text.contains("x-mcp-header"))
+        })
+        .map(|schema| schema.name.clone())
+        .collect();
+    Arc::new(ToolList {
+        listed: registry
             .core_schemas()
             .into_iter()
             .map(|schema| mcp_tool(runtime, schema))
             .collect(),
-    )
+        mirrored,
+    })
 }
 
 impl McpServer {
@@ -166,6 +186,16 @@ impl McpServer {
         *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
         self.tools_changed
             .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    /// Whether the tool `name` has a parameter a 2026-07-28 client mirrors into a header
+    /// (`x-mcp-header`): read from the list made when the tools changed, not per call.
+    pub(crate) fn mirrors_headers(&self, name: &str) -> bool {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .mirrored
+            .contains(name)
     }
 
     /// Reload the runtime's tools whenever their sources change (looking every
@@ -414,12 +444,13 @@ impl ServerHandler for McpServer {
 
     /// The tool `name` as MCP describes it, listed or not: what rmcp checks a 2026-07-28
     /// request's `Mcp-Param-*` headers against (the parameters marked `x-mcp-header`), and
-    /// what the HTTP fast path reads to leave such a call to rmcp.
+    /// what the HTTP fast path leaves to rmcp ([`McpServer::mirrors_headers`]).
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let listed = self
             .tools
             .read()
             .unwrap_or_else(|p| p.into_inner())
+            .listed
             .iter()
             .find(|tool| tool.name == name)
             .cloned();
@@ -441,7 +472,7 @@ impl ServerHandler for McpServer {
                 .tools
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
+                .listed
                 .clone(),
             ..ListToolsResult::default()
         })

@@ -102,10 +102,7 @@ pub(super) fn accept(
     // rmcp refuses a version its server does not support; and it checks `Mcp-Param-*` headers
     // against a tool schema's `x-mcp-header` annotations, which the fast path does not.
     if !server.supported_protocol_versions().contains(&STATELESS)
-        || server.get_tool(&call.name).is_some_and(|tool| {
-            serde_json::to_string(&tool.input_schema)
-                .map_or(true, |schema| schema.contains("x-mcp-header"))
-        })
+        || server.mirrors_headers(&call.name)
     {
         return None;
     }

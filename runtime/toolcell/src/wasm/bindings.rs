@@ -109,6 +109,23 @@ macro_rules! capabilities_from {
     }};
 }
 
+/// The current contract's `info`, from an older version's `$info`: its output schema is
+/// `$output` (an older version may have none), and it needs nothing of its client.
+macro_rules! info_from {
+    ($version:ident, $info:ident, $output:expr) => {
+        Info {
+            capabilities: capabilities_from!($version, $info.capabilities),
+            output_schema: $output,
+            name: $info.name,
+            description: $info.description,
+            input_schema: $info.input_schema,
+            read_only: $info.read_only,
+            concurrency_safe: $info.concurrency_safe,
+            client_needs: Vec::new(),
+        }
+    };
+}
+
 /// The current contract's tool error, from an older version's.
 macro_rules! tool_error_from {
     ($version:ident, $error:expr) => {{
@@ -152,44 +169,17 @@ impl<T: Send + 'static> GuestPre<T> {
             GuestPre::V0_3(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
                 let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
-                Ok(Info {
-                    name: info.name,
-                    description: info.description,
-                    input_schema: info.input_schema,
-                    read_only: info.read_only,
-                    concurrency_safe: info.concurrency_safe,
-                    capabilities: capabilities_from!(v0_3, info.capabilities),
-                    output_schema: info.output_schema,
-                    client_needs: Vec::new(),
-                })
+                Ok(info_from!(v0_3, info, info.output_schema))
             }
             GuestPre::V0_2(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
                 let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
-                Ok(Info {
-                    name: info.name,
-                    description: info.description,
-                    input_schema: info.input_schema,
-                    read_only: info.read_only,
-                    concurrency_safe: info.concurrency_safe,
-                    capabilities: capabilities_from!(v0_2, info.capabilities),
-                    output_schema: info.output_schema,
-                    client_needs: Vec::new(),
-                })
+                Ok(info_from!(v0_2, info, info.output_schema))
             }
             GuestPre::V0_1(pre) => {
                 let guest = pre.instantiate_async(&mut store).await?;
                 let info = guest.toolcell_tool_tool().call_describe(&mut store).await?;
-                Ok(Info {
-                    name: info.name,
-                    description: info.description,
-                    input_schema: info.input_schema,
-                    read_only: info.read_only,
-                    concurrency_safe: info.concurrency_safe,
-                    capabilities: capabilities_from!(v0_1, info.capabilities),
-                    output_schema: None,
-                    client_needs: Vec::new(),
-                })
+                Ok(info_from!(v0_1, info, None))
             }
             // Described by its types at load (`wasm/typed/`), never asked.
             GuestPre::Typed(_) => Err(wasmtime::format_err!(
