@@ -19,16 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CreateMessageResult, TextContent
-
-
-def expect(condition, what):
-    if not condition:
-        raise SystemExit(f"FAILED: {what}")
-    print(f"ok: {what}")
-
-
-def text_of(result):
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+from checks import expect, text_of
 
 
 class Seen:
@@ -86,6 +77,21 @@ async def main(toolcell, tools, policy, url):
         async with http, Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=30,
                                 logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
             await check(client, seen, f"http {mode} (logLevel {level})", wants)
+
+    # One client's level is not another's: over HTTP the 2025-11-25 era keeps no session, so a
+    # level set by one client must not reach the next request, whoever sends it.
+    setter_http, other_http = create_mcp_http_client(), create_mcp_http_client()
+    async with setter_http, Client(streamable_http_client(url, http_client=setter_http), mode="legacy",
+                                   read_timeout_seconds=30) as setter:
+        await setter.set_logging_level("debug")
+        seen = Seen()
+        async with other_http, Client(streamable_http_client(url, http_client=other_http), mode="legacy",
+                                      read_timeout_seconds=30, logging_callback=seen.on_log) as other:
+            result = await other.call_tool("talker", {"logs": [{"level": "debug", "message": "d"},
+                                                               {"level": "info", "message": "i"}]})
+            expect(not result.is_error, "http legacy: answered after another client set debug")
+            expect([data for _, data, _ in seen.logs] == ["i"],
+                   f"http legacy: another client's setLevel debug did not reach this call: {seen.logs}")
 
 
 if __name__ == "__main__":
