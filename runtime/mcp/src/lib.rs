@@ -444,7 +444,7 @@ impl ServerHandler for McpServer {
 
     /// The tool `name` as MCP describes it, listed or not: what rmcp checks a 2026-07-28
     /// request's `Mcp-Param-*` headers against (the parameters marked `x-mcp-header`), and
-    /// what the HTTP fast path leaves to rmcp ([`McpServer::mirrors_headers`]).
+    /// what the HTTP fast path leaves to rmcp (`McpServer::mirrors_headers`).
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let listed = self
             .tools
