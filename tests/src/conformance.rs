@@ -16,7 +16,7 @@ use toolcell::content::Part;
 use toolcell::{CallOptions, CallReport, Runtime, ToolPort as _, ToolRequest, ToolResponse};
 
 /// The fixture tools, as the suite names them.
-fn fixtures() -> [(&'static str, &'static [u8]); 13] {
+fn fixtures() -> [(&'static str, &'static [u8]); 14] {
     use crate::guests::*;
     [
         ("test_simple_text", TEST_SIMPLE_TEXT),
@@ -32,6 +32,8 @@ fn fixtures() -> [(&'static str, &'static [u8]); 13] {
         ("test_logging_tool", TEST_LOGGING_TOOL),
         ("test_streaming_elicitation", TEST_STREAMING_ELICITATION),
         ("header_echo", HEADER_ECHO),
+        // The suite's prompts, resources and completion, from one component.
+        ("offers_fixture", OFFERS_FIXTURE),
     ]
 }
 
@@ -50,6 +52,10 @@ fn serve(extra: &[&str]) -> Served {
     let policy = policy_dir.path().join("policy.toml");
     let mut text = String::new();
     for (name, _) in fixtures() {
+        if name == "offers_fixture" {
+            // No tool of that name: it offers prompts and resources, which run with no grants.
+            continue;
+        }
         text.push_str(&format!("[tools.{name}]\ncore = true\n"));
         if name == "test_missing_capability" {
             text.push_str("client.sample = { access = \"allow\" }\n");

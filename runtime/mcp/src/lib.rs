@@ -28,6 +28,7 @@ mod front;
 pub mod fuzzing;
 #[cfg(feature = "http")]
 pub mod http;
+mod offers;
 pub mod seal;
 #[cfg(feature = "state")]
 pub mod state;
@@ -218,7 +219,9 @@ impl McpServer {
                 _ = ticks.tick() => {}
             }
             match self.runtime.reload_if_changed().await {
-                Ok(Some(reloaded)) if reloaded.changed() => {
+                // Prompts and resources are listed from the runtime's catalog as it stands: a
+                // change of theirs alone leaves the tool list and its listeners be.
+                Ok(Some(reloaded)) if reloaded.tools_changed() => {
                     self.refresh_tools();
                     changed(reloaded).await;
                 }
@@ -374,15 +377,27 @@ fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // logging: see `client.rs`
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_tasks()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_tasks()
+            .enable_logging()
+            .build();
+        // Prompts, resources and completion only where a component offers them.
+        let offered = self.runtime.offered_kinds();
+        if offered.prompts {
+            capabilities.prompts = Some(rmcp::model::PromptsCapability::default());
+        }
+        if offered.resources {
+            let mut resources = rmcp::model::ResourcesCapability::default();
+            resources.subscribe = Some(true);
+            capabilities.resources = Some(resources);
+        }
+        if offered.completion {
+            capabilities.completions = Some(JsonObject::new());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolcell", env!("CARGO_PKG_VERSION")))
     }
 
     /// A 2026-07-28 client may listen for the tool list's changes (the only list toolcell
@@ -497,6 +512,80 @@ impl ServerHandler for McpServer {
             peer: Some(&context.peer),
         })
         .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Ok(self.prompt_list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        Ok(self.prompt(request, &context).await?.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        Ok(self.resource_list())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(self.template_list())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        Ok(self.read(request, &context).await?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        self.completion(request, &context).await
+    }
+
+    /// A subscription to a resource that is served is accepted; none is ever notified, since
+    /// a component's resource is read afresh each time and changes only with the component
+    /// (`offers.rs`).
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.serves_uri(&request.uri) {
+            Ok(())
+        } else {
+            Err(McpError::invalid_params(
+                "Resource not found",
+                Some(serde_json::json!({ "uri": request.uri })),
+            ))
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        _request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
     }
 
     async fn get_task(

@@ -48,6 +48,33 @@ pub(crate) fn call_span(
     span
 }
 
+/// The span of a request of what components offer beside tools (`prompts/get`,
+/// `resources/read`, `completion/complete`): the method, the catalog key it ran as
+/// (`prompt:NAME`, ...), the client; a child of the caller's trace, as a call's is.
+pub(crate) fn offer_span(
+    method: &'static str,
+    key: &str,
+    owner: &str,
+    extensions: &Extensions,
+    meta: &RequestMetaObject,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: TRACE_TARGET,
+        "offer",
+        otel.kind = "server",
+        mcp.method = method,
+        mcp.offer = key,
+        client = owner,
+    );
+    #[cfg(feature = "otel")]
+    if !span.is_disabled() {
+        join_callers_trace(&span, extensions, meta);
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = (extensions, meta);
+    span
+}
+
 /// Make the caller's trace (from the HTTP headers, else `_meta`) the span's parent.
 #[cfg(feature = "otel")]
 fn join_callers_trace(span: &tracing::Span, extensions: &Extensions, meta: &RequestMetaObject) {

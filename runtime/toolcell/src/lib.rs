@@ -174,6 +174,20 @@ pub mod client {
     };
 }
 
+/// What components offer beside tools: prompts, resources and URI templates, and completion
+/// (`toolcell:tool@0.4.0`'s `prompts`, `resources` and `completion` interfaces), and the
+/// bounds the host holds them to. Listed by [`Runtime::prompts`], [`Runtime::resources`] and
+/// [`Runtime::resource_templates`]; each request runs through [`Runtime::offer`].
+pub mod offers {
+    pub use crate::pipeline::offers::{OfferRequest, OfferedKinds};
+    pub use crate::tool::offer::{
+        Answered, MAX_ARGUMENT_VALUE_BYTES, MAX_COMPLETION_VALUE_BYTES, MAX_COMPLETION_VALUES,
+        MAX_OFFER_NAME_CHARS, MAX_OFFER_TITLE_BYTES, MAX_OFFERS_BYTES, MAX_PROMPT_ARGUMENTS,
+        MAX_PROMPTS, MAX_RESOURCES, MAX_TEMPLATE_VARIABLES, MAX_TEMPLATES, Offers, PromptArgument,
+        PromptInfo, Reference, ResourceInfo, Role, Template, TemplateInfo,
+    };
+}
+
 /// What a native tool is handed beside its [`ToolContext`] (the trait, [`NativeTool`], the
 /// closure helper, [`FnTool`], and [`ToolError`] are at the crate's root).
 pub mod native {

@@ -415,3 +415,83 @@ fn sighup_changes_a_quota_mid_run_and_no_call_is_lost() {
         "the bad file's reason is logged:\n{stderr}"
     );
 }
+
+/// A request of what a component offers beside tools runs a guest as a call does, so it is
+/// admitted and counted as one: a tenant at its rate gets 429 for a `prompts/get`, a
+/// `resources/read` and a `completion/complete` as for a `tools/call`, and the burst they
+/// spent is the one calls spend.
+#[test]
+fn a_prompt_a_read_and_a_completion_count_against_the_quota() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("offers_fixture", crate::guests::OFFERS_FIXTURE)]);
+    let (file, tokens) = tokens_file(tools.path(), &[("team-a", None)]);
+    append(&file, "[quota.team-a]\nrate = 0.01\nburst = 3\n");
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--tokens",
+        &file.to_string_lossy(),
+    ]);
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let ask = |id: u64, method: &str, name: &str, params: serde_json::Value| {
+        let mut params = params;
+        params["_meta"] = meta.clone();
+        let body =
+            serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+                .to_string();
+        let bearer = format!("Bearer {}", tokens[0]);
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+            ("Authorization", bearer.as_str()),
+        ];
+        if !name.is_empty() {
+            headers.push(("Mcp-Name", name));
+        }
+        request(server.addr, "POST", "/mcp", &headers, &body)
+    };
+    let prompt = |id| {
+        ask(
+            id,
+            "prompts/get",
+            "test_simple_prompt",
+            serde_json::json!({ "name": "test_simple_prompt" }),
+        )
+    };
+    let read = |id| {
+        ask(
+            id,
+            "resources/read",
+            "test://static-text",
+            serde_json::json!({ "uri": "test://static-text" }),
+        )
+    };
+    let complete = |id| {
+        ask(
+            id,
+            "completion/complete",
+            "",
+            serde_json::json!({
+                "ref": { "type": "ref/prompt", "name": "test_prompt_with_arguments" },
+                "argument": { "name": "arg1", "value": "te" },
+            }),
+        )
+    };
+    // The burst of three: one of each, answered.
+    for answer in [prompt(1), read(2), complete(3)] {
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(answer.json().get("result").is_some(), "{answer:?}");
+    }
+    // Past it: each refused by the rate, before it runs.
+    for answer in [prompt(4), read(5), complete(6)] {
+        assert_eq!(answer.status, 429, "{answer:?}");
+    }
+    // A list runs no guest: not counted.
+    let listed = ask(7, "prompts/list", "", serde_json::json!({}));
+    assert_eq!(listed.status, 200, "{listed:?}");
+}

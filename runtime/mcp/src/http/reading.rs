@@ -176,6 +176,38 @@ impl Reading {
         self.method() == Some("tools/call")
     }
 
+    /// Whether it runs a guest: a `tools/call`, or a request of what components offer beside
+    /// tools (`prompts/get`, `resources/read`, `completion/complete`), each of which runs a
+    /// fresh instance. What quotas count and the fair share of calls holds.
+    pub(crate) fn runs_guest(&self) -> bool {
+        self.is_call()
+            || matches!(
+                self.method(),
+                Some("prompts/get" | "resources/read" | "completion/complete")
+            )
+    }
+
+    /// The name a request of a component's offers is known by to the scope check and the
+    /// quota's reservation: `prompt:NAME` for `prompts/get` and the completion of a prompt's
+    /// argument, `resource:URI` for `resources/read` and the completion of a template's
+    /// variable (its URI template). `None` for any other request, or one that names nothing.
+    pub(crate) fn offer_called(&self) -> Option<String> {
+        let params = self.params()?;
+        match self.method()? {
+            "prompts/get" => Some(format!("prompt:{}", params.get("name")?.as_str()?)),
+            "resources/read" => Some(format!("resource:{}", params.get("uri")?.as_str()?)),
+            "completion/complete" => {
+                let reference = params.get("ref")?;
+                match reference.get("type")?.as_str()? {
+                    "ref/prompt" => Some(format!("prompt:{}", reference.get("name")?.as_str()?)),
+                    "ref/resource" => Some(format!("resource:{}", reference.get("uri")?.as_str()?)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// The tools a `tools/call` runs, for the scope check: the tool it names, and for
     /// `call_tool`, the tool that one calls (its arguments' `name`), read from the same value
     /// the pipeline will be handed.

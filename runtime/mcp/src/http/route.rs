@@ -190,7 +190,7 @@ async fn serve_mcp(
     }
     let admitted = async {
         let reading = read_message(front, &parts.method, body).await?;
-        let is_call = reading.as_ref().is_some_and(Reading::is_call);
+        let is_call = reading.as_ref().is_some_and(Reading::runs_guest);
         check_scope(front, &caller, reading.as_ref())?;
         let share = take_share(front, &client, is_call)?;
         // Quotas last: a request refused for another reason takes nothing from them.
@@ -282,8 +282,10 @@ fn check_scope(
         return Ok(());
     };
     let called = reading.map(Reading::tools_called).unwrap_or_default();
+    let offer = reading.and_then(Reading::offer_called);
     let lacking = std::iter::once(None)
         .chain(called.into_iter().map(Some))
+        .chain(offer.as_deref().map(Some))
         .find_map(|tool| oauth.missing_scope(principal, tool));
     if let Some(scope) = lacking {
         return Err(Box::new(respond(
@@ -344,11 +346,14 @@ async fn admit(
     }
     // What the call may run at most (its tool's deadline and fuel in the tenant's policy) is
     // reserved of a daily budget until it ends.
-    let limits = match (
-        caller.tenant(),
-        reading.and_then(|r| r.tools_called().pop()),
-    ) {
-        (Some(tenant), Some(tool)) => front.runtime.limits_of(&tenant.context, tool),
+    let called = reading.and_then(|r| {
+        r.tools_called()
+            .pop()
+            .map(str::to_owned)
+            .or_else(|| r.offer_called())
+    });
+    let limits = match (caller.tenant(), called) {
+        (Some(tenant), Some(tool)) => front.runtime.limits_of(&tenant.context, &tool),
         _ => toolcell::limits::Limits::default(),
     };
     let reserve = Reserve {

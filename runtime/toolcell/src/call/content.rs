@@ -296,7 +296,7 @@ fn check_resource_type(mime_type: Option<&str>) -> Result<(), String> {
 
 /// A URI: a scheme (`letter *(letter / digit / + - .)` then `:`), at most [`MAX_URI_BYTES`],
 /// nothing a terminal or a log would read as a control or a break.
-fn check_uri(uri: &str) -> Result<(), String> {
+pub(crate) fn check_uri(uri: &str) -> Result<(), String> {
     check_plain("URI", uri, MAX_URI_BYTES)?;
     let scheme = uri.split(':').next().unwrap_or_default();
     let scheme_ok = uri.contains(':')

@@ -3,6 +3,7 @@
 //! ([`ToolPort`](port::ToolPort)), the registry and the loop's own `find_tool` / `call_tool`
 //! dispatch, the result cap, per-call limits and the stop flag. It depends on no other stage.
 
+pub(crate) mod answered;
 pub(crate) mod cap;
 pub(crate) mod client;
 pub(crate) mod content;

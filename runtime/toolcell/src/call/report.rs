@@ -46,6 +46,9 @@ pub struct CallReport {
     pub cost: Cost,
     /// What the call sent its client and asked it, by shape.
     pub client: crate::call::client::ClientUse,
+    /// For a prompt's `get`, a resource's `read` or a completion (not a tool's call): what the
+    /// answer is, beside its [`parts`](CallReport::parts).
+    pub offered: Option<crate::call::answered::Answered>,
 }
 
 /// What one call's guest used, as far as the host could see (a native tool's use is not
@@ -77,6 +80,7 @@ impl CallReport {
             granted: Vec::new(),
             structured: None,
             parts: Vec::new(),
+            offered: None,
             cost: Cost::default(),
             client: crate::call::client::ClientUse::default(),
         }

@@ -6,9 +6,11 @@ use crate::pipeline::native::NativeTool;
 use crate::pipeline::source::ComponentSource;
 use crate::policy::{Policy, ToolPolicy};
 use crate::tool::info::ToolInfo;
+use crate::tool::offer::{Offers, PromptInfo, Reference, ResourceInfo, Template, TemplateInfo};
 use crate::validate::ArgumentSchema;
 use crate::wasm::cache::CompileCache;
 use crate::wasm::lazy::LazyCode;
+use crate::wasm::offering::Operation;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +25,147 @@ pub(crate) enum Executable {
     Typed(Arc<LazyCode>, Arc<crate::wasm::typed::TypedFunction>),
     /// The host's own Rust tool.
     Native(Arc<dyn NativeTool>),
+    /// A request of what a component offers beside tools: a prompt's `get`, a resource's or a
+    /// template's `read`, a completion. Never a tool: its name holds a `:`, which no tool's
+    /// may, and it is kept apart from the tools ([`Catalog::offers`]).
+    Offer(Arc<LazyCode>, Arc<Offer>),
+}
+
+/// One thing a component offers, as the catalog keeps it: what runs, and what is listed.
+pub(crate) struct Offer {
+    pub(crate) operation: Operation,
+    pub(crate) listed: Listed,
+}
+
+/// What an offer is, as MCP lists it.
+pub(crate) enum Listed {
+    Prompt(PromptInfo),
+    Resource(ResourceInfo),
+    Template(TemplateInfo, Template),
+    /// Completion of a prompt's arguments or a template's variables.
+    Completion,
+}
+
+impl Offer {
+    /// The catalog's key of each thing `offers` holds, with it: `prompt:NAME`,
+    /// `resource:URI`, `template:NAME`, and `completion:prompt:NAME` /
+    /// `completion:template:NAME` for a component that completes.
+    pub(crate) fn all_of(offers: &Offers) -> Vec<(String, Offer)> {
+        let mut all = Vec::new();
+        for prompt in &offers.prompts {
+            all.push((
+                format!("prompt:{}", prompt.name),
+                Offer {
+                    operation: Operation::Prompt(prompt.name.clone()),
+                    listed: Listed::Prompt(prompt.clone()),
+                },
+            ));
+            if offers.completes {
+                all.push((
+                    format!("completion:prompt:{}", prompt.name),
+                    Offer {
+                        operation: Operation::Complete(Reference::Prompt(prompt.name.clone())),
+                        listed: Listed::Completion,
+                    },
+                ));
+            }
+        }
+        for resource in &offers.resources {
+            all.push((
+                format!("resource:{}", resource.uri),
+                Offer {
+                    operation: Operation::Read,
+                    listed: Listed::Resource(resource.clone()),
+                },
+            ));
+        }
+        for template in &offers.templates {
+            // Checked when the offers were; a template that no longer parses is left out.
+            let Ok(parsed) = Template::parse(&template.uri_template) else {
+                continue;
+            };
+            all.push((
+                format!("template:{}", template.name),
+                Offer {
+                    operation: Operation::Read,
+                    listed: Listed::Template(template.clone(), parsed),
+                },
+            ));
+            if offers.completes {
+                all.push((
+                    format!("completion:template:{}", template.name),
+                    Offer {
+                        operation: Operation::Complete(Reference::ResourceTemplate(
+                            template.uri_template.clone(),
+                        )),
+                        listed: Listed::Completion,
+                    },
+                ));
+            }
+        }
+        all
+    }
+
+    /// What the pipeline knows this offer by: its key, a description, and the schema its
+    /// requests' arguments are validated against. It declares no capability: what a component
+    /// offers runs with no authority at all.
+    pub(crate) fn info(&self, key: &str) -> ToolInfo {
+        let (description, schema) = match &self.listed {
+            Listed::Prompt(prompt) => (
+                prompt.description.clone().unwrap_or_default(),
+                prompt.arguments_schema(),
+            ),
+            Listed::Resource(resource) => (
+                resource.description.clone().unwrap_or_default(),
+                read_schema(),
+            ),
+            Listed::Template(template, _) => (
+                template.description.clone().unwrap_or_default(),
+                read_schema(),
+            ),
+            Listed::Completion => (String::new(), completion_schema()),
+        };
+        let mut info = ToolInfo::new(key, description, schema);
+        info.read_only = true;
+        info.concurrency_safe = true;
+        info
+    }
+}
+
+/// The arguments of a read: the URI, and what a template's variables matched.
+fn read_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "uri": { "type": "string", "maxLength": crate::call::content::MAX_URI_BYTES },
+            "variables": {
+                "type": "object",
+                "additionalProperties": { "type": "string" },
+            },
+        },
+        "required": ["uri", "variables"],
+        "additionalProperties": false,
+    })
+}
+
+/// The arguments of a completion: the argument's name, what was typed, and the arguments
+/// given already.
+fn completion_schema() -> serde_json::Value {
+    let limit = crate::tool::offer::MAX_ARGUMENT_VALUE_BYTES;
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "argument": { "type": "string", "maxLength": crate::tool::offer::MAX_OFFER_NAME_CHARS },
+            "value": { "type": "string", "maxLength": limit },
+            "context": {
+                "type": "object",
+                "additionalProperties": { "type": "string", "maxLength": limit },
+                "maxProperties": crate::tool::offer::MAX_PROMPT_ARGUMENTS,
+            },
+        },
+        "required": ["argument", "value", "context"],
+        "additionalProperties": false,
+    })
 }
 
 /// One tool as the pipeline knows it: what it says about itself, its compiled schema, its
@@ -84,6 +227,16 @@ impl Tool {
 pub(crate) struct Catalog {
     pub(crate) registry: Arc<Registry>,
     pub(crate) tools: HashMap<String, Arc<Tool>>,
+    /// What the components offer beside tools, by key (see [`Offer::all_of`]): never found by
+    /// a tool's name, so a `tools/call` cannot reach one.
+    pub(crate) offers: HashMap<String, Arc<Tool>>,
+}
+
+impl Catalog {
+    /// The tool or offer `name` names.
+    pub(crate) fn any(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.tools.get(name).or_else(|| self.offers.get(name))
+    }
 }
 
 /// What finds and loads a runtime's components.

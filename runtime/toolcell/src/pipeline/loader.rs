@@ -13,9 +13,13 @@
 
 use crate::pipeline::Runtime;
 use crate::pipeline::builtin::{BUILTIN_DIGESTS, BUILTIN_TOOLS};
-use crate::pipeline::catalog::{Catalog, Compiling, Executable, Loader, Schemas, Tool};
+use crate::pipeline::catalog::{
+    Catalog, Compiling, Executable, Listed, Loader, Offer, Schemas, Tool,
+};
 use crate::pipeline::source::ComponentSource;
 use crate::policy::{Policy, ToolPolicy};
+use crate::tool::info::ToolInfo;
+use crate::tool::offer::Offers;
 use crate::wasm::WasmExecutor;
 use crate::wasm::cache::CompileCache;
 use crate::wasm::files::{ComponentFile, read_component_file, scan_tools_dir};
@@ -41,6 +45,15 @@ pub(crate) struct Provenance {
     pub(crate) digest: String,
     /// The tool the policy's `source` loads under this name, if it was named there.
     pub(crate) named: Option<String>,
+}
+
+/// Where a found component is, apart from its bytes (which loading may have taken): what
+/// its tools and offers are made with.
+#[derive(Clone, Copy)]
+struct FoundPlace<'a> {
+    source: &'a String,
+    indexed: Option<&'a (usize, String)>,
+    provenance: Option<&'a Provenance>,
 }
 
 /// One component found.
@@ -141,8 +154,14 @@ impl Loader {
 
         // A component of typed exports served several tools: they are its, together.
         let mut old_by_source: HashMap<&str, Vec<&Arc<Tool>>> = HashMap::new();
-        for tool in old.iter().flat_map(|old| old.tools.values()) {
-            if matches!(tool.executable, Executable::Wasm(_) | Executable::Typed(..)) {
+        for tool in old
+            .iter()
+            .flat_map(|old| old.tools.values().chain(old.offers.values()))
+        {
+            if matches!(
+                tool.executable,
+                Executable::Wasm(_) | Executable::Typed(..) | Executable::Offer(..)
+            ) {
                 old_by_source
                     .entry(tool.source.as_str())
                     .or_default()
@@ -185,7 +204,9 @@ impl Loader {
         }
         if self.load_code_at_start {
             for tool in &tools {
-                if let Executable::Wasm(code) | Executable::Typed(code, _) = &tool.executable
+                if let Executable::Wasm(code)
+                | Executable::Typed(code, _)
+                | Executable::Offer(code, _) = &tool.executable
                     && let Err(message) = wasm.prepare(code).await
                 {
                     errors.push(LoadError {
@@ -225,14 +246,19 @@ impl Loader {
             (error, previous)
         };
         let refuse = |message: String| refused(LoadError::new(source.clone(), message));
+        let place = FoundPlace {
+            source: &found.source,
+            indexed: found.indexed.as_ref(),
+            provenance: found.provenance.as_ref(),
+        };
         let known = found
             .indexed
             .as_ref()
             .and_then(|(slot, identity)| indexes.get(*slot)?.get(&found.source, identity))
             .cloned();
         // Its digest and description, without reading it if the index knows it.
-        let (digest, mut info, typed, bytes) = match known {
-            Some(entry) => (entry.sha256, Some(entry.info), entry.typed, None),
+        let (digest, mut info, typed, mut offers, bytes) = match known {
+            Some(entry) => (entry.sha256, entry.info, entry.typed, entry.offers, None),
             None => {
                 let bytes = match &found.origin {
                     Origin::Static(bytes) => std::borrow::Cow::Borrowed(*bytes),
@@ -249,12 +275,18 @@ impl Loader {
                     Some(digest) => digest.clone(),
                     None => crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
                 };
-                let (info, typed) = by_digest
+                let (info, typed, offers) = by_digest
                     .as_deref()
                     .and_then(|index| index.get(&digest, &digest))
-                    .map(|entry| (Some(entry.info.clone()), entry.typed.clone()))
+                    .map(|entry| {
+                        (
+                            entry.info.clone(),
+                            entry.typed.clone(),
+                            entry.offers.clone(),
+                        )
+                    })
                     .unwrap_or_default();
-                (digest, info, typed, Some(bytes))
+                (digest, info, typed, offers, Some(bytes))
             }
         };
         // An unchanged component keeps its tools, unless it is read by its types: its tools'
@@ -312,9 +344,10 @@ impl Loader {
             // What the index kept no longer passes this toolcell's checks: read it again.
             info = None;
         }
-        let (code, schemas) = match (info.clone(), bytes.as_deref()) {
+        let described = info.is_some() || offers.is_some();
+        let (code, schemas) = match bytes.as_deref() {
             // Known: nothing is compiled, linked or instantiated now.
-            (Some(_), _) if self.cache.in_use() => {
+            _ if described && self.cache.in_use() => {
                 wasm.code().described_from_index();
                 let origin = found.origin;
                 (
@@ -322,7 +355,7 @@ impl Loader {
                     tokio::sync::OnceCell::new(),
                 )
             }
-            (_, maybe_bytes) => {
+            maybe_bytes => {
                 let read;
                 let bytes = match maybe_bytes {
                     Some(bytes) => bytes,
@@ -363,6 +396,14 @@ impl Loader {
                 ));
                 let loaded = match loaded {
                     crate::wasm::load::Loaded::Contract(loaded) => *loaded,
+                    crate::wasm::load::Loaded::Provider(provider) => {
+                        // Offers and no tool: nothing to describe, no schema to compile.
+                        wasm.code().admit(&code, provider.pre, provider.code_bytes);
+                        offers = Some(provider.offers);
+                        return self
+                            .finish((indexes, by_digest), &place, (digest, code), None, offers)
+                            .map_err(refused);
+                    }
                     crate::wasm::load::Loaded::Typed(typed) => {
                         wasm.code().admit(&code, typed.pre, typed.code_bytes);
                         // Remembered, as a contract component's description is.
@@ -372,8 +413,9 @@ impl Loader {
                                 source: source.to_owned(),
                                 identity: identity.to_owned(),
                                 sha256: digest.clone(),
-                                info: first.info.clone(),
+                                info: Some(first.info.clone()),
                                 typed: Some(kept.clone()),
+                                offers: None,
                             };
                             if let Some((slot, identity)) = &found.indexed
                                 && let Some(index) = indexes.get_mut(*slot)
@@ -401,6 +443,7 @@ impl Loader {
                 };
                 wasm.code().admit(&code, loaded.pre, loaded.code_bytes);
                 info = Some(loaded.info);
+                offers = loaded.offers;
                 (
                     code,
                     tokio::sync::OnceCell::new_with(Some(Schemas {
@@ -410,62 +453,137 @@ impl Loader {
                 )
             }
         };
-        let Some(info) = info else {
+        if info.is_none() && offers.is_none() {
             return Err(refuse("it has no description".to_owned()));
-        };
+        }
+        let described = info.map(|info| (info, schemas));
+        self.finish(
+            (indexes, by_digest),
+            &place,
+            (digest, code),
+            described,
+            offers,
+        )
+        .map_err(refused)
+    }
+
+    /// The tool (if `described` holds one) and the offers of a component of the contract,
+    /// remembered in the index, each under the policy of its name, with the pin and signatures
+    /// that policy requires.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        (indexes, by_digest): (&mut [Index], Option<&mut Index>),
+        found: &FoundPlace<'_>,
+        (digest, code): (String, Arc<LazyCode>),
+        described: Option<(ToolInfo, tokio::sync::OnceCell<Schemas>)>,
+        offers: Option<Offers>,
+    ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
+        let FoundPlace {
+            source,
+            indexed,
+            provenance,
+        } = *found;
+        let info = described.as_ref().map(|(info, _)| info.clone());
         // Remembered, whether or not the policy lets it load: it said this about itself.
-        if let Some((slot, identity)) = &found.indexed
+        let entry = |source: &str, identity: &str| IndexEntry {
+            source: source.to_owned(),
+            identity: identity.to_owned(),
+            sha256: digest.clone(),
+            info: info.clone(),
+            typed: None,
+            offers: offers.clone(),
+        };
+        if let Some((slot, identity)) = &indexed
             && let Some(index) = indexes.get_mut(*slot)
         {
-            index.put(IndexEntry {
-                source: found.source.clone(),
-                identity: identity.clone(),
-                sha256: digest.clone(),
-                info: info.clone(),
-                typed: None,
-            });
+            index.put(entry(source, identity));
         }
         if let Some(index) = by_digest
-            && found.indexed.is_none()
+            && indexed.is_none()
         {
-            index.put(IndexEntry {
-                source: digest.clone(),
-                identity: digest.clone(),
-                sha256: digest.clone(),
-                info: info.clone(),
-                typed: None,
-            });
+            index.put(entry(&digest, &digest));
         }
-        let policy = self.policy.tool(&info.name);
-        let signers = check_provenance(
-            &self.policy,
-            self.source.as_deref(),
-            &info.name,
-            &policy,
-            found.provenance.as_ref(),
-        )
-        .map_err(&refuse)?;
-        if let Some(pin) = &policy.sha256
-            && *pin != digest
-        {
-            return Err(refuse(format!(
-                "its sha256 is {digest}, but the policy pins {} to {pin}",
-                info.name
-            )));
-        }
-        Ok((
-            vec![Arc::new(Tool {
+        let refuse = |message: String| LoadError::new(source.as_str(), message);
+        let mut made = Vec::new();
+        let mut left_out = Vec::new();
+        let artifact = provenance.map(|from| from.digest.clone());
+        if let Some((info, schemas)) = described {
+            let (policy, signers) = self
+                .admitted(&info.name, &digest, provenance)
+                .map_err(refuse)?;
+            made.push(Arc::new(Tool {
                 info,
                 schemas,
                 policy,
-                source: found.source,
-                digest: Some(digest),
-                artifact: found.provenance.map(|from| from.digest),
+                source: source.clone(),
+                digest: Some(digest.clone()),
+                artifact: artifact.clone(),
                 signers,
-                executable: Executable::Wasm(code),
-            })],
-            Vec::new(),
-        ))
+                executable: Executable::Wasm(Arc::clone(&code)),
+            }));
+        }
+        // The name a policy's `source` gave a pulled component is its tool's: an offer is
+        // held to the signatures, not to that name.
+        let unnamed = provenance.map(|from| Provenance {
+            digest: from.digest.clone(),
+            named: None,
+        });
+        // A component the policy pulls under a name (`[tools.X] source`) is held to that
+        // entry's signatures and pin whether or not it has a tool of that name: its offers
+        // are served only if it passes them.
+        if offers.is_some()
+            && let Some(named) = provenance.and_then(|from| from.named.as_deref())
+        {
+            self.admitted(named, &digest, provenance).map_err(refuse)?;
+        }
+        for (key, offer) in offers.as_ref().map(Offer::all_of).unwrap_or_default() {
+            // One offer the policy refuses leaves the component's others in service.
+            let (policy, signers) = match self.admitted(&key, &digest, unnamed.as_ref()) {
+                Ok(admitted) => admitted,
+                Err(why) => {
+                    left_out.push(refuse(why));
+                    continue;
+                }
+            };
+            made.push(Arc::new(Tool {
+                info: offer.info(&key),
+                schemas: tokio::sync::OnceCell::new(),
+                policy,
+                source: source.clone(),
+                digest: Some(digest.clone()),
+                artifact: artifact.clone(),
+                signers,
+                executable: Executable::Offer(Arc::clone(&code), Arc::new(offer)),
+            }));
+        }
+        Ok((made, left_out))
+    }
+
+    /// The policy of the tool or offer `name` of a component whose sha256 is `digest`, and
+    /// who signed it, if the policy lets it load: its pin holds, its signatures verify.
+    fn admitted(
+        &self,
+        name: &str,
+        digest: &str,
+        provenance: Option<&Provenance>,
+    ) -> Result<(ToolPolicy, Vec<String>), String> {
+        let policy = self.policy.tool(name);
+        let signers = check_provenance(
+            &self.policy,
+            self.source.as_deref(),
+            name,
+            &policy,
+            provenance,
+        )?;
+        if let Some(pin) = &policy.sha256
+            && pin != digest
+        {
+            return Err(format!(
+                "its sha256 is {digest}, but the policy pins {name} to {pin}"
+            ));
+        }
+        Ok((policy, signers))
     }
 
     /// The tools of a component of plain typed exports (from `source`, whose sha256 is
@@ -763,7 +881,7 @@ pub(crate) fn catalog(
     let candidates: Vec<Arc<Tool>> = wasm.into_iter().chain(natives.iter().cloned()).collect();
     let kept = |tool: &Arc<Tool>| {
         serving
-            .and_then(|serving| serving.tools.get(&tool.info.name))
+            .and_then(|serving| serving.any(&tool.info.name))
             .is_some_and(|now| Arc::ptr_eq(now, tool))
     };
     let held: std::collections::HashSet<&str> = candidates
@@ -772,16 +890,23 @@ pub(crate) fn catalog(
         .map(|tool| tool.info.name.as_str())
         .collect();
     let mut tools: HashMap<String, Arc<Tool>> = HashMap::new();
+    // Each template's shape (its variables' names left out), and the key that holds it: the
+    // ones in service first, so that a component added meanwhile is the one refused.
+    let mut shapes: HashMap<String, String> = candidates
+        .iter()
+        .filter(|tool| kept(tool))
+        .filter_map(|tool| Some((template_of(tool)?.shape(), tool.info.name.clone())))
+        .collect();
     let mut order = Vec::new();
     for tool in &candidates {
         if held.contains(tool.info.name.as_str()) && !kept(tool) {
             let serving = serving
-                .and_then(|serving| serving.tools.get(&tool.info.name))
+                .and_then(|serving| serving.any(&tool.info.name))
                 .map_or("", |now| now.source.as_str());
             errors.push(LoadError {
                 message: format!(
-                    "a tool named {:?} is already served from {serving}",
-                    tool.info.name
+                    "{} is already served from {serving}",
+                    named(&tool.info.name)
                 ),
                 source: tool.source.clone(),
                 guest_stderr: String::new(),
@@ -789,20 +914,41 @@ pub(crate) fn catalog(
             continue;
         }
         let tool = Arc::clone(tool);
-        if let Some(first) = tools.get(&tool.info.name) {
+        let twin = tools
+            .get(&tool.info.name)
+            .map(|first| first.source.clone())
+            .or_else(|| {
+                // Two templates of one shape would both match every URI of it.
+                let holder = shapes.get(&template_of(&tool)?.shape())?;
+                (*holder != tool.info.name)
+                    .then(|| candidates.iter().find(|t| t.info.name == *holder))
+                    .flatten()
+                    .map(|holder| holder.source.clone())
+            });
+        if let Some(first) = twin {
+            // A completion goes with its prompt or template, whose refusal says it all.
+            if tool.info.name.starts_with("completion:") {
+                continue;
+            }
             errors.push(LoadError {
-                message: format!(
-                    "a tool named {:?} is already loaded from {}",
-                    tool.info.name, first.source
-                ),
+                message: format!("{} is already loaded from {first}", named(&tool.info.name)),
                 source: tool.source.clone(),
                 guest_stderr: String::new(),
             });
             continue;
         }
-        order.push(tool.info.name.clone());
+        if let Some(template) = template_of(&tool) {
+            shapes.insert(template.shape(), tool.info.name.clone());
+        }
+        if !matches!(tool.executable, Executable::Offer(..)) {
+            order.push(tool.info.name.clone());
+        }
         tools.insert(tool.info.name.clone(), tool);
     }
+    settle_offers(&mut tools, errors, &kept);
+    let (offers, tools): (HashMap<_, _>, HashMap<_, _>) = tools
+        .into_iter()
+        .partition(|(_, tool)| matches!(tool.executable, Executable::Offer(..)));
     let registry = crate::call::registry::Registry::new(
         order
             .iter()
@@ -816,6 +962,99 @@ pub(crate) fn catalog(
     Catalog {
         registry: Arc::new(registry),
         tools,
+        offers,
+    }
+}
+
+/// The URI template an offer reads by, if it is one.
+fn template_of(tool: &Tool) -> Option<&crate::tool::offer::Template> {
+    match &tool.executable {
+        Executable::Offer(_, offer) => match &offer.listed {
+            Listed::Template(_, template) => Some(template),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What one component offers may not reach into another's: a listed resource whose URI
+/// another component's template matches is refused (unless the resource is in service and
+/// the template is new: then the template is), and a completion is kept only beside the
+/// prompt or template it completes, from the same component.
+fn settle_offers(
+    tools: &mut HashMap<String, Arc<Tool>>,
+    errors: &mut Vec<LoadError>,
+    kept: &dyn Fn(&Arc<Tool>) -> bool,
+) {
+    let templates: Vec<Arc<Tool>> = tools
+        .values()
+        .filter(|tool| template_of(tool).is_some())
+        .cloned()
+        .collect();
+    let resources: Vec<Arc<Tool>> = tools
+        .values()
+        .filter(|tool| tool.info.name.starts_with("resource:"))
+        .cloned()
+        .collect();
+    let mut refused: Vec<(Arc<Tool>, String)> = Vec::new();
+    for resource in &resources {
+        let uri = &resource.info.name["resource:".len()..];
+        for template in &templates {
+            if template.source == resource.source
+                || template_of(template).and_then(|t| t.matches(uri)).is_none()
+            {
+                continue;
+            }
+            let (loser, winner) = if kept(resource) && !kept(template) {
+                (template, resource)
+            } else {
+                (resource, template)
+            };
+            refused.push((
+                Arc::clone(loser),
+                format!(
+                    "{} overlaps {} of {}: a URI is read by one component only",
+                    named(&loser.info.name),
+                    named(&winner.info.name),
+                    winner.source
+                ),
+            ));
+        }
+    }
+    for (loser, message) in refused {
+        if tools.remove(&loser.info.name).is_some() {
+            errors.push(LoadError {
+                message,
+                source: loser.source.clone(),
+                guest_stderr: String::new(),
+            });
+        }
+    }
+    let orphans: Vec<String> = tools
+        .iter()
+        .filter_map(|(key, tool)| {
+            let owner = key.strip_prefix("completion:")?;
+            let beside = tools
+                .get(owner)
+                .is_some_and(|owner| owner.source == tool.source);
+            (!beside).then(|| key.clone())
+        })
+        .collect();
+    for key in orphans {
+        tools.remove(&key);
+    }
+}
+
+/// What a catalog key names, for a refusal: `a tool named "x"`, `a prompt named "x"`.
+fn named(key: &str) -> String {
+    let echoed = crate::call::names::echoed;
+    match key.split_once(':') {
+        Some(("prompt", name)) => format!("a prompt named {}", echoed(name)),
+        Some(("resource", uri)) => format!("a resource {}", echoed(uri)),
+        Some(("template", name)) => {
+            format!("a URI template named {} (or of its pattern)", echoed(name))
+        }
+        _ => format!("a tool named {key:?}"),
     }
 }
 
@@ -849,6 +1088,9 @@ pub struct Reloaded {
     pub replaced: Vec<String>,
     /// The tools no longer served, by name.
     pub removed: Vec<String>,
+    /// What components offer beside tools that was added, replaced or removed, by key
+    /// (`prompt:NAME`, `resource:URI`, `template:NAME`, `completion:...`).
+    pub offers: Vec<String>,
     /// The components that could not be loaded this time, and why. A changed component that
     /// is refused (a broken pin, a missing signature, a description past its limits) leaves
     /// the version loaded before in service, and its error says so.
@@ -856,8 +1098,17 @@ pub struct Reloaded {
 }
 
 impl Reloaded {
-    /// Whether the tools a client sees changed (their names, or what they run).
+    /// Whether the tools a client sees changed (their names, or what they run), or what the
+    /// components offer beside them.
     pub fn changed(&self) -> bool {
+        !(self.added.is_empty()
+            && self.replaced.is_empty()
+            && self.removed.is_empty()
+            && self.offers.is_empty())
+    }
+
+    /// Whether the tools a client sees changed (an MCP server's `tools/list_changed`).
+    pub fn tools_changed(&self) -> bool {
         !(self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty())
     }
 }
@@ -915,17 +1166,33 @@ impl Runtime {
                 reloaded.removed.push(entry.schema.name.clone());
             }
         }
+        for (key, before) in &old.offers {
+            if new
+                .offers
+                .get(key)
+                .is_none_or(|now| !Arc::ptr_eq(now, before))
+            {
+                reloaded.offers.push(key.clone());
+            }
+        }
+        for key in new.offers.keys() {
+            if !old.offers.contains_key(key) {
+                reloaded.offers.push(key.clone());
+            }
+        }
+        reloaded.offers.sort();
         if reloaded.changed() {
             *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
             // The code of what is no longer served is let go (a call in flight keeps its own).
-            for (name, tool) in &old.tools {
+            for (name, tool) in old.tools.iter().chain(&old.offers) {
                 let gone = self
                     .catalog()
-                    .tools
-                    .get(name)
+                    .any(name)
                     .is_none_or(|now| !Arc::ptr_eq(now, tool));
                 if gone
-                    && let Executable::Wasm(code) | Executable::Typed(code, _) = &tool.executable
+                    && let Executable::Wasm(code)
+                    | Executable::Typed(code, _)
+                    | Executable::Offer(code, _) = &tool.executable
                 {
                     self.wasm.code().release(code);
                 }
@@ -934,6 +1201,7 @@ impl Runtime {
                 added = ?reloaded.added,
                 replaced = ?reloaded.replaced,
                 removed = ?reloaded.removed,
+                offers = ?reloaded.offers,
                 "the tools changed"
             );
         }

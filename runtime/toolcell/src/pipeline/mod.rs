@@ -23,6 +23,7 @@ pub(crate) mod catalog;
 pub(crate) mod context;
 pub(crate) mod loader;
 pub(crate) mod native;
+pub(crate) mod offers;
 pub(crate) mod source;
 mod stages;
 
@@ -98,6 +99,15 @@ fn record_micros(span: &tracing::Span, field: &'static str, took: std::time::Dur
     if !span.is_disabled() {
         span.record(field, u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
     }
+}
+
+/// Where a name is looked up: among the tools (a call), or among what components offer
+/// beside tools (a prompt's `get`, a read, a completion). A name is only ever found where it
+/// was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Namespace {
+    Tools,
+    Offers,
 }
 
 /// A path a call writes: its workspace's root, and the path in it.
@@ -198,8 +208,7 @@ impl Runtime {
                 .map_or_else(Default::default, |entry| entry.limits),
             None => self
                 .catalog()
-                .tools
-                .get(name)
+                .any(name)
                 .map_or_else(Default::default, |tool| tool.policy.limits),
         }
     }
@@ -363,7 +372,8 @@ impl Runtime {
             context,
             options,
         } = call;
-        self.run_in(id, name, arguments, context, options).await
+        self.run_in(id, (name, Namespace::Tools), arguments, context, options)
+            .await
     }
 
     /// [`Runtime::run`] from synchronous code, blocking this thread until the call ends.
@@ -405,7 +415,7 @@ impl ToolPort for Runtime {
     fn call_with_report(&self, request: &ToolRequest, options: &CallOptions) -> CallReport {
         self.block_on(self.run_in(
             &request.id,
-            &request.tool,
+            (&request.tool, Namespace::Tools),
             &request.arguments,
             &self.default_context,
             options,

@@ -18,6 +18,7 @@ use crate::pipeline::native::ToolContext;
 use crate::policy::{Access, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
 use crate::validate::{ArgumentSchema, Checked};
+use crate::wasm::bindings::What;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tracing::Instrument as _;
 
-use crate::pipeline::{CALL_SPAN_TARGET, Runtime, WriteKey, record_micros};
+use crate::pipeline::{CALL_SPAN_TARGET, Namespace, Runtime, WriteKey, record_micros};
 
 impl Runtime {
     /// [`Runtime::run`], from the call's parts, inside the call's span (see
@@ -33,7 +34,24 @@ impl Runtime {
     pub(super) async fn run_in(
         &self,
         id: &str,
-        name: &str,
+        (name, namespace): (&str, Namespace),
+        arguments: &str,
+        context: &CallContext,
+        options: &CallOptions,
+    ) -> CallReport {
+        // The tools as they stand now: this call runs with these, whatever a reload does.
+        let catalog = self.catalog();
+        self.run_on(&catalog, id, (name, namespace), arguments, context, options)
+            .await
+    }
+
+    /// [`Runtime::run_in`] with the `catalog` the caller already holds (an offer resolved in
+    /// it runs in it, whatever a reload swaps in meanwhile).
+    pub(super) async fn run_on(
+        &self,
+        catalog: &Catalog,
+        id: &str,
+        (name, namespace): (&str, Namespace),
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
@@ -55,18 +73,12 @@ impl Runtime {
             cap_us = tracing::field::Empty,
             audit_us = tracing::field::Empty,
         );
-        // The tools as they stand now: this call runs with these, whatever a reload does.
-        let catalog = self.catalog();
         let report = self
-            .run_spanned(&catalog, id, name, arguments, context, options)
+            .run_spanned(catalog, id, (name, namespace), arguments, context, options)
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
-            if let Some(digest) = catalog
-                .tools
-                .get(&report.tool)
-                .and_then(|t| t.digest.as_ref())
-            {
+            if let Some(digest) = catalog.any(&report.tool).and_then(|t| t.digest.as_ref()) {
                 span.record("tool.digest", digest.as_str());
             }
             if report.tool != name {
@@ -90,7 +102,7 @@ impl Runtime {
         &self,
         catalog: &Catalog,
         id: &str,
-        name: &str,
+        (name, namespace): (&str, Namespace),
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
@@ -99,7 +111,14 @@ impl Runtime {
         let call_span = tracing::Span::current();
         // The arguments of what ran, as the audit record keeps them.
         let mut audited = None;
-        let dispatched = dispatch(&catalog.registry, name, arguments);
+        let dispatched = match namespace {
+            Namespace::Tools => dispatch(&catalog.registry, name, arguments),
+            // An offer is asked for by its key, never through the loop's tools.
+            Namespace::Offers => Dispatch::Port {
+                tool: name.to_owned(),
+                arguments: arguments.to_owned(),
+            },
+        };
         record_micros(&call_span, "dispatch_us", started.elapsed());
         let mut report = match dispatched {
             Dispatch::Local(text) => CallReport {
@@ -111,7 +130,7 @@ impl Runtime {
                 arguments: routed,
             } => {
                 let mut report = self
-                    .decide_and_run(catalog, id, &tool, &routed, context, options)
+                    .decide_and_run(catalog, id, (&tool, namespace), &routed, context, options)
                     .await;
                 if tool != name {
                     report.via = Some(name.to_owned());
@@ -145,17 +164,21 @@ impl Runtime {
         report
     }
 
-    /// Stages 2 to 4 for the tool `name`: validate, gate, execute.
+    /// Stages 2 to 4 for the tool (or offer) `name`: validate, gate, execute.
     pub(super) async fn decide_and_run(
         &self,
         catalog: &Catalog,
         id: &str,
-        name: &str,
+        (name, namespace): (&str, Namespace),
         arguments: &str,
         context: &CallContext,
         options: &CallOptions,
     ) -> CallReport {
-        let Some(tool) = catalog.tools.get(name) else {
+        let found = match namespace {
+            Namespace::Tools => catalog.tools.get(name),
+            Namespace::Offers => catalog.offers.get(name),
+        };
+        let Some(tool) = found else {
             return CallReport::host_answer(ToolResponse::failed(
                 FailureKind::UnknownTool,
                 catalog.registry.unknown_tool(name),
@@ -326,10 +349,11 @@ impl Runtime {
         let staged = grants.staged.clone();
         let executing = tracing::info_span!(target: CALL_SPAN_TARGET, "execute");
         let mut report = match &tool.executable {
-            Executable::Wasm(code) | Executable::Typed(code, _) => {
-                let function = match &tool.executable {
-                    Executable::Typed(_, function) => Some(function.as_ref()),
-                    _ => None,
+            Executable::Wasm(code) | Executable::Typed(code, _) | Executable::Offer(code, _) => {
+                let what = match &tool.executable {
+                    Executable::Typed(_, function) => What::Function(function),
+                    Executable::Offer(_, offer) => What::Offer(&offer.operation),
+                    _ => What::Call,
                 };
                 // The guest gets the arguments as validated (and as the gate rewrote their
                 // paths), written out again from the checked value: never the caller's text,
@@ -341,14 +365,7 @@ impl Runtime {
                     match self.wasm.prepare(code).await {
                         Ok(pre) => {
                             self.wasm
-                                .run(
-                                    &pre,
-                                    function,
-                                    &grants,
-                                    &limits,
-                                    options.stop.as_ref(),
-                                    &text,
-                                )
+                                .run(&pre, what, &grants, &limits, options.stop.as_ref(), &text)
                                 .await
                         }
                         Err(why) => CallReport::host_answer(ToolResponse::failed(
@@ -726,7 +743,7 @@ impl Runtime {
         let Some(audit) = &self.audit else {
             return;
         };
-        let tool = catalog.tools.get(&report.tool);
+        let tool = catalog.any(&report.tool);
         let resources: Vec<(&str, CapabilityKind)> = tool
             .map(|tool| {
                 tool.info

@@ -7,18 +7,7 @@
 //! as a new one's: its `info` without client needs or an output schema where it has none, its
 //! string as one text part.
 
-pub(crate) mod generated {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "guest",
-        imports: {
-            "toolcell:tool/client.log": async,
-            "toolcell:tool/client.progress": async,
-            "toolcell:tool/client.ask": async | trappable,
-        },
-        exports: { default: async },
-    });
-}
+pub(crate) use crate::wasm::contract::generated;
 
 /// The contract as it was in 0.3.0 (the types inside `tool`, no client).
 mod v0_3 {
@@ -52,6 +41,8 @@ pub(crate) use generated::toolcell::tool::types::ToolError;
 
 use crate::call::content::{Contents, Media, Part};
 use crate::tool::info::{Capability, CapabilityKind, MAX_SCHEMA_TEXT_BYTES, ResourceRef, ToolInfo};
+use crate::tool::offer::Answered;
+use crate::wasm::offering::OfferingPre;
 use generated::toolcell::tool::types as wit;
 use serde_json::Value;
 use std::sync::Arc;
@@ -70,6 +61,15 @@ pub(crate) enum GuestPre<T: 'static> {
     V0_1(v0_1::GuestPre<T>),
     /// No contract: plain WIT-typed exports, each function a tool (`wasm/typed/`).
     Typed(crate::wasm::typed::TypedPre<T>),
+    /// `toolcell:tool@0.4.0`'s prompts, resources or completion, with its tool or without.
+    Offering(Box<Offering<T>>),
+}
+
+/// A component that offers prompts, resources or completion: those interfaces, and its tool
+/// if it exports one too (the `server` world).
+pub(crate) struct Offering<T: 'static> {
+    pub(crate) offers: OfferingPre<T>,
+    pub(crate) tool: Option<generated::GuestPre<T>>,
 }
 
 impl<T: 'static> Clone for GuestPre<T> {
@@ -80,6 +80,10 @@ impl<T: 'static> Clone for GuestPre<T> {
             GuestPre::V0_2(pre) => GuestPre::V0_2(pre.clone()),
             GuestPre::V0_1(pre) => GuestPre::V0_1(pre.clone()),
             GuestPre::Typed(pre) => GuestPre::Typed(pre.clone()),
+            GuestPre::Offering(offering) => GuestPre::Offering(Box::new(Offering {
+                offers: offering.offers.clone(),
+                tool: offering.tool.clone(),
+            })),
         }
     }
 }
@@ -143,6 +147,10 @@ impl<T: Send + 'static> GuestPre<T> {
     /// The component behind `instance_pre`, if it exports any version of the contract (the
     /// newest is tried first). The error is the current version's.
     pub(crate) fn new(instance_pre: InstancePre<T>) -> Result<GuestPre<T>> {
+        if let Some(offers) = OfferingPre::new(&instance_pre) {
+            let tool = generated::GuestPre::new(instance_pre).ok();
+            return Ok(GuestPre::Offering(Box::new(Offering { offers, tool })));
+        }
         let current = match generated::GuestPre::new(instance_pre.clone()) {
             Ok(pre) => return Ok(GuestPre::Current(pre)),
             Err(error) => error,
@@ -159,11 +167,32 @@ impl<T: Send + 'static> GuestPre<T> {
         }
     }
 
+    /// The current contract's tool, if the component exports one.
+    fn current(&self) -> Result<&generated::GuestPre<T>> {
+        match self {
+            GuestPre::Current(pre) => Ok(pre),
+            GuestPre::Offering(offering) => offering.tool.as_ref().ok_or_else(|| {
+                wasmtime::format_err!("the component offers prompts or resources, and no tool")
+            }),
+            _ => Err(wasmtime::format_err!(
+                "the component exports an older version of the contract"
+            )),
+        }
+    }
+
+    /// The prompts, resources and completion it offers, if any.
+    pub(crate) fn offering(&self) -> Option<&Offering<T>> {
+        match self {
+            GuestPre::Offering(offering) => Some(offering),
+            _ => None,
+        }
+    }
+
     /// Instantiate it in `store` and call `describe()`.
     pub(crate) async fn describe(&self, mut store: impl AsContextMut<Data = T>) -> Result<Info> {
         match self {
-            GuestPre::Current(pre) => {
-                let guest = pre.instantiate_async(&mut store).await?;
+            GuestPre::Current(_) | GuestPre::Offering(_) => {
+                let guest = self.current()?.instantiate_async(&mut store).await?;
                 guest.toolcell_tool_tool().call_describe(&mut store).await
             }
             GuestPre::V0_3(pre) => {
@@ -196,8 +225,8 @@ impl<T: Send + 'static> GuestPre<T> {
         arguments: &str,
     ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
         match self {
-            GuestPre::Current(pre) => {
-                let guest = pre.instantiate_async(&mut store).await?;
+            GuestPre::Current(_) | GuestPre::Offering(_) => {
+                let guest = self.current()?.instantiate_async(&mut store).await?;
                 let answer = guest
                     .toolcell_tool_tool()
                     .call_call(&mut store, arguments)
@@ -241,31 +270,54 @@ impl<T: Send + 'static> GuestPre<T> {
         }
     }
 
-    /// Instantiate it in `store` and call the typed `function` with `arguments`; for a
-    /// component of the contract, `function` names nothing and its `call` runs.
-    pub(crate) async fn call_function(
+    /// Instantiate it in `store` and run `what` with `arguments`: the parts it answered, and,
+    /// for a request of its offers, what they are.
+    pub(crate) async fn run(
         &self,
-        store: impl AsContextMut<Data = T>,
-        function: Option<&crate::wasm::typed::TypedFunction>,
+        mut store: impl AsContextMut<Data = T>,
+        what: What<'_>,
         arguments: &str,
-    ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
-        match (self, function) {
-            (GuestPre::Typed(pre), Some(function)) => {
+    ) -> Result<std::result::Result<(Vec<Part>, Option<Answered>), ToolError>> {
+        match (self, what) {
+            (GuestPre::Typed(pre), What::Function(function)) => {
                 use crate::wasm::typed::ToolError as Typed;
                 Ok(pre
                     .call(store, function, arguments)
                     .await?
+                    .map(|parts| (parts, None))
                     .map_err(|error| match error {
                         Typed::InvalidInput(why) => ToolError::InvalidInput(why),
                         Typed::Failed(why) => ToolError::Failed(why),
                     }))
             }
-            (GuestPre::Typed(_), None) => Err(wasmtime::format_err!(
+            (GuestPre::Offering(offering), What::Offer(operation)) => Ok(offering
+                .offers
+                .run(&mut store, operation, arguments)
+                .await?
+                .map(|(parts, answered)| (parts, Some(answered)))),
+            (GuestPre::Typed(_), _) => Err(wasmtime::format_err!(
                 "a component of plain typed exports is called one function at a time"
             )),
-            (_, _) => self.call(store, arguments).await,
+            (_, What::Offer(_)) => Err(wasmtime::format_err!(
+                "the component offers no prompts, resources or completion"
+            )),
+            (_, What::Call | What::Function(_)) => Ok(self
+                .call(store, arguments)
+                .await?
+                .map(|parts| (parts, None))),
         }
     }
+}
+
+/// What a fresh instance of a component runs.
+#[derive(Clone, Copy)]
+pub(crate) enum What<'a> {
+    /// The contract's `call`.
+    Call,
+    /// One function of a component of plain typed exports.
+    Function(&'a crate::wasm::typed::TypedFunction),
+    /// A request of its prompts, resources or completion.
+    Offer(&'a crate::wasm::offering::Operation),
 }
 
 /// The host's part, from a guest's of `$module` (0.4.0's `types`, 0.3.0's `tool`): the same

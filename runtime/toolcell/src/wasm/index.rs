@@ -3,9 +3,9 @@
 //!
 //! For each component the index keeps how its file looked when it was last read (its
 //! *identity*: device, inode, size, modification and change times), its sha256, and what it
-//! said about itself (its checked [`ToolInfo`]). A start stats each file; a file whose identity
-//! matches is taken at its indexed digest and description, and its compiled code is read from
-//! its cache entry on its first call ([`LazyCode`](crate::wasm::lazy::LazyCode)). Anything else
+//! said about itself (its checked [`ToolInfo`], and what it offers beside a tool). A start
+//! stats each file; a file whose identity matches is taken at its indexed digest and
+//! description, and its compiled code is read from its cache entry on its first call ([`LazyCode`](crate::wasm::lazy::LazyCode)). Anything else
 //! (a new file, a changed one, an index that fails its check) is read, hashed, compiled and
 //! described as before, and the index is written again.
 //!
@@ -49,8 +49,12 @@ pub(crate) struct IndexEntry {
     /// Its sha256, lowercase hex.
     pub(crate) sha256: String,
     /// What it said about itself, as checked at load (for a component of plain typed exports,
-    /// its first function's; `typed` holds them all).
-    pub(crate) info: ToolInfo,
+    /// its first function's; `typed` holds them all); none for a component of prompts and
+    /// resources with no tool.
+    pub(crate) info: Option<ToolInfo>,
+    /// What it offers beside a tool (prompts, resources, completion), as checked at load.
+    #[serde(default)]
+    pub(crate) offers: Option<crate::tool::offer::Offers>,
     /// A component of plain typed exports: its functions and those left out, as read at load.
     #[serde(default)]
     pub(crate) typed: Option<crate::wasm::typed::Indexed>,
@@ -110,6 +114,7 @@ impl Index {
                 && known.sha256 == entry.sha256
                 && known.info == entry.info
                 && known.typed == entry.typed
+                && known.offers == entry.offers
         });
         if !same {
             self.entries.insert(entry.source.clone(), entry);
@@ -157,7 +162,14 @@ impl Index {
         for mut entry in entries {
             // Authenticated, and checked again all the same: the limits are the host's, and
             // this toolcell's may be narrower than the one that wrote the index.
-            entry.info = entry.info.checked().ok()?;
+            entry.info = match entry.info {
+                Some(info) => Some(info.checked().ok()?),
+                None => None,
+            };
+            entry.offers = match entry.offers {
+                Some(offers) => Some(offers.checked().ok()?),
+                None => None,
+            };
             by_source.insert(entry.source.clone(), entry);
         }
         Some(by_source)

@@ -13,6 +13,7 @@ use crate::call::limits::Limits;
 use crate::call::proto::{FailureKind, ToolResponse};
 use crate::call::stop::StopToken;
 use crate::gate::grants::Grants;
+use crate::tool::offer::Offers;
 use crate::wasm::sandbox::CallState;
 use std::time::Instant;
 use tokio::sync::Semaphore;
@@ -80,6 +81,57 @@ pub(crate) async fn describe(
     pre: &GuestPre<CallState>,
     limits: &Limits,
 ) -> (Result<Info, String>, String) {
+    powerless(engine, pre, limits, "describe()", |pre, store| {
+        Box::pin(pre.describe(store))
+    })
+    .await
+}
+
+/// Read what the guest offers beside a tool (its prompts, resources, completion) in a fresh,
+/// powerless instance, as [`describe`] reads a tool: nothing if it offers nothing.
+pub(crate) async fn describe_offers(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    limits: &Limits,
+) -> (Result<Option<Offers>, String>, String) {
+    if pre.offering().is_none() {
+        return (Ok(None), String::new());
+    }
+    let (offers, stderr) = powerless(
+        engine,
+        pre,
+        limits,
+        "list-prompts/list-resources",
+        |pre, store| {
+            Box::pin(async move {
+                match pre.offering() {
+                    Some(offering) => offering.offers.describe(store).await,
+                    None => Ok(Offers::default()),
+                }
+            })
+        },
+    )
+    .await;
+    (offers.map(Some), stderr)
+}
+
+/// A guest function that reads a store, as [`powerless`] runs it.
+type Reading<R> = for<'s> fn(
+    &'s GuestPre<CallState>,
+    &'s mut Store<CallState>,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 's>,
+>;
+
+/// Run `read` in a fresh instance with no grants, within `limits`' timeout: its answer (or
+/// why there is none, naming `what`), and the end of what the guest wrote to stderr.
+async fn powerless<R>(
+    engine: &Engine,
+    pre: &GuestPre<CallState>,
+    limits: &Limits,
+    what: &str,
+    read: Reading<R>,
+) -> (Result<R, String>, String) {
     let deadline = Instant::now() + limits.timeout;
     let mut store = match new_store(engine, &Grants::default(), limits, None, deadline) {
         Ok(store) => store,
@@ -88,24 +140,23 @@ pub(crate) async fn describe(
             return (Err(why), String::new());
         }
     };
-    let run = async { pre.describe(&mut store).await };
-    let described = match tokio::time::timeout(limits.timeout, run).await {
-        Ok(Ok(info)) => Ok(info),
-        Ok(Err(error)) => Err(format!("describe() failed: {}", error_text(&error))),
+    let answer = match tokio::time::timeout(limits.timeout, read(pre, &mut store)).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(error)) => Err(format!("{what} failed: {}", error_text(&error))),
         Err(_) => Err(format!(
-            "describe() ran past its {} ms deadline",
+            "{what} ran past its {} ms deadline",
             limits.timeout.as_millis()
         )),
     };
     let stderr = store.data().stderr.captured().text;
-    (described, stderr_tail(&stderr).to_owned())
+    (answer, stderr_tail(&stderr).to_owned())
 }
 
-/// What a call runs: a component's prepared instance, and, for a component of plain typed
-/// exports, which of its functions.
+/// What a call runs: a component's prepared instance, and what of it: its `call`, one of its
+/// typed functions, or a request of its prompts, resources or completion.
 pub(crate) struct Target<'a> {
     pub(crate) pre: &'a GuestPre<CallState>,
-    pub(crate) function: Option<&'a crate::wasm::typed::TypedFunction>,
+    pub(crate) what: crate::wasm::bindings::What<'a>,
 }
 
 /// Run the guest's `call(arguments)` (or the typed function's) in a fresh instance holding
@@ -167,24 +218,33 @@ pub(crate) async fn call(
             format!("a granted directory could not be opened for the tool: {unopened}"),
         ));
     }
-    let run = async {
-        target
-            .pre
-            .call_function(&mut store, target.function, arguments)
-            .await
-    };
+    let run = async { target.pre.run(&mut store, target.what, arguments).await };
     let outcome = tokio::select! {
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
         () = &mut stopped => return report(ToolResponse::Cancelled, &store, limits, started),
     };
-    let (response, parts) = match outcome {
-        Ok(Ok(Ok(parts))) => answered(parts),
-        Ok(Ok(Err(error))) => (from_tool_error(error), Vec::new()),
-        Ok(Err(error)) => (from_guest_error(&error, store.data(), limit_ms), Vec::new()),
-        Err(_elapsed) => (ToolResponse::TimedOut { limit_ms }, Vec::new()),
+    let (response, parts, offered) = match outcome {
+        Ok(Ok(Ok((parts, None)))) => {
+            let (response, parts) = answered(parts);
+            (response, parts, None)
+        }
+        // An offer's answer keeps its parts as they are (a prompt of one text is a message).
+        Ok(Ok(Ok((parts, Some(offered))))) => (
+            ToolResponse::text(content::as_text(&parts)),
+            parts,
+            Some(offered),
+        ),
+        Ok(Ok(Err(error))) => (from_tool_error(error), Vec::new(), None),
+        Ok(Err(error)) => (
+            from_guest_error(&error, store.data(), limit_ms),
+            Vec::new(),
+            None,
+        ),
+        Err(_elapsed) => (ToolResponse::TimedOut { limit_ms }, Vec::new(), None),
     };
     CallReport {
         parts,
+        offered,
         ..report(response, &store, limits, started)
     }
 }

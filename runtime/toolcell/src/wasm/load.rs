@@ -5,6 +5,7 @@
 
 use crate::call::limits::{DESCRIBE_TIMEOUT, Limits};
 use crate::tool::info::ToolInfo;
+use crate::tool::offer::Offers;
 use crate::validate::{ArgumentSchema, Subject};
 use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome};
@@ -103,6 +104,17 @@ pub(crate) enum Loaded {
     Contract(Box<LoadedTool>),
     /// A component of plain typed exports: a tool per function.
     Typed(LoadedTyped),
+    /// A component that offers prompts, resources or completion, and no tool.
+    Provider(LoadedProvider),
+}
+
+/// A component that offers prompts, resources or completion and no tool, ready: its prepared
+/// instance and what it offers, checked.
+pub(crate) struct LoadedProvider {
+    pub(crate) pre: GuestPre<CallState>,
+    pub(crate) offers: Offers,
+    /// The size of its compiled code in memory.
+    pub(crate) code_bytes: usize,
 }
 
 /// A component of plain typed exports, ready: its prepared instance, its functions served as
@@ -123,6 +135,8 @@ pub(crate) struct LoadedTool {
     pub(crate) output: Option<ArgumentSchema>,
     /// The size of its compiled code in memory.
     pub(crate) code_bytes: usize,
+    /// What it offers beside its tool (the `server` world), checked.
+    pub(crate) offers: Option<Offers>,
 }
 
 /// Compile `bytes` (or read them compiled from their cache `entry`), link them against
@@ -159,6 +173,31 @@ pub(crate) async fn load(
         timeout: DESCRIBE_TIMEOUT,
         ..Limits::default()
     };
+    // What it offers beside a tool, read (and checked) first: a provider has no tool.
+    let (offers, stderr) = instance::describe_offers(engine, &pre, &limits).await;
+    let offers = offers
+        .and_then(|offers| offers.map(Offers::checked).transpose())
+        .map_err(|why| refuse_described(why, &stderr))?;
+    if let Some(offering) = pre.offering()
+        && offering.tool.is_none()
+    {
+        let offers = offers.unwrap_or_default();
+        if offers.is_empty() {
+            return Err(refuse(
+                "it exports the provider interfaces, but offers no prompt, resource, template \
+                 or completion"
+                    .to_owned(),
+            ));
+        }
+        return Ok((
+            Loaded::Provider(LoadedProvider {
+                pre,
+                offers,
+                code_bytes,
+            }),
+            outcome,
+        ));
+    }
     let (described, stderr) = instance::describe(engine, &pre, &limits).await;
     let info = described.map_err(|why| refuse_described(why, &stderr))?;
     let info = ToolInfo::from_guest(info).map_err(|why| refuse_described(why, &stderr))?;
@@ -180,6 +219,7 @@ pub(crate) async fn load(
             schema,
             output,
             code_bytes,
+            offers,
         })),
         outcome,
     ))

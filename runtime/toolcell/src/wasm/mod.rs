@@ -12,6 +12,7 @@ pub(crate) mod bindings;
 pub(crate) mod cache;
 pub(crate) mod client;
 mod config;
+mod contract;
 pub(crate) mod engine;
 pub(crate) mod epoch;
 pub(crate) mod files;
@@ -22,6 +23,7 @@ pub(crate) mod instance;
 pub(crate) mod lazy;
 pub(crate) mod load;
 pub(crate) mod net;
+pub(crate) mod offering;
 pub(crate) mod sandbox;
 pub(crate) mod typed;
 
@@ -143,13 +145,13 @@ impl WasmExecutor {
     }
 
     /// Run one decided call: a fresh instance of `pre` holding exactly `grants`, under
-    /// `limits`, stopped by `stop`; of the typed `function` when the component is one of plain
-    /// typed exports.
+    /// `limits`, stopped by `stop`, running `what` of it (its `call`, a typed function, a
+    /// request of its offers).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run(
         &self,
         pre: &GuestPre<CallState>,
-        function: Option<&crate::wasm::typed::TypedFunction>,
+        what: crate::wasm::bindings::What<'_>,
         grants: &Grants,
         limits: &Limits,
         stop: Option<&StopToken>,
@@ -158,7 +160,7 @@ impl WasmExecutor {
         let _running = self.ticker.running();
         instance::call(
             &self.engine,
-            instance::Target { pre, function },
+            instance::Target { pre, what },
             grants,
             limits,
             stop,
