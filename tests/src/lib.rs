@@ -115,7 +115,7 @@ mod guest_tests {
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;
-    pub(crate) use crate::offers::{hostile_provider, offers_fixture};
+    pub(crate) use crate::offers::{hostile_provider, offers_fixture, prompts_only};
     pub(crate) use crate::parts::{contract_v2, contract_v3, painter};
     pub(crate) use crate::structured::{old_contract, structured};
     pub(crate) use crate::talking::{

@@ -382,6 +382,61 @@ fn a_component_cannot_take_over_anothers_uris() {
     );
 }
 
+/// The test named after the guest: a component that exports `prompts` alone loads and serves
+/// (no tool, no resources, no completion); and when it holds a prompt's name first, the
+/// completion another component offers for a prompt of that name is not served for it: the
+/// other component never hears this one's arguments.
+#[test]
+pub(crate) fn prompts_only() {
+    let alone = runtime_of(&[("only", crate::guests::PROMPTS_ONLY)], None);
+    assert_eq!(alone.load_errors(), &[]);
+    let kinds = alone.offered_kinds();
+    assert!(kinds.prompts && !kinds.resources && !kinds.completion);
+    let runtime = runtime_of(
+        &[
+            ("only", crate::guests::PROMPTS_ONLY),
+            ("offers", crate::guests::OFFERS_FIXTURE),
+        ],
+        None,
+    );
+    let errors = errors_of(&runtime);
+    assert!(
+        errors.iter().any(|e| e.starts_with("offers.wasm")
+            && e.contains(r#"a prompt named "test_prompt_with_arguments""#)),
+        "{errors:?}"
+    );
+    let said = prompt(
+        &runtime,
+        "test_prompt_with_arguments",
+        json!({ "arg1": "a", "arg2": "b" }),
+    );
+    assert!(
+        crate::support::result_text(said.response).starts_with("prompts-only:"),
+        "the first component's prompt serves"
+    );
+    let completed = offer(
+        &runtime,
+        OfferRequest::Complete {
+            reference: Reference::Prompt("test_prompt_with_arguments".to_owned()),
+            argument: "arg1".to_owned(),
+            value: "te".to_owned(),
+            context: Map::new(),
+        },
+    );
+    assert!(
+        matches!(&completed.offered, Some(Answered::Completion { values, .. }) if values.is_empty()),
+        "the other component's completion is not served for this prompt: {:?}",
+        completed.offered
+    );
+    // Its other prompts, and their completion, still serve.
+    assert!(
+        runtime
+            .prompts()
+            .iter()
+            .any(|p| p.name == "test_simple_prompt")
+    );
+}
+
 /// The audit records a prompt's `get` under its key, with the digest of its arguments, and
 /// never the messages.
 #[test]

@@ -114,7 +114,12 @@ impl Resources for Hostile {
 }
 
 impl Completes for Hostile {
-    fn complete(_: Reference, _: String, _: String, _: Vec<(String, String)>) -> Result<Completion, ToolError> {
+    fn complete(
+        _: Reference,
+        _: String,
+        _: String,
+        _: Vec<(String, String)>,
+    ) -> Result<Completion, ToolError> {
         Ok(Completion {
             values: (0..1000).map(|n| n.to_string()).collect(),
             total: None,

@@ -76,7 +76,11 @@ impl Prompts for Fixture {
                 "A prompt that embeds the resource it is given.",
                 vec![argument("resourceUri", "The URI to embed.", true)],
             ),
-            prompt("test_prompt_with_image", "A prompt with an image.", Vec::new()),
+            prompt(
+                "test_prompt_with_image",
+                "A prompt with an image.",
+                Vec::new(),
+            ),
         ]
     }
 
@@ -100,7 +104,9 @@ impl Prompts for Fixture {
                         mime_type: Some("text/plain".to_owned()),
                         contents: ResourceContents::Text(format!("The contents of {uri}.")),
                     })),
-                    user(Part::Text("Please process the embedded resource above.".to_owned())),
+                    user(Part::Text(
+                        "Please process the embedded resource above.".to_owned(),
+                    )),
                 ]
             }
             "test_prompt_with_image" => vec![
@@ -164,13 +170,16 @@ impl Resources for Fixture {
                 mime_type: Some("image/png".to_owned()),
                 body: ResourceContents::Blob(PIXEL.to_vec()),
             },
-            "test://watched-resource" => {
-                text("text/plain", "A resource a client may subscribe to.".to_owned())
-            }
+            "test://watched-resource" => text(
+                "text/plain",
+                "A resource a client may subscribe to.".to_owned(),
+            ),
             _ => match given(&variables, "id") {
                 Some(id) => text(
                     "application/json",
-                    format!("{{\"id\":\"{id}\",\"templateTest\":true,\"data\":\"Data for ID: {id}\"}}"),
+                    format!(
+                        "{{\"id\":\"{id}\",\"templateTest\":true,\"data\":\"Data for ID: {id}\"}}"
+                    ),
                 ),
                 None => return Err(ToolError::NotFound(format!("no resource {uri}"))),
             },
@@ -194,9 +203,9 @@ impl Completes for Fixture {
                     .map(|word| (*word).to_owned())
                     .collect()
             }
-            (Reference::ResourceTemplate(_), "id") => (1..=3)
-                .map(|n| format!("{value}{n}"))
-                .collect(),
+            (Reference::ResourceTemplate(_), "id") => {
+                (1..=3).map(|n| format!("{value}{n}")).collect()
+            }
             _ => Vec::new(),
         };
         Ok(Completion {
