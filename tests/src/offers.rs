@@ -42,7 +42,7 @@ fn offer(runtime: &Runtime, request: OfferRequest) -> CallReport {
     runtime.offer_blocking(
         "t",
         &request,
-        &runtime.default_context(),
+        runtime.default_context(),
         &CallOptions::default(),
     )
 }
@@ -273,7 +273,7 @@ pub(crate) fn hostile_provider() {
             name: "spin".to_owned(),
             arguments: Map::new(),
         },
-        &runtime.default_context(),
+        runtime.default_context(),
         &CallOptions {
             timeout: Some(std::time::Duration::from_millis(300)),
             ..CallOptions::default()

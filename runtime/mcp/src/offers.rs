@@ -60,7 +60,7 @@ impl McpServer {
         let span = trace::offer_span(method, &key, owner, &context.extensions, &context.meta);
         let runtime = Arc::clone(&self.runtime);
         let mut run = Box::pin(tracing::Instrument::instrument(
-            async move { runtime.offer(&id, &request, &call_context, &options).await },
+            async move { runtime.offer(&id, &request, call_context, &options).await },
             span,
         ));
         let report = tokio::select! {
