@@ -1,6 +1,6 @@
 """A tool's log messages and progress reach a real MCP client (the `mcp` package from PyPI) in
-both eras, over stdio and HTTP; its questions are answered `unsupported` where the connection
-cannot carry them yet.
+both eras, over stdio and HTTP; its questions are `input_required` rounds over 2026-07-28, and
+answered `unsupported` over HTTP in the 2025-11-25 era, which cannot carry them yet.
 
 Usage:
   talking_eras.py TOOLCELL TOOLS POLICY URL
@@ -44,17 +44,27 @@ ARGUMENTS = {
 }
 
 
-async def check(client, seen, where, wants_logs):
+async def check(client, seen, where, wants_logs, rounds):
+    """One call of `talker`. Over 2026-07-28 its question is an `input_required` round: the
+    client answers it (its sampling callback) and sends the call again, which runs the tool
+    again from the start, so its log messages and progress come once per round (each on its
+    own request's stream). Over HTTP in the 2025-11-25 era the question is `unsupported`."""
     result = await client.call_tool("talker", ARGUMENTS, progress_callback=seen.on_progress)
     expect(not result.is_error, f"{where}: answered: {text_of(result)[:200]!r}")
     said = json.loads(text_of(result))
+    runs = 2 if rounds else 1
     if wants_logs:
-        expect([data for _, data, _ in seen.logs] == ["hello", "careful"], f"{where}: both log messages arrived: {seen.logs}")
+        expect([data for _, data, _ in seen.logs] == ["hello", "careful"] * runs,
+               f"{where}: both log messages arrived, once a run: {seen.logs}")
         expect(all(logger == "talker" for _, _, logger in seen.logs), f"{where}: from the tool's logger")
     else:
         expect(seen.logs == [], f"{where}: no log messages for a request that asked for none: {seen.logs}")
-    expect(seen.progress == [1, 2, 3], f"{where}: progress 1, 2, 3: {seen.progress}")
-    expect(said.get("ask_error", {}).get("kind") == "unsupported", f"{where}: the question is unsupported here: {said}")
+    expect(seen.progress == [1, 2, 3] * runs, f"{where}: progress 1, 2, 3, once a run: {seen.progress}")
+    if rounds:
+        answers = said.get("answers") or [{}]
+        expect(answers[0].get("text") == "words", f"{where}: the question came back answered: {said}")
+    else:
+        expect(said.get("ask_error", {}).get("kind") == "unsupported", f"{where}: the question is unsupported here: {said}")
 
 
 def stdio_server(toolcell, tools, policy):
@@ -68,7 +78,7 @@ async def main(toolcell, tools, policy, url):
         seen = Seen()
         async with Client(stdio_server(toolcell, tools, policy), mode="auto", read_timeout_seconds=30,
                           logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
-            await check(client, seen, f"stdio 2026 (logLevel {level})", wants)
+            await check(client, seen, f"stdio 2026 (logLevel {level})", wants, rounds=True)
 
     # HTTP, both eras.
     for mode, level, wants in [("auto", None, False), ("auto", "info", True), ("legacy", None, True)]:
@@ -76,7 +86,7 @@ async def main(toolcell, tools, policy, url):
         http = create_mcp_http_client()
         async with http, Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=30,
                                 logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
-            await check(client, seen, f"http {mode} (logLevel {level})", wants)
+            await check(client, seen, f"http {mode} (logLevel {level})", wants, rounds=mode == "auto")
 
     # One client's level is not another's: over HTTP the 2025-11-25 era keeps no session, so a
     # level set by one client must not reach the next request, whoever sends it.

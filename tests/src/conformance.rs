@@ -16,9 +16,9 @@ use toolcell::content::Part;
 use toolcell::{CallOptions, CallReport, Runtime, ToolPort as _, ToolRequest, ToolResponse};
 
 /// The fixture tools, as the suite names them.
-fn fixtures() -> [(&'static str, &'static [u8]); 14] {
+fn fixtures() -> Vec<(&'static str, &'static [u8])> {
     use crate::guests::*;
-    [
+    let mut fixtures = vec![
         ("test_simple_text", TEST_SIMPLE_TEXT),
         ("test_image_content", TEST_IMAGE_CONTENT),
         ("test_audio_content", TEST_AUDIO_CONTENT),
@@ -34,7 +34,10 @@ fn fixtures() -> [(&'static str, &'static [u8]); 14] {
         ("header_echo", HEADER_ECHO),
         // The suite's prompts, resources and completion, from one component.
         ("offers_fixture", OFFERS_FIXTURE),
-    ]
+    ];
+    // Tools whose questions travel as `input_required` rounds over 2026-07-28.
+    fixtures.extend(crate::http::rounds::FIXTURES);
+    fixtures
 }
 
 /// `toolcell serve --http` with the fixtures, each listed to clients (core), and the ways of
@@ -62,6 +65,12 @@ fn serve(extra: &[&str]) -> Served {
         }
         if name == "test_streaming_elicitation" {
             text.push_str("client.elicit = { access = \"allow\" }\n");
+        }
+        if name.starts_with("test_input_required_result_") {
+            // An operator serving these lets them ask without a person's approval first.
+            for way in ["elicit", "sample", "list_roots"] {
+                text.push_str(&format!("client.{way} = {{ access = \"allow\" }}\n"));
+            }
         }
     }
     std::fs::write(&policy, text).expect("the policy");

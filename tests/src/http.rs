@@ -17,6 +17,7 @@ mod idle;
 mod one_reading;
 mod quotas;
 mod replicas;
+pub(crate) mod rounds;
 mod shares;
 mod store_attacks;
 

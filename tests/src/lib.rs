@@ -110,6 +110,12 @@ mod guest_tests {
     pub(crate) use crate::ecosystem::{fetch_rs, files_rs, typed_snoop};
     pub(crate) use crate::fresh_instance::counter;
     pub(crate) use crate::grants::{prowler, seeker};
+    pub(crate) use crate::http::rounds::{
+        test_input_required_result_capabilities, test_input_required_result_elicitation,
+        test_input_required_result_list_roots, test_input_required_result_multi_round,
+        test_input_required_result_multiple_inputs, test_input_required_result_request_state,
+        test_input_required_result_sampling, test_input_required_result_tampered_state,
+    };
     pub(crate) use crate::lazy::numbered;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::mcp::mirror;

@@ -572,8 +572,9 @@ fn a_tool_talks_to_a_real_mcp_client_over_stdio() {
 }
 
 /// A real MCP client in both eras: log messages and progress reach it over stdio and HTTP (a
-/// 2026-07-28 request only gets log messages when it names a level), and a question is
-/// answered `unsupported` where the connection cannot carry it yet.
+/// 2026-07-28 request only gets log messages when it names a level); a question is an
+/// `input_required` round over 2026-07-28, which the client answers, and `unsupported` over
+/// HTTP in the 2025-11-25 era.
 #[test]
 fn a_tools_log_and_progress_reach_a_real_client_in_both_eras_over_stdio_and_http() {
     let _guard = exclusive();

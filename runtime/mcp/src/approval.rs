@@ -30,10 +30,12 @@
 //!   `--state`). A token counts only for the client it was given to (over HTTP, the token's
 //!   tenant, or the peer address without tokens), for the same tool and arguments, once (its
 //!   id is spent: in the store with `--state`, so across replicas too), and only until the
-//!   call's deadline: a late answer is a denial; a token that is forged, altered, another
-//!   client's, for another call, or spent is ignored, and the call is asked afresh. With
-//!   `--state` and the store out of reach, an answer cannot be counted once: it is refused
-//!   ([`STATE_UNAVAILABLE`]), never taken twice.
+//!   call's deadline: a late answer is a denial; a token that is forged, another client's, for
+//!   another call, or spent is ignored, and the call is asked afresh; a token of this server's
+//!   key whose seal does not hold (altered on the way) is refused with an error (-32602).
+//!   The same token carries a tool's own questions' answers from round to round
+//!   (`rounds.rs`). With `--state` and the store out of reach, an answer cannot be
+//!   counted once: it is refused ([`STATE_UNAVAILABLE`]), never taken twice.
 
 use crate::seal::{SealKey, Sealed, question_digest};
 use rmcp::model::{
@@ -284,34 +286,49 @@ impl Approvals {
         }
     }
 
-    /// The answers a call sent again by `owner` (of `tool` with `arguments`) carries: what
-    /// was answered before, and the question sealed in `state` with its answer in
-    /// `responses` (a denial once its deadline has passed). Empty, so that the call is asked
-    /// afresh, for a token that is not this server's, was altered, is another client's or
-    /// another call's, or was spent.
-    pub(crate) async fn answers(
+    /// What a call sent again by `owner` (of `tool` with `arguments`) carries in its
+    /// `requestState`: the token opened and spent, if it is this call's; [`Carried::Nothing`]
+    /// (the call is asked afresh) for no token, one that is not a token of this server's key,
+    /// another client's or another call's, or one already spent; [`Carried::Altered`] for a
+    /// token of this server's key whose seal does not hold.
+    pub(crate) async fn carried(
         &self,
         owner: &str,
         tool: &str,
         arguments: &str,
         state: Option<&str>,
-        responses: Option<&InputResponses>,
-    ) -> Result<Vec<(String, Approval)>, crate::state::Unavailable> {
-        let Some(state) = state else {
-            return Ok(Vec::new());
-        };
-        let Some(key) = self.key() else {
-            return Ok(Vec::new());
+    ) -> Result<Carried, crate::state::Unavailable> {
+        let (Some(state), Some(key)) = (state, self.key()) else {
+            return Ok(Carried::Nothing);
         };
         let Some(sealed) = Sealed::open(state, key) else {
-            return Ok(Vec::new());
+            // A token that names this server's key and fails its seal was changed on the way.
+            return Ok(if Sealed::key_id(state).as_deref() == Some(key.id()) {
+                Carried::Altered
+            } else {
+                Carried::Nothing
+            });
         };
         if sealed.owner != crate::seal::owner_digest(owner)
             || sealed.tool != tool
             || sealed.args != crate::seal::arguments_digest(arguments)
             || !self.spend(&sealed.id, &sealed.e, sealed.deadline).await?
         {
-            return Ok(Vec::new());
+            return Ok(Carried::Nothing);
+        }
+        Ok(Carried::Opened(Box::new(sealed)))
+    }
+
+    /// The approvals a call's opened token carries: what was answered before, and the
+    /// question it asked with its answer in `responses` (a denial once its deadline has
+    /// passed), if it asked one.
+    pub(crate) fn answers(
+        sealed: &Sealed,
+        responses: Option<&InputResponses>,
+    ) -> Vec<(String, Approval)> {
+        let mut answered = sealed.answered();
+        if sealed.asked.is_empty() {
+            return answered;
         }
         let answer = if sealed.in_time(SystemTime::now()) {
             responses
@@ -321,9 +338,60 @@ impl Approvals {
         } else {
             Approval::NoAnswer
         };
-        let mut answered = sealed.answered();
-        answered.push((sealed.asked, answer));
-        Ok(answered)
+        answered.push((sealed.asked.clone(), answer));
+        answered
+    }
+
+    /// What to answer `owner`'s call of `tool` with `arguments` whose tool asked `pending`
+    /// (after `said`, and the approvals `answered`): its questions as `inputRequests` under
+    /// the tool's keys, and a sealed token that carries the answers so far. `None` when there
+    /// is no key to seal with.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn ask_questions(
+        &self,
+        owner: &str,
+        tool: &str,
+        arguments: &str,
+        answered: &[(String, Approval)],
+        said: Vec<crate::seal::Said>,
+        pending: Vec<toolcell::client::Question>,
+        wait: std::time::Duration,
+    ) -> Result<Option<InputRequiredResult>, crate::state::Unavailable> {
+        let Some(key) = self.key() else {
+            return Ok(None);
+        };
+        let epoch = self.epoch().await?;
+        let digests = pending
+            .iter()
+            .map(|question| {
+                let digest =
+                    crate::seal::said_digest(&question.key, question.method, &question.params);
+                (question.key.clone(), digest)
+            })
+            .collect();
+        let Ok(sealed) = Sealed::new(key, &epoch, owner, tool, arguments, answered, None, wait)
+        else {
+            return Ok(None);
+        };
+        let sealed = sealed.with_questions(said, digests);
+        let mut requests = InputRequests::new();
+        for question in pending {
+            let request =
+                serde_json::json!({ "method": question.method, "params": question.params });
+            match serde_json::from_value::<InputRequest>(request) {
+                Ok(request) => {
+                    requests.insert(question.key, request);
+                }
+                Err(error) => {
+                    tracing::warn!(key = %question.key, %error, "a question MCP cannot carry");
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(InputRequiredResult::new(
+            Some(requests),
+            Some(sealed.seal(key)),
+        )))
     }
 
     /// What to answer `owner`'s call of `tool` with `arguments` that must ask `asked` (after
@@ -336,6 +404,7 @@ impl Approvals {
         arguments: &str,
         answered: Vec<(String, Approval)>,
         asked: ApprovalRequest,
+        said: Vec<crate::seal::Said>,
     ) -> Result<Option<InputRequiredResult>, crate::state::Unavailable> {
         if answered.len() >= MAX_QUESTIONS_PER_CALL {
             return Ok(None);
@@ -351,11 +420,12 @@ impl Approvals {
             tool,
             arguments,
             &answered,
-            &asked,
+            Some(&asked),
             asked.timeout,
         ) else {
             return Ok(None);
         };
+        let sealed = sealed.with_questions(said, Vec::new());
         let request = InputRequest::Elicitation(ElicitRequest::new(elicitation(&asked)));
         let requests: InputRequests = [(INPUT_KEY.to_owned(), request)].into_iter().collect();
         Ok(Some(InputRequiredResult::new(
@@ -363,6 +433,16 @@ impl Approvals {
             Some(sealed.seal(key)),
         )))
     }
+}
+
+/// What a call sent again carries in its `requestState` ([`Approvals::carried`]).
+pub(crate) enum Carried {
+    /// Nothing of this call's: it is asked afresh.
+    Nothing,
+    /// This call's token, opened and spent.
+    Opened(Box<Sealed>),
+    /// A token of this server's key whose seal does not hold: refused with an error.
+    Altered,
 }
 
 /// One stateless-era call's approver: it answers from what the client already answered, and
@@ -381,6 +461,11 @@ impl RoundApprover {
             answered,
             unanswered: Mutex::new(None),
         })
+    }
+
+    /// What the call's approvals answered so far.
+    pub(crate) fn answered(&self) -> Vec<(String, Approval)> {
+        self.answered.clone()
     }
 
     /// What the call answered so far, and the question it must ask next, if any.
@@ -490,7 +575,14 @@ mod tests {
                 let approvals = &approvals;
                 async move {
                     approvals
-                        .ask("tenant:a", "write_file", ARGS, Vec::new(), question)
+                        .ask(
+                            "tenant:a",
+                            "write_file",
+                            ARGS,
+                            Vec::new(),
+                            question,
+                            Vec::new(),
+                        )
                         .await
                         .expect("no store to miss")
                         .expect("asked")
@@ -502,17 +594,23 @@ mod tests {
             let responses: InputResponses = [(INPUT_KEY.to_owned(), accepted("once"))]
                 .into_iter()
                 .collect();
-            let answers =
-                |owner: &'static str, tool: &'static str, args: &'static str, token: String| {
-                    let approvals = &approvals;
-                    let responses = responses.clone();
-                    async move {
-                        approvals
-                            .answers(owner, tool, args, Some(&token), Some(&responses))
-                            .await
-                            .expect("no store to miss")
+            let answers = |owner: &'static str,
+                           tool: &'static str,
+                           args: &'static str,
+                           token: String| {
+                let approvals = &approvals;
+                let responses = responses.clone();
+                async move {
+                    let carried = approvals
+                        .carried(owner, tool, args, Some(&token))
+                        .await
+                        .expect("no store to miss");
+                    match carried {
+                        Carried::Opened(sealed) => Approvals::answers(&sealed, Some(&responses)),
+                        _ => Vec::new(),
                     }
-                };
+                }
+            };
             // Another client's answer, another tool's, other arguments': not taken (and the
             // token is not spent by them).
             assert!(
@@ -559,7 +657,14 @@ mod tests {
             // Not a token of this server's.
             let other = Approvals::local();
             let foreign = other
-                .ask("tenant:a", "write_file", ARGS, Vec::new(), question("x"))
+                .ask(
+                    "tenant:a",
+                    "write_file",
+                    ARGS,
+                    Vec::new(),
+                    question("x"),
+                    Vec::new(),
+                )
                 .await
                 .expect("no store")
                 .expect("asked")
@@ -592,7 +697,14 @@ mod tests {
                 .collect();
             assert!(
                 approvals
-                    .ask("stdio", "write_file", ARGS, answered, question("one more"))
+                    .ask(
+                        "stdio",
+                        "write_file",
+                        ARGS,
+                        answered,
+                        question("one more"),
+                        Vec::new()
+                    )
                     .await
                     .expect("no store")
                     .is_none()

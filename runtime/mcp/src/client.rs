@@ -13,10 +13,11 @@
 //!   `info` and above;
 //! - progress: for a request that carries a progress token, on its stream;
 //! - questions (`sampling/createMessage`, `elicitation/create`, `roots/list`): in a stdio
-//!   session, as requests to the client, awaited within the call's deadline. Over HTTP they
-//!   are not carried yet (2025-11-25 is served without sessions, so a client's answer has no
-//!   way back to the call; 2026-07-28 needs `input_required` rounds): the client offers none,
-//!   and a tool that asks is told `unsupported`.
+//!   session (2025-11-25), as requests to the client, awaited within the call's deadline; over
+//!   2026-07-28 (stdio and HTTP), as `input_required` rounds ([`crate::rounds`]). Over HTTP in
+//!   the 2025-11-25 era they are not carried yet (it is served without sessions, so a
+//!   client's answer has no way back to the call): the client offers none, and a tool that
+//!   asks is told `unsupported`.
 
 // Logging, sampling and roots are deprecated by SEP-2577, and still part of both revisions
 // toolcell serves (2025-11-25 and 2026-07-28): a tool may use them.
@@ -96,6 +97,9 @@ pub(crate) struct RequestClient {
     offered: Offered,
     /// A question may be sent (a session's peer, which routes the answer back).
     asks: bool,
+    /// Over MCP 2026-07-28: the questions go back with the call's answer, and come back
+    /// answered in its retry ([`crate::rounds`]).
+    round: Option<Arc<crate::rounds::QuestionRound>>,
 }
 
 /// How a request reaches its client: what [`RequestClient::new`] reads.
@@ -112,6 +116,9 @@ pub(crate) struct Reach<'a> {
     pub(crate) session: bool,
     /// The level a session's client set.
     pub(crate) session_level: Option<LogLevel>,
+    /// A stateless-era request's round of questions (its answers, and where the questions it
+    /// has no answer for are kept).
+    pub(crate) round: Option<Arc<crate::rounds::QuestionRound>>,
 }
 
 impl RequestClient {
@@ -126,7 +133,8 @@ impl RequestClient {
         } else {
             Some(reach.session_level.unwrap_or(DEFAULT_LOG_LEVEL))
         };
-        let asks = has_peer && reach.session && !reach.stateless;
+        // In a session, asked over it; in the stateless era, in rounds.
+        let asks = (has_peer && reach.session && !reach.stateless) || reach.round.is_some();
         let capabilities = reach.capabilities;
         let elicitation = capabilities.and_then(|c| c.elicitation.as_ref());
         let offered = Offered {
@@ -143,6 +151,7 @@ impl RequestClient {
             progress,
             offered,
             asks,
+            round: reach.round,
         }
     }
 }
@@ -212,6 +221,9 @@ impl ClientLink for RequestClient {
 
     fn ask(&self, questions: Vec<Question>) -> Asked<'_> {
         Box::pin(async move {
+            if let Some(round) = &self.round {
+                return round.answer(questions);
+            }
             let Some(peer) = self.peer.as_ref().filter(|_| self.asks) else {
                 return Err(AskFailure::Unsupported(
                     "this connection carries no questions to the client".to_owned(),

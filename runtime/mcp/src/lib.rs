@@ -29,6 +29,7 @@ pub mod fuzzing;
 #[cfg(feature = "http")]
 pub mod http;
 mod offers;
+mod rounds;
 pub mod seal;
 #[cfg(feature = "state")]
 pub mod state;
@@ -254,36 +255,26 @@ impl McpServer {
     /// The context a call from this client runs in: `base`, asking the client itself when the
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
     /// call, also the approver that notes the question to send back, with the answers the
-    /// call carries (its `requestState`, opened and spent: it is refused when the shared store
-    /// that counts answers once cannot be reached); in a session, the client is asked through
+    /// call carries (its `requestState`, opened and spent by the caller: `carried`); in a
+    /// session, the client is asked through
     /// `peer` (only a stdio session has one to ask through: see [`McpServer::answer_call`]).
-    #[allow(clippy::too_many_arguments)]
     async fn approver_for(
         &self,
         base: &CallContext,
         capabilities: Option<&rmcp::model::ClientCapabilities>,
         stateless: bool,
         peer: Option<&Peer<RoleServer>>,
-        owner: &str,
-        request: &CallToolRequestParams,
-        arguments: &str,
+        carried: Option<&seal::Sealed>,
+        responses: Option<&rmcp::model::InputResponses>,
     ) -> Result<(CallContext, Option<Arc<approval::RoundApprover>>), McpError> {
         let base = base.clone();
         if !approval::can_elicit(capabilities) {
             return Ok((base, None));
         }
         if stateless {
-            let answered = self
-                .approvals
-                .answers(
-                    owner,
-                    &request.name,
-                    arguments,
-                    request.request_state.as_deref(),
-                    request.input_responses.as_ref(),
-                )
-                .await
-                .map_err(|unavailable| approval::unavailable(&unavailable))?;
+            let answered = carried
+                .map(|sealed| approval::Approvals::answers(sealed, responses))
+                .unwrap_or_default();
             let round = approval::RoundApprover::new(answered);
             let with =
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
@@ -661,17 +652,46 @@ impl McpServer {
         // HTTP there is none (the initialize era is served without sessions, the fast path
         // has no peer), so no way to ask the client but the stateless era's round trip.
         let session = peer.filter(|_| front.is_none());
+        // A stateless-era call sent again carries its earlier rounds in its `requestState`:
+        // opened (and spent) once, here, for the approvals and the tool's questions alike. A
+        // token of this server's whose seal does not hold is refused, never asked afresh.
+        let carried = if stateless {
+            let carried = self
+                .approvals
+                .carried(owner, name, &arguments, request.request_state.as_deref())
+                .await
+                .map_err(|unavailable| approval::unavailable(&unavailable))?;
+            match carried {
+                approval::Carried::Altered => {
+                    return Err(McpError::invalid_params(
+                        "the requestState was altered: it is not one this server gave",
+                        None,
+                    ));
+                }
+                approval::Carried::Opened(sealed) => Some(*sealed),
+                approval::Carried::Nothing => None,
+            }
+        } else {
+            None
+        };
         let (call_context, round) = self
             .approver_for(
                 call_context,
                 capabilities.as_ref(),
                 stateless,
                 session,
-                owner,
-                &request,
-                &arguments,
+                carried.as_ref(),
+                request.input_responses.as_ref(),
             )
             .await?;
+        // The tool's own questions, over the stateless era: answered from what the request
+        // carries (within its deadline), the rest sent back with the call's answer.
+        let questions = stateless.then(|| {
+            let current = carried
+                .as_ref()
+                .filter(|sealed| sealed.in_time(std::time::SystemTime::now()));
+            rounds::QuestionRound::new(current, request.input_responses.as_ref())
+        });
         // The way to the request's client for a tool that talks to it: what the client offers
         // is read once, here, for the gate and the tool alike. Its progress token's values
         // rise through one line, which the host's own reports share: once the tool reports,
@@ -685,13 +705,15 @@ impl McpServer {
                 stateless,
                 session: session.is_some(),
                 session_level: self.session_level.get(),
+                round: questions.clone(),
             },
             Arc::clone(&progress_line),
         );
         let call_context = call_context.with_client(Arc::new(link));
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
-        let asked_arguments = round.as_ref().map(|_| arguments.to_string());
+        let asked_arguments =
+            (round.is_some() || questions.is_some()).then(|| arguments.to_string());
         let started = std::time::Instant::now();
         // The call's entry with the front (over HTTP, among the running calls that shutdown
         // and a cancellation stop): held until it ends, as a task too.
@@ -818,6 +840,41 @@ impl McpServer {
         {
             return Err(error);
         }
+        // A stateless-era tool that asked what its request did not answer: its questions go
+        // back with the call's answer, and it is sent again with theirs.
+        if let Some(questions) = &questions
+            && let ToolResponse::Failed {
+                kind: toolcell::FailureKind::InputRequired,
+                ..
+            } = &report.response
+            && let Some((said, unanswered)) = questions.take_unanswered()
+        {
+            let arguments = asked_arguments.as_deref().unwrap_or("{}");
+            let approved = round
+                .as_ref()
+                .map(|round| round.answered())
+                .unwrap_or_default();
+            return match self
+                .approvals
+                .ask_questions(
+                    owner,
+                    name,
+                    arguments,
+                    &approved,
+                    said,
+                    unanswered,
+                    rounds::ROUND_WAIT,
+                )
+                .await
+            {
+                Ok(Some(input)) => Ok(input.into()),
+                Ok(None) => Err(McpError::internal_error(
+                    "the tool's questions could not be sent back",
+                    None,
+                )),
+                Err(unavailable) => Err(approval::unavailable(&unavailable)),
+            };
+        }
         // A stateless-era call that needs a person's answer asks for it, and is sent again.
         if let Some(round) = round
             && let ToolResponse::Denied {
@@ -828,7 +885,14 @@ impl McpServer {
             let arguments = asked_arguments.as_deref().unwrap_or("{}");
             match self
                 .approvals
-                .ask(owner, name, arguments, answered, asked)
+                .ask(
+                    owner,
+                    name,
+                    arguments,
+                    answered,
+                    asked,
+                    carried.map(|sealed| sealed.said).unwrap_or_default(),
+                )
                 .await
             {
                 Ok(Some(input)) => return Ok(input.into()),

@@ -11,9 +11,13 @@
 //! and until when the answer counts; the MAC is HMAC-SHA256 under the seal key over the
 //! version and payload. Digests, not the words: the token tells the client nothing it was not
 //! already told (the question itself goes in the elicitation), and nothing of the server (a
-//! workspace's path). A token is refused (the call is asked afresh) when its seal is not this
-//! server's key's, when it is another client's, for another tool or other arguments, or when
-//! its id was spent; an answer after its deadline is a denial. The same format serves one
+//! workspace's path). A tool's own questions travel the same way (`rounds.rs`): the
+//! token carries the answers the client gave in earlier rounds ([`Said`], at most
+//! [`MAX_SAID_BYTES`]), which tell it nothing it did not say, and the digests of the questions
+//! asked now. A token is ignored (the call is asked afresh) when it is not this server's
+//! key's, when it is another client's, for another tool or other arguments, or when its id was
+//! spent; one of this key whose seal does not hold was altered, and is refused; an answer
+//! after its deadline is a denial. The same format serves one
 //! server and many: the key is made per process without a store, and kept in the store with
 //! one (`state::Store::seal_key`), so every replica opens every replica's tokens.
 
@@ -31,8 +35,37 @@ const VERSION: &str = "tc1";
 const DATA_VERSION: &str = "td1";
 
 /// The longest `requestState` opened: a token holds at most
-/// [`crate::approval::MAX_QUESTIONS_PER_CALL`] digests, well under this.
-pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+/// [`crate::approval::MAX_QUESTIONS_PER_CALL`] digests, and a tool's earlier answers of at
+/// most [`MAX_SAID_BYTES`], as base64.
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024 + MAX_SAID_BYTES * 2;
+
+/// The most bytes (as JSON) of a tool's answers one `requestState` carries from round to round
+/// (MCP 2026-07-28: the server keeps nothing between them). A form's answer or a model's
+/// paragraph fits many times; a call whose answers outgrow it is told so.
+pub const MAX_SAID_BYTES: usize = 64 * 1024;
+
+/// A tool's question answered in an earlier round: its key, [`said_digest`] of the question,
+/// and the client's answer, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Said {
+    /// The tool's key for it.
+    pub key: String,
+    /// [`said_digest`] of the question.
+    pub digest: String,
+    /// The client's answer.
+    pub answer: serde_json::Value,
+}
+
+/// The digest of a tool's question: its key, method and params, written canonically. A call
+/// run again that asks under a key something else than was answered is told `mismatch`.
+pub fn said_digest(key: &str, method: &str, params: &serde_json::Value) -> String {
+    digest(&[
+        b"said",
+        key.as_bytes(),
+        method.as_bytes(),
+        params.to_string().as_bytes(),
+    ])
+}
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -229,8 +262,17 @@ pub struct Sealed {
     pub args: String,
     /// Each question answered before this one ([`question_digest`]), with its answer.
     pub answered: Vec<(String, String)>,
-    /// The question asked now ([`question_digest`]).
+    /// The approval asked now ([`question_digest`]); empty when the round asks a tool's
+    /// questions instead.
+    #[serde(default)]
     pub asked: String,
+    /// A tool's questions answered in earlier rounds, in the order it asked them, with their
+    /// answers: a call runs again from the start each round, and is given these again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub said: Vec<Said>,
+    /// A tool's questions asked now: each key, and [`said_digest`] of the question.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<(String, String)>,
     /// Until when (milliseconds since 1970, UTC) an answer counts.
     pub deadline: u64,
     /// The shared store's epoch when it was sealed (empty without a store): a token of an
@@ -240,8 +282,9 @@ pub struct Sealed {
 }
 
 impl Sealed {
-    /// A token for the question `asked` of `owner`'s call of `tool` with `arguments`, after
-    /// `answered`, whose answer counts for `wait` from now, in the store's `epoch` (empty
+    /// A token for the question `asked` (an approval; none for a round of a tool's own
+    /// questions) of `owner`'s call of `tool` with `arguments`, after `answered`, whose answer
+    /// counts for `wait` from now, in the store's `epoch` (empty
     /// without a store).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -251,7 +294,7 @@ impl Sealed {
         tool: &str,
         arguments: &str,
         answered: &[(String, Approval)],
-        asked: &ApprovalRequest,
+        asked: Option<&ApprovalRequest>,
         wait: Duration,
     ) -> std::io::Result<Sealed> {
         Ok(Sealed {
@@ -264,10 +307,21 @@ impl Sealed {
                 .iter()
                 .map(|(question, answer)| (question.clone(), answer_name(*answer).to_owned()))
                 .collect(),
-            asked: question_digest(asked),
+            asked: asked.map(question_digest).unwrap_or_default(),
+            said: Vec::new(),
+            pending: Vec::new(),
             deadline: millis(SystemTime::now() + wait),
             e: epoch.to_owned(),
         })
+    }
+
+    /// The same token, carrying a tool's questions: `said` answered before (kept for the
+    /// rounds after), and `pending` (each key and [`said_digest`]) asked now. The approval it
+    /// was made for, if any, stays.
+    pub fn with_questions(mut self, said: Vec<Said>, pending: Vec<(String, String)>) -> Sealed {
+        self.said = said;
+        self.pending = pending;
+        self
     }
 
     /// The token: `tc1.PAYLOAD.MAC`.
@@ -362,7 +416,7 @@ mod tests {
             "write_file",
             r#"{"path":"x","content":"y"}"#,
             &[(question_digest(&question("w")), Approval::Once)],
-            &question("x"),
+            Some(&question("x")),
             Duration::from_secs(5),
         )
         .expect("a token");

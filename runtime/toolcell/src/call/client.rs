@@ -140,6 +140,15 @@ pub enum AskFailure {
     /// The client answered with an error, or not in time.
     #[error("{0}")]
     Failed(String),
+    /// The questions go back to the client with the call's answer (MCP 2026-07-28's
+    /// `input_required`): the call ends at this question, and the client's answers reach it
+    /// when it runs again. The tool never sees this: its instance is stopped.
+    #[error("the questions go back to the client with the call's answer")]
+    InputRequired,
+    /// The call runs again with answers to other questions than it asks now (a tool must
+    /// ask the same questions given the same arguments and earlier answers).
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 /// The future a [`ClientLink::log`] or [`ClientLink::progress`] returns: done when the

@@ -118,6 +118,10 @@ pub enum FailureKind {
     /// The host could not run the call (it could not build the instance). A bug or a broken
     /// machine, never the guest's doing.
     Internal,
+    /// The tool asked its client questions that travel back with the call's answer (MCP
+    /// 2026-07-28's `input_required`): the call ended there, and runs again, from the start,
+    /// when the client sends it with their answers. Not a failure of the tool's.
+    InputRequired,
 }
 
 /// The reasons of [`ToolResponse::Denied`].

@@ -39,7 +39,24 @@ pub(crate) struct ClientSeat {
     rounds: u32,
     keys: HashSet<String>,
     pub(crate) used: ClientUse,
+    /// The client's link said the call's questions go back with its answer: the instance
+    /// stops at this `ask` ([`InputRequired`]).
+    pub(crate) input_required: bool,
 }
+
+/// What stops an instance whose questions go back to its client with the call's answer (MCP
+/// 2026-07-28): the call's report says [`FailureKind::InputRequired`](crate::FailureKind), and
+/// the server sends the questions.
+#[derive(Debug)]
+pub(crate) struct InputRequired;
+
+impl std::fmt::Display for InputRequired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the call's questions go back to its client")
+    }
+}
+
+impl std::error::Error for InputRequired {}
 
 impl ClientSeat {
     /// The seat of a call granted `grant`.
@@ -58,6 +75,7 @@ impl ClientSeat {
             tool: grant.tool.clone(),
             last_progress: None,
             rounds: 0,
+            input_required: false,
             keys: HashSet::new(),
             used: ClientUse::default(),
         }
@@ -293,7 +311,14 @@ impl ClientSeat {
         let keys: Vec<String> = asked.iter().map(|question| question.key.clone()).collect();
         let answers = link.ask(asked).await.map_err(|failure| match failure {
             crate::call::client::AskFailure::Unsupported(why) => wit::AskError::Unsupported(why),
-            crate::call::client::AskFailure::Failed(why) => wit::AskError::Failed(why),
+            crate::call::client::AskFailure::Mismatch(why) => wit::AskError::Mismatch(why),
+            crate::call::client::AskFailure::InputRequired => {
+                // The instance is stopped on the way out (`sandbox.rs`): the tool never
+                // reads this.
+                self.input_required = true;
+                wit::AskError::Failed("the questions go back to the client".to_owned())
+            }
+            other => wit::AskError::Failed(other.to_string()),
         })?;
         if answers.len() != kinds.len() {
             return Err(wit::AskError::Failed(format!(

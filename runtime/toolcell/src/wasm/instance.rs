@@ -303,6 +303,16 @@ fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -
             Interrupted::Cancelled => ToolResponse::Cancelled,
         };
     }
+    if error
+        .downcast_ref::<crate::wasm::client::InputRequired>()
+        .is_some()
+    {
+        return ToolResponse::failed(
+            FailureKind::InputRequired,
+            "the call asked its client questions that go back with this answer; it runs \
+             again when they are answered",
+        );
+    }
     let stderr = state.stderr.captured().text;
     let tail = stderr_tail(&stderr);
     let with_stderr = |message: String| {

@@ -291,7 +291,12 @@ impl wit::Host for CallState {
         &mut self,
         questions: Vec<wit::Question>,
     ) -> wasmtime::Result<Result<Vec<wit::Answer>, wit::AskError>> {
-        Ok(self.client.ask(questions).await)
+        let answered = self.client.ask(questions).await;
+        if self.client.input_required {
+            // The questions go back with the call's answer: the tool goes no further.
+            return Err(wasmtime::Error::new(crate::wasm::client::InputRequired));
+        }
+        Ok(answered)
     }
 }
 
