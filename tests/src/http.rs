@@ -20,6 +20,7 @@ mod replicas;
 pub(crate) mod rounds;
 mod shares;
 mod store_attacks;
+pub(crate) mod task_tools;
 
 /// A `toolcell serve --http 127.0.0.1:0` process, killed when dropped.
 pub(crate) struct Server {

@@ -116,6 +116,10 @@ mod guest_tests {
         test_input_required_result_multiple_inputs, test_input_required_result_request_state,
         test_input_required_result_sampling, test_input_required_result_tampered_state,
     };
+    pub(crate) use crate::http::task_tools::{
+        confirm_delete, failing_job, greet, multi_input, protocol_error_job, slow_compute,
+        test_tool_with_task,
+    };
     pub(crate) use crate::lazy::numbered;
     pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
     pub(crate) use crate::mcp::mirror;

@@ -156,6 +156,21 @@ impl RequestClient {
     }
 }
 
+impl RequestClient {
+    /// The same client, for a call of a task that runs again with `round`'s answers (the
+    /// questions its earlier run asked, answered through `tasks/update`).
+    pub(crate) fn with_round(&self, round: Arc<crate::rounds::QuestionRound>) -> RequestClient {
+        RequestClient {
+            peer: self.peer.clone(),
+            token: self.token.clone(),
+            progress: Arc::clone(&self.progress),
+            offered: self.offered,
+            asks: true,
+            round: Some(round),
+        }
+    }
+}
+
 /// rmcp's level for one of the core's.
 fn mcp_level(level: LogLevel) -> LoggingLevel {
     match level {
@@ -279,6 +294,11 @@ pub(crate) fn missing_capability(
         "client.list_roots" => (
             json!({ "roots": {} }),
             declared.is_some_and(|c| c.roots.is_some()),
+        ),
+        // A tool whose policy says its calls run only as tasks.
+        "tasks" => (
+            json!({ "extensions": { (rmcp::model::TASKS_EXTENSION_ID): {} } }),
+            declared.is_some_and(ClientCapabilities::supports_tasks),
         ),
         _ => return None,
     };

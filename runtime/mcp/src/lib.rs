@@ -20,6 +20,7 @@
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
 pub mod approval;
+mod as_task;
 mod client;
 mod content;
 mod front;
@@ -69,6 +70,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use toolcell::policy::TaskSupport;
 use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
 use toolcell::{
     Call, CallContext, CallOptions, CallReport, DenyReason, Runtime, StopToken, ToolResponse,
@@ -594,6 +596,16 @@ impl ServerHandler for McpServer {
     ) -> Result<(), McpError> {
         self.tasks.cancel(owner(&context), &request.task_id).await
     }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update(owner(&context), &request.task_id, request.input_responses)
+            .await
+    }
 }
 
 impl McpServer {
@@ -622,6 +634,19 @@ impl McpServer {
                 self.runtime.registry().unknown_tool(name),
                 None,
             ));
+        }
+        // Whether the call may, must or must not become a task, as the operator's policy says:
+        // a tool that runs only as a task is refused to a client that takes none, before it
+        // runs.
+        let task_policy = self.runtime.task_policy(name);
+        let takes_tasks = capabilities
+            .as_ref()
+            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
+        if task_policy.support == TaskSupport::Required
+            && !takes_tasks
+            && let Some(error) = client::missing_capability("tasks", capabilities.as_ref())
+        {
+            return Err(error);
         }
         // The fast path kept the arguments as the text they came in (parsed once, by the
         // pipeline); a call rmcp parsed has them as a map.
@@ -709,7 +734,20 @@ impl McpServer {
             },
             Arc::clone(&progress_line),
         );
-        let call_context = call_context.with_client(Arc::new(link));
+        let link = Arc::new(link);
+        let span = trace::call_span(name, owner, extensions, meta);
+        // What a task needs to run the call again with its client's answers (2026-07-28).
+        let resume = questions.as_ref().map(|_| as_task::Resume {
+            runtime: Arc::clone(&self.runtime),
+            id: id.clone(),
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+            context: call_context.clone(),
+            client: Arc::clone(&link),
+            options: options.clone(),
+            span: span.clone(),
+        });
+        let call_context = call_context.with_client(link);
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
         let asked_arguments =
@@ -725,8 +763,7 @@ impl McpServer {
             .in_context(call_context)
             .with_options(options);
         let runtime = Arc::clone(&self.runtime);
-        let span = trace::call_span(name, owner, extensions, meta);
-        let mut call = Box::pin(tracing::Instrument::instrument(
+        let mut call: as_task::Run = Box::pin(tracing::Instrument::instrument(
             async move { runtime.run(&call).await },
             span,
         ));
@@ -734,10 +771,10 @@ impl McpServer {
             meta.get_progress_token()
                 .map(|token| tasks::Progress::new(peer.clone(), token, progress_line))
         });
-        let may_become_task = capabilities
-            .as_ref()
-            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks)
+        let may_become_task = takes_tasks
+            && task_policy.support != TaskSupport::Forbidden
             && self.tasks.has_room(owner);
+        let task_after = task_policy.after.unwrap_or(tasks::TASK_AFTER);
         // Lives for one match, on the stack: boxing the report would cost every call an
         // allocation.
         #[allow(clippy::large_enum_variant)]
@@ -746,11 +783,14 @@ impl McpServer {
             Cancelled,
             Task,
         }
-        let next = {
+        let next = if may_become_task && task_after.is_zero() {
+            // A task from the start: its questions wait in it.
+            Next::Task
+        } else {
             let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
             let to_task = async {
                 if may_become_task {
-                    tokio::time::sleep(tasks::TASK_AFTER).await;
+                    tokio::time::sleep(task_after).await;
                 } else {
                     std::future::pending::<()>().await;
                 }
@@ -777,32 +817,36 @@ impl McpServer {
                 // called then, at once); else it is answered here, as for a client without
                 // tasks.
                 let mut parked = Some((call, stop, entered));
+                let (round, resume) = (questions.clone(), resume);
                 let task = self
                     .tasks
-                    .try_spawn(owner, |cancelled| {
-                        let Some((mut call, stop, entered)) = parked.take() else {
+                    .try_spawn(owner, |cancelled, handle| {
+                        let Some((call, stop, entered)) = parked.take() else {
                             return Box::pin(async {
                                 Err(rmcp::task_manager::TaskExit::Cancelled)
                             });
                         };
                         let front = front.clone();
-                        Box::pin(async move {
-                            let _entered = entered;
-                            let report = tokio::select! {
-                                report = &mut call => report,
-                                () = cancelled => {
-                                    stop.stop();
-                                    call.await
+                        let runtime = Arc::clone(&server.runtime);
+                        let ended = move |report: CallReport| -> as_task::Run {
+                            Box::pin(async move {
+                                let _entered = entered;
+                                if let Some(front) = &front {
+                                    front.ended(&runtime, &report, started).await;
                                 }
-                            };
-                            if let Some(front) = &front {
-                                front.ended(&server.runtime, &report, started).await;
-                            }
-                            if matches!(report.response, ToolResponse::Cancelled) {
-                                return Err(rmcp::task_manager::TaskExit::Cancelled);
-                            }
-                            Ok(server.result(report))
-                        })
+                                report
+                            })
+                        };
+                        as_task::operation(
+                            call,
+                            stop,
+                            cancelled,
+                            handle,
+                            round,
+                            resume,
+                            ended,
+                            move |report| server.result(report),
+                        )
                     })
                     .await;
                 if let Some(task) = task {

@@ -71,6 +71,22 @@ impl QuestionRound {
         })
     }
 
+    /// The round of a task's call run again: `recorded`, the answers its earlier runs used (in
+    /// order), `pending`, the questions (key and digest) its last run asked, and `responses`,
+    /// what `tasks/update` answered them with.
+    pub(crate) fn resumed(
+        recorded: Vec<Said>,
+        pending: Vec<(String, String)>,
+        responses: InputResponses,
+    ) -> Arc<QuestionRound> {
+        Arc::new(QuestionRound {
+            recorded,
+            pending: Some(pending),
+            responses: responses.into_iter().collect(),
+            state: Mutex::default(),
+        })
+    }
+
     /// The answers to `questions` (one `ask`), in order, if the request carries them all;
     /// else [`AskFailure::InputRequired`], and the questions without an answer are kept to
     /// be sent ([`QuestionRound::take_unanswered`]).

@@ -27,8 +27,8 @@
 //!   keeps its end in its replica (which answers `tasks/get` from it) until it is written.
 
 use rmcp::model::{
-    CallToolResult, DetailedTask, JsonObject, ProgressNotificationParam, ProgressToken, Task,
-    TaskPayload, TaskStatus,
+    CallToolResult, DetailedTask, InputRequests, InputResponses, JsonObject,
+    ProgressNotificationParam, ProgressToken, Task, TaskPayload, TaskStatus,
 };
 use rmcp::task_manager::TaskExit;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
@@ -39,6 +39,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+pub use crate::as_task::MAX_TASK_ROUNDS;
 
 /// How long a call runs before its client, if it sent a progress token, hears about it: long
 /// enough that the quick calls (nearly all) send nothing, short enough that a person watching
@@ -54,10 +56,13 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// and a quick call should not cost it a round of polling.
 pub const TASK_AFTER: Duration = Duration::from_secs(1);
 
-/// How many of one client's tasks are kept at once, running or finished: a running one holds an
-/// instance slot and a finished one its result (up to the result cap), so a client cannot park
-/// more than a quarter of the default pool, or more than a megabyte of results, behind tasks.
-pub const MAX_TASKS_PER_CLIENT: usize = 16;
+/// How many of one client's tasks are kept at once, running or finished. The running ones hold
+/// instance slots, which the client's fair share of the pool bounds already (a quarter of it,
+/// over HTTP); a finished one holds its result, up to the result cap (64 KiB by default), for
+/// [`TASK_TTL`]: so a client keeps at most 4 MiB of results behind tasks, and an agent that
+/// starts a few dozen long calls in five minutes (an evaluation, a batch) is not answered
+/// directly for the rest of them.
+pub const MAX_TASKS_PER_CLIENT: usize = 64;
 
 /// How long a finished task (its result) is kept for the client to fetch.
 pub const TASK_TTL: Duration = Duration::from_secs(300);
@@ -167,6 +172,8 @@ struct Record {
     /// The result (a `CallToolResult`), once completed.
     result: Option<JsonObject>,
     message: Option<String>,
+    /// The tool's questions not answered yet, while it is `input_required`.
+    input_requests: Option<InputRequests>,
     /// When a local record is forgotten (an ended task's, [`TASK_TTL`] after it ended).
     forget_at: Option<Instant>,
 }
@@ -193,6 +200,9 @@ impl Record {
                 TaskPayload::Failed { error }
             }
             TaskStatus::Cancelled => TaskPayload::Cancelled,
+            TaskStatus::InputRequired => TaskPayload::InputRequired {
+                input_requests: self.input_requests.clone().unwrap_or_default(),
+            },
             _ => TaskPayload::Working,
         };
         DetailedTask::new(task, payload)
@@ -228,6 +238,9 @@ pub struct Tasks {
     board: Board,
     /// The tasks running in this process, by id: what stops each.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// The tasks of this process waiting for their client's answers, by id: where
+    /// `tasks/update` puts them.
+    inboxes: Mutex<HashMap<String, Arc<Inbox>>>,
     /// Ended here, not yet written to the shared store.
     #[cfg(feature = "state")]
     unwritten: Mutex<HashMap<String, Unwritten>>,
@@ -238,14 +251,73 @@ impl Default for Tasks {
         Tasks {
             board: Board::Local(Mutex::default()),
             running: Mutex::default(),
+            inboxes: Mutex::default(),
             #[cfg(feature = "state")]
             unwritten: Mutex::default(),
         }
     }
 }
 
+/// The answers `tasks/update` brought a task waiting for its client, until it takes them.
+#[derive(Default)]
+struct Inbox {
+    answers: Mutex<InputResponses>,
+    arrived: tokio::sync::Notify,
+}
+
+/// A running task, as its operation sees it: where it says it waits for its client's answers,
+/// and takes them.
+pub(crate) struct TaskHandle {
+    tasks: Arc<Tasks>,
+    id: String,
+}
+
+impl TaskHandle {
+    /// Wait for the answers to `questions` (the tool's, by key): the task is `input_required`
+    /// with them until `tasks/update` has answered every one, and then `working` again. The
+    /// answers, by key; `None` when the task cannot wait here (a shared store: its questions
+    /// are not carried between replicas).
+    #[cfg_attr(not(feature = "state"), allow(irrefutable_let_patterns))]
+    pub(crate) async fn answers(&self, questions: InputRequests) -> Option<InputResponses> {
+        let Board::Local(records) = &self.tasks.board else {
+            return None;
+        };
+        let inbox = Arc::new(Inbox::default());
+        lock(&self.tasks.inboxes).insert(self.id.clone(), Arc::clone(&inbox));
+        {
+            let mut records = lock(records);
+            let record = records.get_mut(&self.id)?;
+            record.status = TaskStatus::InputRequired;
+            record.input_requests = Some(questions);
+            record.updated = now_rfc3339();
+        }
+        loop {
+            let arrived = inbox.arrived.notified();
+            let waiting = lock(records)
+                .get(&self.id)
+                .is_some_and(|record| record.status == TaskStatus::InputRequired);
+            if !waiting {
+                break;
+            }
+            arrived.await;
+        }
+        lock(&self.tasks.inboxes).remove(&self.id);
+        Some(std::mem::take(&mut *lock(&inbox.answers)))
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+fn not_waiting(task: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "task {} is not waiting for its client's answers",
+            toolcell::registry::echoed(task)
+        ),
+        None,
+    )
 }
 
 fn unknown(task: &str) -> McpError {
@@ -262,6 +334,7 @@ impl Tasks {
         Tasks {
             board: Board::Shared(store),
             running: Mutex::default(),
+            inboxes: Mutex::default(),
             unwritten: Mutex::default(),
         }
     }
@@ -293,7 +366,7 @@ impl Tasks {
     pub(crate) async fn try_spawn(
         self: &Arc<Self>,
         owner: &str,
-        make: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Running,
+        make: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>, TaskHandle) -> Running,
     ) -> Option<Task> {
         let id = toolcell::digest::hex(&toolcell::digest::random::<16>().ok()?);
         let now = now_rfc3339();
@@ -305,6 +378,7 @@ impl Tasks {
             ttl_ms: millis(TASK_TTL),
             result: None,
             message: None,
+            input_requests: None,
             forget_at: None,
         };
         match &self.board {
@@ -334,13 +408,18 @@ impl Tasks {
         let cancel = CancellationToken::new();
         lock(&self.running).insert(id.clone(), cancel.clone());
         let cancelled = Box::pin(cancel.cancelled_owned());
-        let operation = make(cancelled);
+        let handle = TaskHandle {
+            tasks: Arc::clone(self),
+            id: id.clone(),
+        };
+        let operation = make(cancelled, handle);
         let tasks = Arc::clone(self);
         let task_id = id.clone();
         let (owner, created) = (record.owner.clone(), record.created.clone());
         tokio::spawn(async move {
             let ended = operation.await;
             lock(&tasks.running).remove(&task_id);
+            lock(&tasks.inboxes).remove(&task_id);
             let (status, result, message) = match ended {
                 Ok(result) => (
                     TaskStatus::Completed,
@@ -378,11 +457,12 @@ impl Tasks {
                 // The local record knows its owner and creation already.
                 let _ = (owner, created);
                 if let Some(record) = lock(records).get_mut(id)
-                    && record.status == TaskStatus::Working
+                    && !record.status.is_terminal()
                 {
                     record.status = status;
                     record.result = result;
                     record.message = message;
+                    record.input_requests = None;
                     record.updated = now;
                     record.forget_at = Some(Instant::now() + TASK_TTL);
                 }
@@ -397,6 +477,7 @@ impl Tasks {
                     ttl_ms: millis(TASK_TTL),
                     result,
                     message,
+                    input_requests: None,
                     forget_at: Some(Instant::now() + TASK_TTL),
                 };
                 if let Err(unavailable) = shared::finish(store, id, &record).await {
@@ -473,6 +554,61 @@ impl Tasks {
         if let Some(cancel) = lock(&self.running).get(task) {
             cancel.cancel();
         }
+        Ok(())
+    }
+
+    /// `tasks/update` from `owner`: answers to questions its task `task` is waiting on. An
+    /// answer under a key the task is not waiting on (a question it did not ask, or one
+    /// answered already) is dropped; the task stays `input_required` until all are answered.
+    /// A task that is not waiting is refused (-32602).
+    #[cfg_attr(not(feature = "state"), allow(irrefutable_let_patterns))]
+    pub(crate) async fn update(
+        &self,
+        owner: &str,
+        task: &str,
+        responses: InputResponses,
+    ) -> Result<(), McpError> {
+        let Board::Local(records) = &self.board else {
+            // With a shared store a task's questions end it (they are not carried between
+            // replicas), so no task of it is ever waiting.
+            return match self.get(owner, task).await {
+                Ok(_) => Err(not_waiting(task)),
+                Err(error) => Err(error),
+            };
+        };
+        let mut records = lock(records);
+        forget_ended(&mut records);
+        let record = match records.get_mut(task) {
+            Some(record) if record.owner == owner => record,
+            _ => return Err(unknown(task)),
+        };
+        let Some(pending) = record
+            .input_requests
+            .as_mut()
+            .filter(|_| record.status == TaskStatus::InputRequired)
+        else {
+            return Err(not_waiting(task));
+        };
+        // An answer to a question the task is not waiting on is dropped: never kept, never
+        // given to the tool (the extension acknowledges such an update all the same).
+        let responses: InputResponses = responses
+            .into_iter()
+            .filter(|(key, _)| pending.contains_key(key))
+            .collect();
+        let Some(inbox) = lock(&self.inboxes).get(task).cloned() else {
+            return Err(not_waiting(task));
+        };
+        for key in responses.keys() {
+            pending.remove(key);
+        }
+        if pending.is_empty() {
+            record.status = TaskStatus::Working;
+            record.input_requests = None;
+        }
+        record.updated = now_rfc3339();
+        drop(records);
+        lock(&inbox.answers).extend(responses);
+        inbox.arrived.notify_one();
         Ok(())
     }
 
@@ -721,6 +857,7 @@ mod shared {
             ttl_ms: ttl.parse().unwrap_or(millis(super::TASK_TTL)),
             result: opened(result).and_then(|text| serde_json::from_str::<JsonObject>(&text).ok()),
             message,
+            input_requests: None,
             forget_at: None,
         }))
     }

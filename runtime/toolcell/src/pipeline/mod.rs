@@ -213,6 +213,15 @@ impl Runtime {
         }
     }
 
+    /// Whether and when a call of the tool named `name` becomes a task, where a front end
+    /// offers tasks (its policy's `task`, the runtime's own policy's); the default for an
+    /// unknown tool and for `find_tool`/`call_tool`.
+    pub fn task_policy(&self, name: &str) -> crate::policy::TaskPolicy {
+        self.catalog()
+            .any(name)
+            .map_or_else(Default::default, |tool| tool.policy.task)
+    }
+
     /// For a tool served from a component of plain typed exports: the function it calls, as
     /// WIT names it (`fetch`, `probe:typed/shapes@0.1.0#identity`); `None` for any other tool.
     pub fn exported_function(&self, name: &str) -> Option<String> {

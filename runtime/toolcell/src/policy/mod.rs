@@ -127,6 +127,39 @@ pub struct ToolPolicy {
     /// (for the kinds this policy does not set itself), instead of the one beside its
     /// component ([`yaml`]).
     pub policy_yaml: Option<PathBuf>,
+    /// Whether and when a call of the tool becomes a task, where a front end offers tasks
+    /// (the policy's `task`).
+    pub task: TaskPolicy,
+}
+
+/// Whether and when a call of a tool becomes a task, for a front end that offers tasks (MCP's
+/// tasks extension, SEP-2663): the policy's `task = { support = "required", after_ms = 0 }`.
+/// The host runs every call, so any call can become a task without the tool knowing; the
+/// operator says which may, which must, and how soon.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskPolicy {
+    /// Whether a call may, must or must not become a task.
+    pub support: TaskSupport,
+    /// How long a call runs before it becomes a task; `None` for the front end's own default
+    /// (`toolcell-mcp`'s `TASK_AFTER`), zero for a task from the start (its questions then
+    /// wait in the task, `input_required`).
+    pub after: Option<std::time::Duration>,
+}
+
+/// Whether a call of a tool may become a task ([`TaskPolicy::support`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Never: every call is answered directly, however long it runs.
+    Forbidden,
+    /// For a client that takes tasks, once the call has run a while; directly for others.
+    #[default]
+    Optional,
+    /// Only as a task: a client that does not take tasks is refused (MCP's
+    /// missing-capability error), before the call runs.
+    Required,
 }
 
 /// Where a `wasi:config` value comes from (the policy's `[config]` table).
@@ -708,6 +741,16 @@ struct ToolEntry {
     source: Option<String>,
     #[serde(default)]
     signed_by: Vec<SignerEntry>,
+    task: Option<TaskEntry>,
+}
+
+/// The policy's `task` of a tool ([`TaskPolicy`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskEntry {
+    #[serde(default)]
+    support: TaskSupport,
+    after_ms: Option<u64>,
 }
 
 /// A capability the operator says a typed tool needs: `{ kind = "filesystem.read", argument =
@@ -865,6 +908,12 @@ impl ToolEntry {
             capabilities,
             config_values: std::sync::Arc::default(),
             policy_yaml: self.policy_yaml.map(|path| base.join(path)),
+            task: self
+                .task
+                .map_or_else(TaskPolicy::default, |task| TaskPolicy {
+                    support: task.support,
+                    after: task.after_ms.map(std::time::Duration::from_millis),
+                }),
         })
     }
 }
