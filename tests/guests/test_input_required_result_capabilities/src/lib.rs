@@ -29,7 +29,7 @@ asking::fixture!(
         if held.contains(FeatureSet::LIST_ROOTS) {
             return client::roots("roots")
                 .map(|roots| format!("{} roots", roots.len()))
-                .map_err(|why| unanswered(why));
+                .map_err(unanswered);
         }
         Ok("This client can be asked nothing.".to_owned())
     }

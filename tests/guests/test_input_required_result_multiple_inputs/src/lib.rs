@@ -39,7 +39,7 @@ asking::fixture!(
                 request: Request::ListRoots,
             },
         ];
-        let answers = client::ask(&questions).map_err(|why| unanswered(why))?;
+        let answers = client::ask(&questions).map_err(unanswered)?;
         let kinds: Vec<&str> = answers
             .iter()
             .map(|answer| match answer {
