@@ -12,13 +12,13 @@
 //!   `input_required` with the questions (`inputRequests` on `tasks/get`) until `tasks/update`
 //!   has answered them all, and then runs the tool again, in a fresh instance, from the start,
 //!   with every answer so far ([`crate::rounds::QuestionRound`]: a tool that asks under a key
-//!   something else than was answered is told `mismatch`). At most [`MAX_TASK_ROUNDS`] such
+//!   something else than was answered is told `mismatch`). At most [`crate::tasks::MAX_TASK_ROUNDS`] such
 //!   runs, and each wait at most [`crate::rounds::ROUND_WAIT`]. With a shared store a task's
 //!   questions end it `failed` (its questions are not carried between replicas yet).
 
 use crate::client::RequestClient;
 use crate::rounds::QuestionRound;
-use crate::tasks::{Running, TaskHandle};
+use crate::tasks::{MAX_TASK_ROUNDS, Running, TaskHandle};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{InputRequest, InputRequests};
 use rmcp::task_manager::TaskExit;
@@ -26,11 +26,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use toolcell::{CallOptions, CallReport, FailureKind, Runtime, StopToken, ToolResponse};
-
-/// How many times one task's tool may run again with new answers: a person answers a few
-/// forms in one task, not hundreds; a tool that keeps asking is ended rather than run without
-/// end.
-pub const MAX_TASK_ROUNDS: usize = 16;
 
 /// One run of the call, to its report.
 pub(crate) type Run = Pin<Box<dyn Future<Output = CallReport> + Send>>;

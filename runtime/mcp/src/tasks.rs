@@ -40,7 +40,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::as_task::MAX_TASK_ROUNDS;
+/// How many times one task's tool may run again with new answers: a person answers a few
+/// forms in one task, not hundreds; a tool that keeps asking is ended rather than run without
+/// end.
+pub const MAX_TASK_ROUNDS: usize = 16;
 
 /// How long a call runs before its client, if it sent a progress token, hears about it: long
 /// enough that the quick calls (nearly all) send nothing, short enough that a person watching
