@@ -30,7 +30,7 @@ demo:
     cargo run --release -q -- find ECHO
     cargo run --release -q -- call call_tool '{"name":"echo","arguments":{"text":"via call_tool"}}' --json
     cargo run --release -q -- bench echo '{"text":"what does a fresh instance cost?"}'
-    cargo run --release -q --example embed
+    cargo run --release -q -p toolcell --example embed
 
 # The benchmark (see BENCHMARKS.md): divan's statistics for the in-process cases, then one run
 # of every case side by side, with p99 and the ratios.

@@ -2,7 +2,7 @@
 //! two workspaces, one pipeline, one line printed per call.
 //!
 //! ```sh
-//! cargo run --release --example embed
+//! cargo run --release -p toolcell --example embed
 //! ```
 
 use serde_json::json;
