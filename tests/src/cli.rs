@@ -37,6 +37,32 @@ fn timeout_ms_sets_the_deadline_and_a_timeout_exits_4() {
     assert!(took < Duration::from_secs(4), "took {took:?}");
 }
 
+/// A listing of no tools is not an empty success: stderr says so, and the exit status is 7
+/// (not found), with and without `--json`.
+#[test]
+fn listing_no_tools_says_so_and_exits_7() {
+    let empty = tempfile::tempdir().expect("temp dir");
+    for json in [false, true] {
+        let mut command = toolcell_command();
+        command
+            .arg("--no-builtin")
+            .arg("--tools")
+            .arg(empty.path())
+            .arg("list");
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().expect("run toolcell");
+        assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+        assert!(output.stdout.is_empty(), "{output:?}");
+        assert!(
+            stderr(&output).contains("no tools are loaded"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
 #[test]
 fn ctrl_c_cancels_the_call_and_exits_5() {
     let _guard = exclusive();

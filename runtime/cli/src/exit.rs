@@ -17,8 +17,8 @@ pub(crate) const TIMED_OUT: u8 = 4;
 pub(crate) const CANCELLED: u8 = 5;
 /// The call ran, but its audit record could not be written.
 pub(crate) const AUDIT_FAILED: u8 = 6;
-/// Not found: no tool of that name (the nearest are suggested), or no such artifact in a
-/// registry.
+/// Not found: no tool of that name (the nearest are suggested), no tools to list, or no such
+/// artifact in a registry.
 pub(crate) const NOT_FOUND: u8 = 7;
 /// A registry could not be reached, or stopped answering.
 #[cfg_attr(not(feature = "oci"), allow(dead_code))]
@@ -34,7 +34,8 @@ Exit status:
   4  the call ran past its deadline (or a registry operation past its limit)
   5  the call was cancelled (Ctrl-C, SIGTERM)
   6  the call ran, but its audit record could not be written
-  7  not found: no tool of that name (nearest suggested), no such registry artifact, not pulled
+  7  not found: no tool of that name (nearest suggested), no tools to list, no such registry
+     artifact, not pulled
   8  a registry could not be reached";
 
 /// The exit status for a response: one per kind.

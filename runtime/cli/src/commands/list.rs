@@ -26,9 +26,22 @@ pub(crate) fn find(cli: &Cli, query: &str) -> ExitCode {
     })
 }
 
+/// Print the tools, a line each (`--json`: a JSON object each). None loaded is not an empty
+/// success: it is said on stderr, and the exit status is [`exit::NOT_FOUND`], so a script that
+/// lists before it calls learns that nothing was loaded (the reasons, if a tool was refused,
+/// are on stderr above it).
 fn print(runtime: Runtime, json: bool) -> ExitCode {
+    let registry = runtime.registry();
+    let entries = registry.entries();
+    if entries.is_empty() {
+        eprintln!(
+            "toolcell: no tools are loaded (the built-in tools are off with --no-builtin; \
+             --tools names the directories tools load from)"
+        );
+        return ExitCode::from(exit::NOT_FOUND);
+    }
     let mut out = std::io::stdout().lock();
-    for entry in runtime.registry().entries() {
+    for entry in entries {
         let name = &entry.schema.name;
         let line = if json {
             serde_json::json!({
