@@ -5,6 +5,18 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use toolcell::limits::DEFAULT_RESULT_CAP;
 
+/// Calls measured when the caller does not say: enough for a stable p99 of a fast tool in well
+/// under a second.
+pub const DEFAULT_BENCH_CALLS: u32 = 1_000;
+
+/// Calls made first and not measured, so that what runs once (the first slot of the pool, the
+/// caches of the CPU and the allocator) is warm, as it is in a long-running host.
+pub const DEFAULT_BENCH_WARMUP: u32 = 100;
+
+/// The most threads a bench may use: far more than a machine that runs one has cores, and
+/// few enough that a typo does not start thousands.
+pub const MAX_BENCH_THREADS: u32 = 256;
+
 /// Run untrusted agent tools as WebAssembly components, one fresh powerless instance per call.
 #[derive(Debug, Parser)]
 #[command(name = "toolcell", version, about, after_help = crate::exit::HELP)]
@@ -121,15 +133,15 @@ pub(crate) enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
         /// How many calls to measure, in all.
-        #[arg(long, value_name = "N", default_value_t = crate::commands::bench::DEFAULT_BENCH_CALLS,
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_BENCH_CALLS,
               value_parser = clap::value_parser!(u32).range(1..))]
         calls: u32,
         /// How many calls to make first, unmeasured.
-        #[arg(long, value_name = "N", default_value_t = crate::commands::bench::DEFAULT_BENCH_WARMUP)]
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_BENCH_WARMUP)]
         warmup: u32,
         /// How many threads call at once.
         #[arg(long, value_name = "N", default_value_t = 1,
-              value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::commands::bench::MAX_BENCH_THREADS)))]
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_BENCH_THREADS)))]
         threads: u32,
         /// Print the measurements as one JSON object.
         #[arg(long)]

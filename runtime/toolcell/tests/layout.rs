@@ -238,6 +238,19 @@ fn no_module_of_the_oci_crate_imports_one_that_imports_it_back() {
     );
 }
 
+/// The CLI crate: no module imports one that imports it back (`lib` and `main` hold the
+/// dispatch over the commands; the arguments once imported the bench's constants while the
+/// commands imported the arguments).
+#[test]
+fn no_module_of_the_cli_crate_imports_one_that_imports_it_back() {
+    let edges = imports_in(&manifest_dir().join("../cli/src"), &["lib", "main"]);
+    assert_no_circle(&edges);
+    assert!(
+        edges.values().map(BTreeSet::len).sum::<usize>() > 5,
+        "too few imports found: the scan is broken"
+    );
+}
+
 /// The scan finds a circle when there is one (two modules of a made-up crate import each
 /// other), so a pass above means something.
 #[test]

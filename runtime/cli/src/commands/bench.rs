@@ -5,7 +5,7 @@
 //! The whole-project benchmark, with the native and process-per-call baselines beside it, is
 //! `just bench` (BENCHMARKS.md); this is the question a tool author asks of their own tool.
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, DEFAULT_BENCH_CALLS, DEFAULT_BENCH_WARMUP, MAX_BENCH_THREADS};
 use crate::exit;
 use crate::runtime::{Needs, with_runtime_for};
 use serde::Serialize;
@@ -14,18 +14,6 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use toolcell::ToolPort as _;
 use toolcell::{CallOptions, Runtime, ToolResponse};
-
-/// Calls measured when the caller does not say: enough for a stable p99 of a fast tool in well
-/// under a second.
-pub const DEFAULT_BENCH_CALLS: u32 = 1_000;
-
-/// Calls made first and not measured, so that what runs once (the first slot of the pool, the
-/// caches of the CPU and the allocator) is warm, as it is in a long-running host.
-pub const DEFAULT_BENCH_WARMUP: u32 = 100;
-
-/// The most threads a bench may use: far more than a machine that runs one has cores, and
-/// few enough that a typo does not start thousands.
-pub const MAX_BENCH_THREADS: u32 = 256;
 
 /// How to bench.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
