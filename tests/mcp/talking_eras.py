@@ -1,6 +1,7 @@
 """A tool's log messages and progress reach a real MCP client (the `mcp` package from PyPI) in
 both eras, over stdio and HTTP; its questions are `input_required` rounds over 2026-07-28, and
-answered `unsupported` over HTTP in the 2025-11-25 era, which cannot carry them yet.
+requests on the call's stream over HTTP in the 2025-11-25 era, whose answers the server routes
+back to the call by the session id it gave the client.
 
 Usage:
   talking_eras.py TOOLCELL TOOLS POLICY URL
@@ -48,7 +49,8 @@ async def check(client, seen, where, wants_logs, rounds):
     """One call of `talker`. Over 2026-07-28 its question is an `input_required` round: the
     client answers it (its sampling callback) and sends the call again, which runs the tool
     again from the start, so its log messages and progress come once per round (each on its
-    own request's stream). Over HTTP in the 2025-11-25 era the question is `unsupported`."""
+    own request's stream). Over HTTP in the 2025-11-25 era the question is a request on the
+    call's stream, answered once."""
     result = await client.call_tool("talker", ARGUMENTS, progress_callback=seen.on_progress)
     expect(not result.is_error, f"{where}: answered: {text_of(result)[:200]!r}")
     said = json.loads(text_of(result))
@@ -60,11 +62,8 @@ async def check(client, seen, where, wants_logs, rounds):
     else:
         expect(seen.logs == [], f"{where}: no log messages for a request that asked for none: {seen.logs}")
     expect(seen.progress == [1, 2, 3] * runs, f"{where}: progress 1, 2, 3, once a run: {seen.progress}")
-    if rounds:
-        answers = said.get("answers") or [{}]
-        expect(answers[0].get("text") == "words", f"{where}: the question came back answered: {said}")
-    else:
-        expect(said.get("ask_error", {}).get("kind") == "unsupported", f"{where}: the question is unsupported here: {said}")
+    answers = said.get("answers") or [{}]
+    expect(answers[0].get("text") == "words", f"{where}: the question came back answered: {said}")
 
 
 def stdio_server(toolcell, tools, policy):
@@ -88,8 +87,19 @@ async def main(toolcell, tools, policy, url):
                                 logging_callback=seen.on_log, sampling_callback=seen.on_sample, log_level=level) as client:
             await check(client, seen, f"http {mode} (logLevel {level})", wants, rounds=mode == "auto")
 
-    # One client's level is not another's: over HTTP the 2025-11-25 era keeps no session, so a
-    # level set by one client must not reach the next request, whoever sends it.
+    # A 2025-11-25 session's level is kept for its later calls (by its session id)...
+    seen = Seen()
+    own_http = create_mcp_http_client()
+    async with own_http, Client(streamable_http_client(url, http_client=own_http), mode="legacy",
+                                read_timeout_seconds=30, logging_callback=seen.on_log) as own:
+        await own.set_logging_level("warning")
+        result = await own.call_tool("talker", {"logs": [{"level": "info", "message": "i"},
+                                                         {"level": "warning", "message": "w"}]})
+        expect(not result.is_error, "http legacy: answered after its session set warning")
+        expect([data for _, data, _ in seen.logs] == ["w"],
+               f"http legacy: the session's own level held for its next call: {seen.logs}")
+    # ...and one client's level is not another's: a level set by one session must not reach
+    # another session's calls.
     setter_http, other_http = create_mcp_http_client(), create_mcp_http_client()
     async with setter_http, Client(streamable_http_client(url, http_client=setter_http), mode="legacy",
                                    read_timeout_seconds=30) as setter:

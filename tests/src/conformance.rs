@@ -31,6 +31,17 @@ fn fixtures() -> Vec<(&'static str, &'static [u8])> {
         ("test_missing_capability", TEST_MISSING_CAPABILITY),
         ("test_logging_tool", TEST_LOGGING_TOOL),
         ("test_streaming_elicitation", TEST_STREAMING_ELICITATION),
+        // The 2025-11-25 era's tools that ask their client on the call's stream.
+        ("test_sampling", TEST_SAMPLING),
+        ("test_elicitation", TEST_ELICITATION),
+        (
+            "test_elicitation_sep1034_defaults",
+            TEST_ELICITATION_SEP1034_DEFAULTS,
+        ),
+        (
+            "test_elicitation_sep1330_enums",
+            TEST_ELICITATION_SEP1330_ENUMS,
+        ),
         ("header_echo", HEADER_ECHO),
         // The suite's prompts, resources and completion, from one component.
         ("offers_fixture", OFFERS_FIXTURE),
@@ -71,8 +82,11 @@ fn serve(extra: &[&str]) -> Served {
         if name == "test_missing_capability" {
             text.push_str("client.sample = { access = \"allow\" }\n");
         }
-        if name == "test_streaming_elicitation" {
+        if name == "test_streaming_elicitation" || name.starts_with("test_elicitation") {
             text.push_str("client.elicit = { access = \"allow\" }\n");
+        }
+        if name == "test_sampling" {
+            text.push_str("client.sample = { access = \"allow\" }\n");
         }
         // How the operator lets each of the tasks extension's tools become a task: a long
         // job after a tenth of a second, one that asks (and waits in its task for the

@@ -18,6 +18,7 @@ mod one_reading;
 mod quotas;
 mod replicas;
 pub(crate) mod rounds;
+mod session_questions;
 mod shares;
 mod store_attacks;
 pub(crate) mod task_tools;
@@ -1703,37 +1704,97 @@ fn two_replicas_behind_nginx_serve_as_one_and_survive_losing_one() {
     );
 }
 
+/// A 2025-11-25 client's session id is what it declared at `initialize`, sealed: the server
+/// keeps nothing (no stream to hold open, nothing to end), the id opens for that client only
+/// and unaltered (anything else is `404`, as an ended session: the client initializes again),
+/// and a 2026-07-28 request's session id is not read at all.
 #[test]
-fn no_session_is_kept_in_either_era() {
+fn a_session_id_is_what_the_client_declared_sealed_and_nothing_is_kept() {
     let server = Server::start(&[]);
-    // A 2025-11-25 client's handshake is answered, and no session id is handed out: nothing
-    // for the server to hold, for a client to pile up, or for another tenant to reuse.
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+        "params": {"protocolVersion": "2025-11-25",
+                   "capabilities": {"sampling": {}, "elicitation": {"form": {}}},
                    "clientInfo": {"name": "test", "version": "0"}},
     });
-    let answer = request(
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let answer = request(server.addr, "POST", "/mcp", &json, &initialize.to_string());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let id = answer
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    assert!(
+        !id.contains("sampling") && !id.contains("elicitation"),
+        "sealed, not readable: {id}"
+    );
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let with = |session: &str, version: &'static str| {
+        let mut headers = json.to_vec();
+        headers.push(("MCP-Protocol-Version", version));
+        headers.push(("Mcp-Session-Id", session));
+        request(server.addr, "POST", "/mcp", &headers, &list)
+    };
+    let listed = with(&id, "2025-11-25");
+    assert_eq!(listed.status, 200, "{listed:?}");
+    // Altered, or another client's (another peer address, without tokens): not a session.
+    let mut altered = id.clone().into_bytes();
+    let at = altered.len() / 2;
+    altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).expect("text");
+    let refused = with(&altered, "2025-11-25");
+    assert_eq!(refused.status, 404, "{refused:?}");
+    assert_eq!(refused.json()["error"]["code"], -32001, "{refused:?}");
+    let mut headers = json.to_vec();
+    headers.push(("MCP-Protocol-Version", "2025-11-25"));
+    headers.push(("Mcp-Session-Id", &id));
+    let elsewhere = request_on(
+        connect_from("127.0.0.2".parse().expect("an address"), server.addr).expect("connect"),
         server.addr,
         "POST",
         "/mcp",
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ],
-        &initialize.to_string(),
+        &headers,
+        &list,
     );
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.header("mcp-session-id"), None, "{answer:?}");
-    // No stream to hold open either.
+    assert_eq!(elsewhere.status, 404, "another client's id: {elsewhere:?}");
+    // No stream to hold open, and nothing to end.
     let stream = request(
         server.addr,
         "GET",
         "/mcp",
-        &[("Accept", "text/event-stream")],
+        &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &id)],
         "",
     );
     assert_eq!(stream.status, 405, "{stream:?}");
+    let end = request(
+        server.addr,
+        "DELETE",
+        "/mcp",
+        &[
+            ("MCP-Protocol-Version", "2025-11-25"),
+            ("Mcp-Session-Id", &id),
+        ],
+        "",
+    );
+    assert_eq!(end.status, 405, "{end:?}");
+    let still = with(&id, "2025-11-25");
+    assert_eq!(still.status, 200, "a DELETE ended nothing: {still:?}");
+    // 2026-07-28 has no sessions: whatever id comes with one of its requests is not read.
+    let discover = serde_json::json!({
+        "jsonrpc": "2.0", "id": 2, "method": "server/discover",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}},
+    })
+    .to_string();
+    let mut headers = json.to_vec();
+    headers.push(("MCP-Protocol-Version", "2026-07-28"));
+    headers.push(("Mcp-Method", "server/discover"));
+    headers.push(("Mcp-Session-Id", "not-one-of-ours"));
+    let stateless = request(server.addr, "POST", "/mcp", &headers, &discover);
+    assert_eq!(stateless.status, 200, "{stateless:?}");
 }
 
 /// A server with the hostile guest and one pool slot, and its tools directory.

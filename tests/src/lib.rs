@@ -129,8 +129,9 @@ mod guest_tests {
     pub(crate) use crate::parts::{contract_v2, contract_v3, painter};
     pub(crate) use crate::structured::{old_contract, structured};
     pub(crate) use crate::talking::{
-        talker, test_logging_tool, test_missing_capability, test_streaming_elicitation,
-        test_tool_with_logging, test_tool_with_progress,
+        talker, test_elicitation, test_elicitation_sep1034_defaults,
+        test_elicitation_sep1330_enums, test_logging_tool, test_missing_capability, test_sampling,
+        test_streaming_elicitation, test_tool_with_logging, test_tool_with_progress,
     };
     pub(crate) use crate::typed::typed_probe;
 }

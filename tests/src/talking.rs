@@ -105,6 +105,16 @@ fn runtime(policy: &str, audit: Option<&std::path::Path>) -> Runtime {
         .component(
             "test_streaming_elicitation.wasm",
             crate::guests::TEST_STREAMING_ELICITATION,
+        )
+        .component("test_sampling.wasm", crate::guests::TEST_SAMPLING)
+        .component("test_elicitation.wasm", crate::guests::TEST_ELICITATION)
+        .component(
+            "test_elicitation_sep1034_defaults.wasm",
+            crate::guests::TEST_ELICITATION_SEP1034_DEFAULTS,
+        )
+        .component(
+            "test_elicitation_sep1330_enums.wasm",
+            crate::guests::TEST_ELICITATION_SEP1330_ENUMS,
         );
     let mut runtime = builder.build().expect("runtime");
     if let Some(audit) = audit {
@@ -405,6 +415,129 @@ pub(crate) fn test_streaming_elicitation() {
         matches!(&unasked.response, ToolResponse::Result { text, .. } if text.starts_with("Could not ask: AskError::Unsupported")),
         "{unasked:?}"
     );
+}
+
+/// The policy that lets the 2025-11-25 suite's four asking fixtures ask without a person's
+/// approval first, as the conformance test's operator does.
+const FIXTURES_MAY_ASK: &str = "[tools.test_sampling]\nclient.sample = { access = \"allow\" }\n\
+    [tools.test_elicitation]\nclient.elicit = { access = \"allow\" }\n\
+    [tools.test_elicitation_sep1034_defaults]\nclient.elicit = { access = \"allow\" }\n\
+    [tools.test_elicitation_sep1330_enums]\nclient.elicit = { access = \"allow\" }\n";
+
+/// Run one of the asking fixtures for a client that offers everything and for one that offers
+/// nothing: the one question it asked the first (method and params), the first's answer, and
+/// the second's.
+fn ask_fixture(tool: &str, arguments: Value) -> (Question, ToolResponse, ToolResponse) {
+    let runtime = runtime(FIXTURES_MAY_ASK, None);
+    let client = Recorder::offering(everything());
+    let asked = run(&runtime, Some(Arc::clone(&client)), tool, arguments.clone());
+    let mut questions = client.questions.lock().expect("questions").clone();
+    assert_eq!(
+        questions.len(),
+        1,
+        "{tool} asks one question: {questions:?}"
+    );
+    let unasked = run(
+        &runtime,
+        Some(Recorder::offering(Offered::default())),
+        tool,
+        arguments,
+    );
+    (
+        questions.pop().expect("one"),
+        asked.response,
+        unasked.response,
+    )
+}
+
+/// A client that cannot be asked gets the fixture's error saying so, never a hang.
+fn says_it_cannot_ask(response: &ToolResponse) -> bool {
+    response.is_error() && format!("{response:?}").contains("cannot be asked")
+}
+
+/// `tools-call-sampling`: the prompt goes to the model as one user message of at most 100
+/// tokens; the model's text comes back.
+#[test]
+pub(crate) fn test_sampling() {
+    let (question, answer, unasked) = ask_fixture("test_sampling", json!({ "prompt": "Hi?" }));
+    assert_eq!(question.method, "sampling/createMessage");
+    assert_eq!(question.params["maxTokens"], 100);
+    assert_eq!(
+        question.params["messages"],
+        json!([{ "role": "user", "content": { "type": "text", "text": "Hi?" } }])
+    );
+    assert_eq!(answer, ToolResponse::text("LLM response: an answer"));
+    assert!(says_it_cannot_ask(&unasked), "{unasked:?}");
+}
+
+/// `tools-call-elicitation`: the message, labelled with the tool's name, and a form of a user
+/// name and an email address, both required; the person's answer comes back.
+#[test]
+pub(crate) fn test_elicitation() {
+    let (question, answer, unasked) =
+        ask_fixture("test_elicitation", json!({ "message": "Who are you?" }));
+    assert_eq!(question.method, "elicitation/create");
+    let message = question.params["message"].as_str().expect("a message");
+    assert!(message.contains("test_elicitation") && message.contains("Who are you?"));
+    let schema = &question.params["requestedSchema"];
+    assert_eq!(schema["required"], json!(["username", "email"]));
+    assert_eq!(schema["properties"]["email"]["type"], "string");
+    assert_eq!(
+        answer,
+        ToolResponse::text(r#"User response: action=accept, content={"name":"Bo"}"#)
+    );
+    assert!(says_it_cannot_ask(&unasked), "{unasked:?}");
+}
+
+/// `elicitation-sep1034-defaults`: each kind of field carries its default.
+#[test]
+pub(crate) fn test_elicitation_sep1034_defaults() {
+    let (question, answer, unasked) = ask_fixture("test_elicitation_sep1034_defaults", json!({}));
+    let properties = &question.params["requestedSchema"]["properties"];
+    for (field, kind, default) in [
+        ("name", "string", json!("John Doe")),
+        ("age", "integer", json!(30)),
+        ("score", "number", json!(95.5)),
+        ("status", "string", json!("active")),
+        ("verified", "boolean", json!(true)),
+    ] {
+        assert_eq!(properties[field]["type"], kind, "{field}");
+        assert_eq!(properties[field]["default"], default, "{field}");
+    }
+    assert!(
+        matches!(&answer, ToolResponse::Result { text, .. } if text.starts_with("Elicitation completed: action=accept")),
+        "{answer:?}"
+    );
+    assert!(says_it_cannot_ask(&unasked), "{unasked:?}");
+}
+
+/// `elicitation-sep1330-enums`: the five ways a form offers a choice, each as the suite reads
+/// it.
+#[test]
+pub(crate) fn test_elicitation_sep1330_enums() {
+    let (question, answer, unasked) = ask_fixture("test_elicitation_sep1330_enums", json!({}));
+    let properties = &question.params["requestedSchema"]["properties"];
+    assert_eq!(
+        properties["untitledSingle"]["enum"],
+        json!(["option1", "option2", "option3"])
+    );
+    assert!(properties["untitledSingle"].get("oneOf").is_none());
+    assert_eq!(
+        properties["titledSingle"]["oneOf"][0]["title"],
+        "First Option"
+    );
+    assert!(properties["titledSingle"].get("enum").is_none());
+    assert_eq!(properties["legacyEnum"]["enumNames"][2], "Option Three");
+    assert_eq!(properties["untitledMulti"]["type"], "array");
+    assert_eq!(
+        properties["titledMulti"]["items"]["anyOf"][1]["const"],
+        "value2"
+    );
+    assert!(
+        matches!(&answer, ToolResponse::Result { text, .. } if text.starts_with("Elicitation completed: action=accept")),
+        "{answer:?}"
+    );
+    assert!(says_it_cannot_ask(&unasked), "{unasked:?}");
 }
 
 /// A hostile tool's questions are refused before they cost the host: 100,000 model hints

@@ -13,11 +13,12 @@
 //!
 //! Each era has its own form:
 //!
-//! - **The `initialize` era** (stdio): [`SessionApprover`] sends `elicitation/create` to the
-//!   client over the session and waits for its answer, at most the call's deadline (then
-//!   rmcp cancels the request). Over HTTP this era is served without sessions, so the server
-//!   has no way to send the client a request: such a call is answered `approval_required`, as
-//!   for a client without the capability.
+//! - **The `initialize` era**: `SessionApprover` sends `elicitation/create` to the client on
+//!   the call's stream and waits for its answer, at most the call's deadline (then the request
+//!   is cancelled): over stdio, and over HTTP for a client that kept the session id it was
+//!   given at `initialize` ([`crate::asking`]). An HTTP client without one declared nothing
+//!   the server remembers: such a call is answered `approval_required`, as for a client
+//!   without the capability.
 //! - **The stateless 2026-07-28 era** (stdio and HTTP): multi-round-trip requests. The call
 //!   is answered with an `input_required` result that carries the elicitation and a
 //!   `requestState`: a token sealed by this server ([`crate::seal`]) that names, by digest,
@@ -42,7 +43,6 @@ use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputRequiredResult, InputResponses,
 };
-use rmcp::{Peer, RoleServer};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -135,16 +135,17 @@ pub(crate) fn can_elicit(capabilities: Option<&rmcp::model::ClientCapabilities>)
         .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none())
 }
 
-/// Asks the person behind one `initialize`-era session, by `elicitation/create`.
+/// Asks the person behind one `initialize`-era session, by `elicitation/create`: over stdio,
+/// or over HTTP for a client that kept its session id ([`crate::asking`]).
 #[derive(Debug)]
-pub struct SessionApprover {
-    peer: Peer<RoleServer>,
+pub(crate) struct SessionApprover {
+    asker: crate::asking::SessionAsk,
 }
 
 impl SessionApprover {
-    /// An approver that asks the client at the other end of `peer`.
-    pub fn new(peer: Peer<RoleServer>) -> Self {
-        SessionApprover { peer }
+    /// An approver that asks the client through `asker`.
+    pub(crate) fn new(asker: crate::asking::SessionAsk) -> Self {
+        SessionApprover { asker }
     }
 }
 
@@ -154,13 +155,21 @@ impl Approver for SessionApprover {
         request: &'a ApprovalRequest,
     ) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
         Box::pin(async move {
-            // rmcp cancels the request (notifications/cancelled) when the wait passes.
-            let asked = self
-                .peer
-                .create_elicitation_with_timeout(elicitation(request), Some(request.timeout))
-                .await;
-            match asked {
-                Ok(result) => answer_of(&result),
+            let elicit: Result<rmcp::model::ServerRequest, _> =
+                serde_json::from_value(serde_json::json!({
+                    "method": "elicitation/create",
+                    "params": elicitation(request),
+                }));
+            let Ok(elicit) = elicit else {
+                return Approval::NoAnswer;
+            };
+            // Cancelled (notifications/cancelled) when the wait passes.
+            match self.asker.ask(elicit, request.timeout).await {
+                Ok(answer) => match serde_json::from_value::<ElicitResult>(answer) {
+                    Ok(result) => answer_of(&result),
+                    // An answer that is not an elicitation's: nothing was approved.
+                    Err(_) => Approval::Deny,
+                },
                 Err(error) => {
                     tracing::info!(%error, "the client gave no answer to an approval");
                     Approval::NoAnswer
@@ -231,12 +240,22 @@ impl Approvals {
         }
     }
 
-    /// The key that seals tokens, if there is one.
-    fn key(&self) -> Option<&SealKey> {
+    /// The key that seals tokens (and an HTTP client's session id, and the ids of the
+    /// questions sent on its streams), if there is one.
+    pub(crate) fn key(&self) -> Option<&SealKey> {
         match &self.keeper {
             Keeper::Local { key, .. } => key.as_deref(),
             #[cfg(feature = "state")]
             Keeper::Shared(store) => Some(store.seal_key()),
+        }
+    }
+
+    /// The store replicas share, if there is one.
+    #[cfg(feature = "state")]
+    pub(crate) fn store(&self) -> Option<&Arc<crate::state::Store>> {
+        match &self.keeper {
+            Keeper::Local { .. } => None,
+            Keeper::Shared(store) => Some(store),
         }
     }
 
@@ -490,7 +509,7 @@ impl Approver for RoundApprover {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         unanswered.get_or_insert_with(|| request.clone());
-        Approval::NoAnswer
+        Approval::Later
     }
 }
 
@@ -716,7 +735,7 @@ mod tests {
     fn the_round_approver_takes_an_answer_for_the_same_question_only() {
         let round = RoundApprover::new(vec![(question_digest(&question("x")), Approval::Once)]);
         assert_eq!(round.approve(&question("x")), Approval::Once);
-        assert_eq!(round.approve(&question("y")), Approval::NoAnswer);
+        assert_eq!(round.approve(&question("y")), Approval::Later);
         let (answered, asked) = round.take_question().expect("a question to ask");
         assert_eq!(answered.len(), 1);
         assert!(asked.same_question(&question("y")));

@@ -8,17 +8,15 @@
 //!
 //! Which way each goes, by era and transport:
 //! - log messages: over MCP 2026-07-28 only for a request whose `_meta` names a `logLevel`, at
-//!   or above it; in a 2025-11-25 stdio session at or above the level `logging/setLevel` set;
-//!   otherwise (2025-11-25 over HTTP, served without sessions, so no level is remembered) at
-//!   `info` and above;
+//!   or above it; in a 2025-11-25 session (stdio, or an HTTP client that kept its session id)
+//!   at or above the level `logging/setLevel` set; otherwise at `info` and above;
 //! - progress: for a request that carries a progress token, on its stream;
-//! - questions (`sampling/createMessage`, `elicitation/create`, `roots/list`): in a stdio
-//!   session (2025-11-25), as requests to the client, awaited within the call's deadline; over
-//!   2026-07-28 (stdio and HTTP), as `input_required` rounds ([`crate::rounds`]). Over HTTP in
-//!   the 2025-11-25 era they are not carried yet (it is served without sessions, so a
-//!   client's answer has no way back to the call): the client offers none, and a tool that
-//!   asks is told `unsupported`.
-
+//! - questions (`sampling/createMessage`, `elicitation/create`, `roots/list`): in a 2025-11-25
+//!   session, as requests to the client on the call's stream, awaited within the call's
+//!   deadline ([`crate::asking`]: over HTTP the front routes the posted answer back); over
+//!   2026-07-28 (stdio and HTTP), as `input_required` rounds ([`crate::rounds`]). A 2025-11-25
+//!   HTTP client without a session id has declared nothing the server can remember: it offers
+//!   none, and a tool that asks is told `unsupported`.
 // Logging, sampling and roots are deprecated by SEP-2577, and still part of both revisions
 // toolcell serves (2025-11-25 and 2026-07-28): a tool may use them.
 #![allow(deprecated)]
@@ -95,8 +93,9 @@ pub(crate) struct RequestClient {
     token: Option<ProgressToken>,
     progress: Arc<ProgressLine>,
     offered: Offered,
-    /// A question may be sent (a session's peer, which routes the answer back).
-    asks: bool,
+    /// How a question reaches the client and its answer comes back, in the `initialize` era
+    /// (a stdio session, or an HTTP client that kept its session id).
+    asker: Option<crate::asking::SessionAsk>,
     /// Over MCP 2026-07-28: the questions go back with the call's answer, and come back
     /// answered in its retry ([`crate::rounds`]).
     round: Option<Arc<crate::rounds::QuestionRound>>,
@@ -112,8 +111,9 @@ pub(crate) struct Reach<'a> {
     pub(crate) capabilities: Option<&'a ClientCapabilities>,
     /// Whether the request is of the stateless era (2026-07-28).
     pub(crate) stateless: bool,
-    /// Whether questions can be carried (a stdio session).
-    pub(crate) session: bool,
+    /// How questions are carried in the `initialize` era, where they can be (a stdio session;
+    /// over HTTP, a client that kept the session id it was given).
+    pub(crate) asker: Option<crate::asking::SessionAsk>,
     /// The level a session's client set.
     pub(crate) session_level: Option<LogLevel>,
     /// A stateless-era request's round of questions (its answers, and where the questions it
@@ -134,7 +134,8 @@ impl RequestClient {
             Some(reach.session_level.unwrap_or(DEFAULT_LOG_LEVEL))
         };
         // In a session, asked over it; in the stateless era, in rounds.
-        let asks = (has_peer && reach.session && !reach.stateless) || reach.round.is_some();
+        let asker = reach.asker.filter(|_| !reach.stateless);
+        let asks = asker.is_some() || reach.round.is_some();
         let capabilities = reach.capabilities;
         let elicitation = capabilities.and_then(|c| c.elicitation.as_ref());
         let offered = Offered {
@@ -150,7 +151,7 @@ impl RequestClient {
             token,
             progress,
             offered,
-            asks,
+            asker,
             round: reach.round,
         }
     }
@@ -165,7 +166,7 @@ impl RequestClient {
             token: self.token.clone(),
             progress: Arc::clone(&self.progress),
             offered: self.offered,
-            asks: true,
+            asker: None,
             round: Some(round),
         }
     }
@@ -239,7 +240,7 @@ impl ClientLink for RequestClient {
             if let Some(round) = &self.round {
                 return round.answer(questions);
             }
-            let Some(peer) = self.peer.as_ref().filter(|_| self.asks) else {
+            let Some(asker) = &self.asker else {
                 return Err(AskFailure::Unsupported(
                     "this connection carries no questions to the client".to_owned(),
                 ));
@@ -253,15 +254,16 @@ impl ClientLink for RequestClient {
                 .map_err(|error| {
                     AskFailure::Failed(format!("question {:?}: {error}", question.key))
                 })?;
-                let answer = peer.send_request(request).await.map_err(|error| {
-                    AskFailure::Failed(format!(
-                        "the client did not answer {:?}: {error}",
-                        question.key
-                    ))
-                })?;
-                answers.push(serde_json::to_value(answer).map_err(|error| {
-                    AskFailure::Failed(format!("the answer to {:?}: {error}", question.key))
-                })?);
+                let answer = asker
+                    .ask(request, crate::QUESTION_WAIT)
+                    .await
+                    .map_err(|error| {
+                        AskFailure::Failed(format!(
+                            "the client did not answer {:?}: {error}",
+                            question.key
+                        ))
+                    })?;
+                answers.push(answer);
             }
             Ok(answers)
         })

@@ -4,7 +4,9 @@
 //! nothing to count); over HTTP ([`crate::http`]) the front gives the client it counted the
 //! request under, the tenant's context, and what a call holds from the front until it ends
 //! (its place in the client's share, its quota admission, its entry among the running calls
-//! that shutdown and `notifications/cancelled` stop), told when the call ends.
+//! that shutdown and `notifications/cancelled` stop), told when the call ends; and for a
+//! client of the `initialize` era that kept its session id, what it declared then, its log
+//! level and the route its answers to the call's questions come back by.
 //!
 //! [`McpServer::answer_call`]: crate::McpServer
 
@@ -29,6 +31,34 @@ pub(crate) trait FromFront: Send + Sync {
     /// The call the client named `request` starts, and `stop` stops it: what is returned is
     /// held until the call ends (as a task too), and forgets the call when dropped.
     fn enter(&self, request: &str, stop: StopToken) -> Box<dyn Send + Sync>;
+
+    /// What the client declared at `initialize`, where the front remembers it (over HTTP, the
+    /// session id the request carries); `None`: nothing known.
+    fn session_capabilities(&self) -> Option<rmcp::model::ClientCapabilities> {
+        None
+    }
+
+    /// The least level of log messages the request's session set (`logging/setLevel`);
+    /// `None`: none set, or no session.
+    fn session_level(&self) -> Option<toolcell::client::LogLevel> {
+        None
+    }
+
+    /// Keep `level` as the least level of log messages for the request's session, if it has
+    /// one.
+    fn set_session_level(
+        &self,
+        level: toolcell::client::LogLevel,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let _ = level;
+        Box::pin(async {})
+    }
+
+    /// The way back for the answers to questions sent on this request's stream, where the
+    /// front routes them (an HTTP request of a client with a session id).
+    fn answers(&self) -> Option<Arc<dyn crate::asking::AnswerRoute>> {
+        None
+    }
 
     /// The call ended with `report`, having started at `started`: charge what admitted it with
     /// what it used, and count it, before its answer leaves.

@@ -21,6 +21,7 @@
 
 pub mod approval;
 mod as_task;
+mod asking;
 mod client;
 mod content;
 mod front;
@@ -79,6 +80,11 @@ use toolcell::{
 /// How long calls in flight may run on after SIGTERM, by default, before they are stopped
 /// (`toolcell serve --http --grace-secs`).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The longest a tool's question to its client (2025-11-25: a request on the call's stream)
+/// waits for an answer, whatever else bounds it: a person filling in a form takes minutes,
+/// and the call's deadline (which also bounds the wait) normally ends it first.
+pub const QUESTION_WAIT: Duration = Duration::from_secs(600);
 
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -258,14 +264,14 @@ impl McpServer {
     /// policy gates something and the client can be asked ([`approval`]). For a stateless-era
     /// call, also the approver that notes the question to send back, with the answers the
     /// call carries (its `requestState`, opened and spent by the caller: `carried`); in a
-    /// session, the client is asked through
-    /// `peer` (only a stdio session has one to ask through: see [`McpServer::answer_call`]).
+    /// session, the client is asked through `asker` (a stdio session's, or an HTTP client's
+    /// that kept its session id: see [`McpServer::answer_call`]).
     async fn approver_for(
         &self,
         base: &CallContext,
         capabilities: Option<&rmcp::model::ClientCapabilities>,
         stateless: bool,
-        peer: Option<&Peer<RoleServer>>,
+        asker: Option<&asking::SessionAsk>,
         carried: Option<&seal::Sealed>,
         responses: Option<&rmcp::model::InputResponses>,
     ) -> Result<(CallContext, Option<Arc<approval::RoundApprover>>), McpError> {
@@ -282,11 +288,11 @@ impl McpServer {
                 base.with_approver(Arc::clone(&round) as Arc<dyn toolcell::approval::Approver>);
             return Ok((with, Some(round)));
         }
-        let Some(peer) = peer else {
+        let Some(asker) = asker else {
             return Ok((base, None));
         };
-        let asker = approval::SessionApprover::new(peer.clone());
-        Ok((base.with_approver(Arc::new(asker)), None))
+        let approver = approval::SessionApprover::new(asker.clone());
+        Ok((base.with_approver(Arc::new(approver)), None))
     }
 }
 
@@ -436,16 +442,18 @@ impl ServerHandler for McpServer {
     }
 
     /// A 2025-11-25 client's least level of log messages: kept for a stdio session (its one
-    /// client); over HTTP, served without sessions, answered and not kept (the next request
-    /// may be another client's), so log messages go at the default level there.
+    /// client), and over HTTP for the session id the request carries (a request without one
+    /// is answered and nothing is kept: the next request may be another client's).
     #[allow(deprecated)]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if front::from_front(&context.extensions).is_none() {
-            self.session_level.set(client::level_of(request.level));
+        let level = client::level_of(request.level);
+        match front::from_front(&context.extensions) {
+            None => self.session_level.set(level),
+            Some(front) => front.set_session_level(level).await,
         }
         Ok(())
     }
@@ -627,6 +635,16 @@ impl McpServer {
             stateless,
             peer,
         } = call;
+        // What the front end handed with the request (over HTTP: the client, the tenant's
+        // context, its session, what the call holds until it ends); nothing over stdio.
+        let front = front::from_front(extensions).cloned();
+        // What the client declared: in its request (2026-07-28) or at `initialize` (a stdio
+        // session's; over HTTP, where rmcp serves each request alone and knows nothing of it,
+        // what the request's session id carries).
+        let capabilities = match front.as_ref().filter(|_| !stateless) {
+            Some(front) => front.session_capabilities().or(capabilities),
+            None => capabilities,
+        };
         let name = request.name.as_ref();
         if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
             // A protocol error, as MCP asks for an unknown tool, naming the nearest tools.
@@ -662,9 +680,6 @@ impl McpServer {
             stop: Some(stop.clone()),
             ..CallOptions::default()
         };
-        // What the front end handed with the request (over HTTP: the client, the tenant's
-        // context, what the call holds until it ends); nothing over stdio.
-        let front = front::from_front(extensions).cloned();
         // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
         // the runtime's default context.
         let call_context = front
@@ -673,10 +688,18 @@ impl McpServer {
             .unwrap_or_else(|| self.runtime.default_context());
         // Who asked: an answer to an approval, and a task, are this client's only.
         let owner = front.as_ref().map_or(STDIO_CLIENT, |front| front.client());
-        // A person is asked through the session's peer only where there is a session: over
-        // HTTP there is none (the initialize era is served without sessions, the fast path
-        // has no peer), so no way to ask the client but the stateless era's round trip.
-        let session = peer.filter(|_| front.is_none());
+        // In the initialize era the client is asked on the call's stream: through a stdio
+        // session's peer, or over HTTP through the request's peer with the route the front
+        // keeps for the answers (only for a client that kept its session id; the fast path has
+        // no peer, and takes no call of this era).
+        let asker = match (&front, peer) {
+            _ if stateless => None,
+            (None, Some(peer)) => Some(asking::SessionAsk::session(peer.clone())),
+            (Some(front), Some(peer)) => front
+                .answers()
+                .map(|route| asking::SessionAsk::routed(peer.clone(), route)),
+            (_, None) => None,
+        };
         // A stateless-era call sent again carries its earlier rounds in its `requestState`:
         // opened (and spent) once, here, for the approvals and the tool's questions alike. A
         // token of this server's whose seal does not hold is refused, never asked afresh.
@@ -704,7 +727,7 @@ impl McpServer {
                 call_context,
                 capabilities.as_ref(),
                 stateless,
-                session,
+                asker.as_ref(),
                 carried.as_ref(),
                 request.input_responses.as_ref(),
             )
@@ -728,8 +751,11 @@ impl McpServer {
                 meta,
                 capabilities: capabilities.as_ref(),
                 stateless,
-                session: session.is_some(),
-                session_level: self.session_level.get(),
+                session_level: match &front {
+                    Some(front) => front.session_level(),
+                    None => self.session_level.get(),
+                },
+                asker: asker.clone(),
                 round: questions.clone(),
             },
             Arc::clone(&progress_line),
@@ -919,11 +945,18 @@ impl McpServer {
                 Err(unavailable) => Err(approval::unavailable(&unavailable)),
             };
         }
-        // A stateless-era call that needs a person's answer asks for it, and is sent again.
+        // A stateless-era call that needs a person's answer asks for it, and is sent again:
+        // denied before it ran, or stopped at a tool's first use of a gated client feature.
         if let Some(round) = round
-            && let ToolResponse::Denied {
-                reason: DenyReason::Unanswered { .. },
-            } = &report.response
+            && matches!(
+                &report.response,
+                ToolResponse::Denied {
+                    reason: DenyReason::Unanswered { .. },
+                } | ToolResponse::Failed {
+                    kind: toolcell::FailureKind::InputRequired,
+                    ..
+                }
+            )
             && let Some((answered, asked)) = round.take_question()
         {
             let arguments = asked_arguments.as_deref().unwrap_or("{}");

@@ -171,6 +171,18 @@ impl SealKey {
         Some(plain.to_vec())
     }
 
+    /// A tag (HMAC-SHA256 under this key, the first 16 bytes as hex) over `label` and
+    /// `parts`, each length-prefixed: what names a thing only this key's holders can name (a
+    /// question sent to a client, `http::questions`).
+    pub fn tag(&self, label: &[u8], parts: &[&[u8]]) -> String {
+        let mut mac = self.mac(label);
+        for part in parts {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part);
+        }
+        toolcell::digest::hex(&mac.finalize().into_bytes()[..16])
+    }
+
     /// Its id, as tokens name it.
     pub fn id(&self) -> &str {
         &self.id

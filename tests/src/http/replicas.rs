@@ -705,3 +705,56 @@ fn a_store_that_goes_away_is_refused_clearly_and_comes_back() {
     });
     assert_eq!(log.matches("is unreachable").count(), 1, "{log}");
 }
+
+/// A real MCP client (PyPI `mcp`) in both eras, its requests dealt in turn to two replicas
+/// sharing a store, as a round-robin balancer deals them (`tests/mcp/talking_replicas.py`):
+/// a tool's question for the model is answered whichever replica the answer reaches (over
+/// 2025-11-25 a POST of its own, over 2026-07-28 the call sent again); a gated question is
+/// asked of the person first; a denied one is a typed error the tool reads; log messages and
+/// progress arrive.
+#[test]
+fn a_real_client_talks_to_tools_through_two_replicas_in_both_eras() {
+    let _guard = exclusive();
+    let redis = Redis::start();
+    let tools = tools_dir(&[
+        ("talker", crate::guests::TALKER),
+        ("test_sampling", crate::guests::TEST_SAMPLING),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None)]);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[tools.talker]\nclient.sample = { access = \"deny\" }\n\
+         [tools.test_sampling]\nclient.sample = { access = \"allow\" }\n",
+    )
+    .expect("policy");
+    let seal = dir.path().join("seal.key");
+    let key = toolcell_mcp::seal::SealKey::random().expect("a key");
+    std::fs::write(&seal, format!("{}\n", key.to_hex())).expect("seal key");
+    let replica = || {
+        Server::start(&[
+            "--tools",
+            &tools.path().to_string_lossy(),
+            "--policy",
+            &policy.to_string_lossy(),
+            "--tokens",
+            &file.to_string_lossy(),
+            "--state",
+            &redis.url(),
+            "--seal-key-file",
+            &seal.to_string_lossy(),
+        ])
+    };
+    let (one, two) = (replica(), replica());
+    let (passed, said) = crate::mcp::run_client(
+        "talking_replicas.py",
+        [one.url(), two.url(), tokens[0].clone()],
+    );
+    assert!(
+        passed,
+        "{said}\nreplica one:\n{}\nreplica two:\n{}",
+        one.stderr(),
+        two.stderr()
+    );
+}

@@ -92,6 +92,10 @@ pub(crate) struct Front {
     pub(crate) running: Arc<Running>,
     /// Who an anonymous caller is, for the fair shares.
     pub(crate) anonymous: crate::http::options::AnonymousClients,
+    /// The questions calls asked their clients on their streams, waiting for answers.
+    pub(crate) questions: Arc<crate::http::questions::Questions>,
+    /// The log levels sessions set.
+    pub(crate) levels: Arc<crate::http::session::Levels>,
 }
 
 impl Front {

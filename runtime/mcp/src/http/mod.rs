@@ -2,9 +2,10 @@
 //!
 //! rmcp's Streamable HTTP service speaks the protocol: the stateless 2026-07-28 era (every
 //! request stands alone, so any replica can answer it) and the 2025-11-25 `initialize`
-//! handshake for older clients, served without sessions (the server assigns no
-//! `Mcp-Session-Id`, which that era allows; a `GET` stream is answered `405`), so every request
-//! of either era stands alone. Around it, this module is what a server shared by many clients
+//! handshake for older clients, whose session id is what they declared, sealed, so that no
+//! server keeps a session and any replica opens it ([`session`]); a `GET` stream and `DELETE`
+//! are answered `405`. Every request of either era stands alone, but for a question a call
+//! asks its client on its stream, whose answer the front routes back to it (`questions.rs`). Around it, this module is what a server shared by many clients
 //! needs and rmcp leaves to its user:
 //!
 //! - **No anonymous access off loopback.** Binding an address that is not loopback without a
@@ -57,11 +58,13 @@ pub mod guard;
 pub mod metrics;
 pub mod oauth;
 mod options;
+pub mod questions;
 pub mod quota;
 pub(crate) mod reading;
 mod route;
 mod running;
 mod serve;
+pub mod session;
 pub mod share;
 pub mod tenant;
 

@@ -233,6 +233,37 @@ impl Reading {
         called
     }
 
+    /// The capabilities an `initialize` request declares (what its session id will carry), if
+    /// it is one.
+    pub(crate) fn initialize(&self) -> Option<Value> {
+        if self.method() != Some("initialize") || !self.message.contains_key("id") {
+            return None;
+        }
+        Some(
+            self.params()
+                .and_then(|params| params.get("capabilities"))
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new())),
+        )
+    }
+
+    /// A client's answer to a question this server asked on a stream: a response (no
+    /// `method`) whose id is a question's name, with its `result` or its `error`.
+    pub(crate) fn answer(&self) -> Option<(&str, crate::asking::Posted)> {
+        if self.message.contains_key("method") {
+            return None;
+        }
+        let id = self.id()?.as_str()?;
+        if !id.starts_with(crate::http::questions::QUESTION_PREFIX) {
+            return None;
+        }
+        match (self.message.get("result"), self.message.get("error")) {
+            (Some(result), None) => Some((id, Ok(result.clone()))),
+            (None, Some(error)) => Some((id, Err(error.clone()))),
+            _ => None,
+        }
+    }
+
     /// The request a `notifications/cancelled` names, as the MCP handler writes request ids.
     pub(crate) fn cancelled(&self) -> Option<String> {
         if self.method() != Some("notifications/cancelled") {

@@ -190,16 +190,34 @@ async fn serve_mcp(
     }
     let admitted = async {
         let reading = read_message(front, &parts.method, body).await?;
+        let session = open_session(front, &client, &parts.headers, reading.as_ref())?;
         let is_call = reading.as_ref().is_some_and(Reading::runs_guest);
         check_scope(front, &caller, reading.as_ref())?;
         let share = take_share(front, &client, is_call)?;
         // Quotas last: a request refused for another reason takes nothing from them.
         let admission = admit(front, &caller, is_call, reading.as_ref()).await?;
-        Ok::<_, Box<BoxResponse>>((reading, share, admission))
+        Ok::<_, Box<BoxResponse>>((reading, session, share, admission))
     };
-    let (reading, share, admission) = match admitted.await {
+    let (reading, session, share, admission) = match admitted.await {
         Ok(admitted) => admitted,
         Err(refused) => return *refused,
+    };
+    // In a session, a call's log level, and the route its questions' answers come back by
+    // (for a client that declared it can be asked something).
+    let (session_level, route) = match (&session, &reading) {
+        (Some(session), Some(reading)) if reading.runs_guest() => {
+            let asks = {
+                let declared = &session.capabilities;
+                declared.sampling.is_some()
+                    || declared.elicitation.is_some()
+                    || declared.roots.is_some()
+            };
+            (
+                front.levels.get(session).await,
+                (asks && reading.is_call()).then(|| front.questions.route(&client)),
+            )
+        }
+        _ => (None, None),
     };
     let call: Arc<dyn FromFront> = Arc::new(HttpCall {
         client: client.clone(),
@@ -208,10 +226,68 @@ async fn serve_mcp(
         _share: share,
         running: Arc::clone(&front.running),
         metrics: Arc::clone(&front.metrics),
+        session,
+        session_level,
+        route: route.clone(),
+        levels: Arc::clone(&front.levels),
     });
     parts.extensions.insert(call);
-    hand_over(front, parts, reading, client).await
+    hand_over(front, parts, reading, client, route).await
 }
+
+/// The session a request of the `initialize` era names in its `Mcp-Session-Id`
+/// (`http/session.rs`): `None` for a request without one, a 2026-07-28 request (that revision
+/// has no sessions) and an `initialize` (which begins one); `404` for an id that does not open
+/// for this client (not this server's, another client's, expired), as MCP answers a session
+/// that ended: the client initializes again.
+fn open_session(
+    front: &Front,
+    client: &str,
+    headers: &http::HeaderMap,
+    reading: Option<&Reading>,
+) -> Result<Option<crate::http::session::Session>, Box<BoxResponse>> {
+    let Some(id) = headers.get(crate::http::session::SESSION_HEADER) else {
+        return Ok(None);
+    };
+    let revision = headers
+        .get("mcp-protocol-version")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if revision >= "2026-07-28" || reading.is_some_and(|reading| reading.initialize().is_some()) {
+        return Ok(None);
+    }
+    let opened = front.server.approvals.key().and_then(|key| {
+        let id = id.to_str().ok()?;
+        crate::http::session::open(key, client, id, SystemTime::now())
+    });
+    match opened {
+        Some(session) => Ok(Some(session)),
+        None => {
+            let id = reading
+                .and_then(Reading::id)
+                .filter(|id| id.is_number() || id.as_str().is_some_and(|id| id.len() <= 64))
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            Err(Box::new(respond(
+                StatusCode::NOT_FOUND,
+                &[(header::CONTENT_TYPE, "application/json")],
+                &serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {
+                        "code": SESSION_NOT_FOUND,
+                        "message": "Session not found: this server did not give you that \
+                                    session id, or it expired; initialize again",
+                    },
+                })
+                .to_string(),
+            )))
+        }
+    }
+}
+
+/// The JSON-RPC error code of a session id that does not open (as MCP's own SDKs answer it).
+pub const SESSION_NOT_FOUND: i64 = -32001;
 
 /// The request's body, read to its limit here (so a too-large one is refused before MCP and a
 /// call's tool is known for the scope check), and parsed once: every check after this decides
@@ -399,11 +475,18 @@ async fn hand_over(
     parts: http::request::Parts,
     reading: Option<Reading>,
     client: String,
+    route: Option<Arc<crate::http::questions::Route>>,
 ) -> BoxResponse {
     let Some(reading) = reading else {
-        // Not a `POST`: rmcp answers it (no session, so `405`), with nothing to read.
+        // Not a `POST`: rmcp answers it (no stream but a request's own, so `405`), with
+        // nothing to read.
         return pass_to_rmcp(front, parts, Bytes::new()).await;
     };
+    // A client's answer to a question a call asked it on its stream: handed to that call,
+    // here or, through the shared store, at the replica where it runs.
+    if let Some((name, posted)) = reading.answer() {
+        return answer_question(front, &client, name, posted, reading.id()).await;
+    }
     // Every check above done, the usual stateless call is answered here, as rmcp
     // would answer it; anything else goes on to rmcp, as the front read it.
     // The reading is not kept while the call runs either: the call holds what it needs.
@@ -414,9 +497,13 @@ async fn hand_over(
         front.metrics.fast_path();
         return fast::answer(&front.server, accepted, parts).await;
     }
-    let (cancelled, rewritten) = (reading.cancelled(), reading.to_bytes());
+    let (cancelled, initialize, rewritten) = (
+        reading.cancelled(),
+        reading.initialize(),
+        reading.to_bytes(),
+    );
     drop(reading);
-    let response = pass_to_rmcp(front, parts, rewritten).await;
+    let mut response = pass_to_rmcp(front, parts, rewritten).await;
     // Without sessions, rmcp cannot route a `notifications/cancelled` to the request it
     // names: the front stops that call, if it is this client's, and only once rmcp
     // has accepted the request (its media type, its headers, one message): a request
@@ -426,8 +513,70 @@ async fn hand_over(
     {
         let key = CallKey { client, request };
         front.running.stop(&key);
+        return response;
     }
-    response
+    // An `initialize` answered: its session id is what the client declared, sealed.
+    if response.status() == StatusCode::OK
+        && let Some(declared) = initialize
+        && let Some(key) = front.server.approvals.key()
+        && let Some(id) = crate::http::session::issue(key, &client, &declared, SystemTime::now())
+        && let Ok(value) = header::HeaderValue::from_str(&id)
+    {
+        response
+            .headers_mut()
+            .insert(crate::http::session::SESSION_HEADER, value);
+    }
+    // A call that may ask its client: the questions on its stream renamed, so that their
+    // answers find it.
+    let streams = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    match route {
+        Some(route) if streams => {
+            response.map(|body| crate::http::questions::Renamed::new(body, route).boxed())
+        }
+        _ => response,
+    }
+}
+
+/// The answer to a `POST` of a client's answer to a question (`http/questions.rs`): `202`
+/// when it was handed on, `400` (a JSON-RPC error without an id, as MCP answers a message it
+/// cannot accept) when it is not taken, `503` when the store that would carry it is out of
+/// reach.
+async fn answer_question(
+    front: &Front,
+    client: &str,
+    name: &str,
+    posted: crate::asking::Posted,
+    id: Option<&serde_json::Value>,
+) -> BoxResponse {
+    use crate::http::questions::Delivered;
+    match front.questions.deliver(client, name, posted).await {
+        Delivered::Taken | Delivered::Relayed => respond(StatusCode::ACCEPTED, &[], ""),
+        Delivered::Refused(why) => respond(
+            StatusCode::BAD_REQUEST,
+            &[(header::CONTENT_TYPE, "application/json")],
+            &serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": serde_json::Value::Null,
+                "error": { "code": crate::http::INVALID_REQUEST, "message": why },
+            })
+            .to_string(),
+        ),
+        Delivered::Unavailable(unavailable) => {
+            front.metrics.refused(Refusal::StateUnavailable);
+            respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &[
+                    (header::RETRY_AFTER, "1"),
+                    (header::CONTENT_TYPE, "application/json"),
+                ],
+                &unavailable_body(&unavailable, id),
+            )
+        }
+    }
 }
 
 /// The JSON-RPC error refusing the request `id` (echoed if short) because the shared store

@@ -86,7 +86,8 @@ impl Running {
 /// The front's side of one call served over HTTP, handed to the shared call handler
 /// ([`FromFront`]): the client it is counted under and the tenant it runs as; its place in its
 /// client's share of the pool and its quota admission, held until it ends (as a task too)
-/// and charged with what it used; and where it is registered and counted.
+/// and charged with what it used; where it is registered and counted; and in the
+/// `initialize` era, the session its id opened and the route its questions' answers take.
 pub(crate) struct HttpCall {
     pub(crate) client: String,
     pub(crate) tenant: Option<Arc<Tenant>>,
@@ -95,9 +96,44 @@ pub(crate) struct HttpCall {
     pub(crate) _share: Option<Place<String>>,
     pub(crate) running: Arc<Running>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The session the request's id opened (`initialize` era), if any.
+    pub(crate) session: Option<crate::http::session::Session>,
+    /// The log level that session set, looked up for a call.
+    pub(crate) session_level: Option<toolcell::client::LogLevel>,
+    /// Where the answers to the call's questions come back, for a client that can be asked.
+    pub(crate) route: Option<Arc<crate::http::questions::Route>>,
+    /// Where sessions' levels are kept.
+    pub(crate) levels: Arc<crate::http::session::Levels>,
 }
 
 impl FromFront for HttpCall {
+    fn session_capabilities(&self) -> Option<rmcp::model::ClientCapabilities> {
+        self.session
+            .as_ref()
+            .map(|session| session.capabilities.clone())
+    }
+
+    fn session_level(&self) -> Option<toolcell::client::LogLevel> {
+        self.session_level
+    }
+
+    fn set_session_level(
+        &self,
+        level: toolcell::client::LogLevel,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            if let Some(session) = &self.session {
+                self.levels.set(session, level).await;
+            }
+        })
+    }
+
+    fn answers(&self) -> Option<Arc<dyn crate::asking::AnswerRoute>> {
+        self.route
+            .as_ref()
+            .map(|route| Arc::clone(route) as Arc<dyn crate::asking::AnswerRoute>)
+    }
+
     fn client(&self) -> &str {
         &self.client
     }

@@ -92,10 +92,11 @@ async fn serve_http_on(
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
-        // No sessions, in either era: toolcell keeps no state between requests, and a session
-        // would be memory a client can make the server hold (rmcp keeps each for minutes, with
-        // no bound on how many), a stream it can keep open, and an id another tenant could
-        // reuse. A 2025-11-25 client still shakes hands; each of its requests stands alone.
+        // No sessions kept, in either era: toolcell keeps no state between requests, and a
+        // session rmcp keeps would be memory a client can make the server hold (for minutes,
+        // with no bound on how many), a stream it can keep open, and an id another tenant
+        // could reuse. A 2025-11-25 client's session id is what it declared, sealed, which the
+        // front opens (`http/session.rs`); rmcp serves each request alone.
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_cancellation_token(sessions_end.clone());
@@ -117,6 +118,17 @@ async fn serve_http_on(
         config,
     );
     let call_share = crate::http::share::calls_per_client(runtime.pool_slots());
+    #[cfg(feature = "state")]
+    let store = server.approvals.store().cloned();
+    let questions = Arc::new(crate::http::questions::Questions::new(
+        server.approvals.key().cloned(),
+        #[cfg(feature = "state")]
+        store.clone(),
+    ));
+    #[cfg(feature = "state")]
+    let levels = Arc::new(crate::http::session::Levels::shared(store));
+    #[cfg(not(feature = "state"))]
+    let levels = Arc::new(crate::http::session::Levels::default());
     let front = Arc::new(Front {
         runtime,
         mcp,
@@ -133,6 +145,8 @@ async fn serve_http_on(
         metrics_token,
         running: Arc::new(Running::default()),
         anonymous: options.anonymous,
+        questions,
+        levels,
     });
     refresh_key_set(&front);
     // Listened for before the server says it serves, so that a HUP sent once it does never

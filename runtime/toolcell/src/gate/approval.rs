@@ -23,6 +23,12 @@ pub enum Approval {
     /// them failed or went away, or the call's deadline passed first. The call is denied
     /// ([`DenyReason::Unanswered`](crate::DenyReason::Unanswered)), and nothing is saved.
     NoAnswer,
+    /// The question goes back to the client with the call's answer (MCP 2026-07-28's
+    /// `input_required`), and the call is sent again with the person's answer: this run ends
+    /// here, as [`Approval::NoAnswer`] ends it, and the next run of the call finds the answer.
+    /// A question asked during the run (a tool's first use of a gated client feature) stops
+    /// the instance, so the tool goes no further without it.
+    Later,
 }
 
 /// What a gated call asks a person: exactly what they need to decide, and no secrets (never

@@ -554,7 +554,7 @@ impl Gate {
                         resource: request.resource,
                     }
                     .into()),
-                    Approval::NoAnswer => Err(DenyReason::Unanswered {
+                    Approval::NoAnswer | Approval::Later => Err(DenyReason::Unanswered {
                         capability: request.capability,
                         resource: request.resource,
                     }

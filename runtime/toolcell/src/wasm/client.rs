@@ -145,6 +145,14 @@ impl ClientSeat {
                     kind.name()
                 )))
             }
+            // The question goes back with the call's answer: the instance is stopped on the
+            // way out (`sandbox.rs`), and the call runs again with the person's answer.
+            Approval::Later => {
+                self.input_required = true;
+                Err(wit::AskError::Failed(
+                    "the person's approval goes back to the client".to_owned(),
+                ))
+            }
             Approval::NoAnswer => {
                 self.gated.retain(|gated| *gated != kind);
                 Err(wit::AskError::Denied(format!(
