@@ -147,12 +147,25 @@ async def http(url, token_a, workspace_a, token_b, workspace_b):
         )
         expect(isinstance(again, InputRequiredResult) and written(workspace_a, "shared.txt") == "a", "http: a handle counts once")
 
-    # The initialize era over HTTP has no session to ask through: approval_required, as before.
+    # The initialize era over HTTP: the person is asked through the session the server gave
+    # (its id carries what the client declared), on the call's stream.
     http_l, legacy = http_client(url, token_a, mode="legacy", elicitation_callback=person.callback)
     async with http_l, legacy:
+        asked = len(person.asked)
+        person.plan = [("accept", "once", 0)]
         result = await write(legacy, "legacy.txt", "x")
-        expect(result.is_error and "none can be asked here" in text_of(result) and written(workspace_a, "legacy.txt") is None,
-               f"http legacy: approval_required, nothing written: {text_of(result)!r}")
+        expect(not result.is_error and written(workspace_a, "legacy.txt") == "x" and len(person.asked) == asked + 1,
+               f"http legacy: the person was asked on the call's stream and said once: {text_of(result)!r}")
+        person.plan = [("accept", "deny", 0)]
+        result = await write(legacy, "legacy-denied.txt", "x")
+        expect(result.is_error and written(workspace_a, "legacy-denied.txt") is None,
+               f"http legacy: denied, nothing written: {text_of(result)!r}")
+    # A client of that era that declares no elicitation cannot be asked: approval_required.
+    http_q, quiet = http_client(url, token_a, mode="legacy")
+    async with http_q, quiet:
+        result = await write(quiet, "quiet.txt", "x")
+        expect(result.is_error and "none can be asked here" in text_of(result) and written(workspace_a, "quiet.txt") is None,
+               f"http legacy without elicitation: approval_required, nothing written: {text_of(result)!r}")
 
 
 if __name__ == "__main__":

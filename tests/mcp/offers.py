@@ -16,7 +16,7 @@ import sys
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import ElicitResult, PromptReference, ResourceTemplateReference
 from checks import expect
 
 
@@ -25,10 +25,23 @@ def stdio_server(toolcell, tools):
     return StdioServerParameters(command=toolcell, args=["--tools", tools, "serve"], env=env)
 
 
-async def check(client, era):
+class Person:
+    """Answers the host's approval question \"once\", and the prompt's question with a context."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def on_elicit(self, context, params):
+        self.asked.append(params.message)
+        if params.message.startswith("toolcell:"):
+            return ElicitResult(action="accept", content={"decision": "once"})
+        return ElicitResult(action="accept", content={"context": "the garden"})
+
+
+async def check(client, person, era):
     prompts = await client.list_prompts()
     names = sorted(prompt.name for prompt in prompts.prompts)
-    expect("test_prompt_with_arguments" in names and len(names) == 4, f"{era}: four prompts listed: {names}")
+    expect("test_prompt_with_arguments" in names and len(names) == 5, f"{era}: five prompts listed: {names}")
     with_arguments = next(p for p in prompts.prompts if p.name == "test_prompt_with_arguments")
     expect([(a.name, a.required) for a in with_arguments.arguments] == [("arg1", True), ("arg2", True)],
            f"{era}: its arguments, both required")
@@ -36,6 +49,15 @@ async def check(client, era):
     got = await client.get_prompt("test_prompt_with_arguments", {"arg1": "OAK", "arg2": "ELM"})
     text = got.messages[0].content.text
     expect(got.messages[0].role == "user" and "OAK" in text and "ELM" in text, f"{era}: filled from its arguments: {text!r}")
+    # A prompt that asks the person (gated by default: the host asks about it first), its
+    # question labelled as the prompt's; the answer fills the prompt.
+    person.asked.clear()
+    asked = await client.get_prompt("test_input_required_result_prompt")
+    text = asked.messages[0].content.text
+    expect("the garden" in text, f"{era}: the prompt was made from the person's answer: {text!r}")
+    expect(len(person.asked) == 2 and person.asked[0].startswith("toolcell:")
+           and person.asked[1] == "[prompt test_input_required_result_prompt] What context should the prompt use?",
+           f"{era}: the host asked first, then the prompt, labelled: {person.asked}")
     image = await client.get_prompt("test_prompt_with_image")
     expect(image.messages[0].content.type == "image" and base64.b64decode(image.messages[0].content.data)[:4] == b"\x89PNG",
            f"{era}: an image message")
@@ -71,8 +93,10 @@ async def check(client, era):
 
 async def main(toolcell, tools):
     for mode, era in [("auto", "stdio 2026-07-28"), ("legacy", "stdio 2025-11-25")]:
-        async with Client(stdio_server(toolcell, tools), mode=mode, read_timeout_seconds=30) as client:
-            await check(client, era)
+        person = Person()
+        async with Client(stdio_server(toolcell, tools), mode=mode, read_timeout_seconds=30,
+                          elicitation_callback=person.on_elicit) as client:
+            await check(client, person, era)
             if mode == "legacy":
                 await client.subscribe_resource("test://watched-resource")
                 expect(True, f"{era}: a subscription to a served resource is accepted")

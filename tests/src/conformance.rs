@@ -75,7 +75,12 @@ fn serve(extra: &[&str]) -> Served {
     let mut text = String::new();
     for (name, _) in fixtures() {
         if name == "offers_fixture" {
-            // No tool of that name: it offers prompts and resources, which run with no grants.
+            // No tool of that name: it offers prompts and resources, which run with no grants;
+            // the prompt that asks the person may ask without an approval first.
+            text.push_str(
+                "[tools.\"prompt:test_input_required_result_prompt\"]\n\
+                 client.elicit = { access = \"allow\" }\n",
+            );
             continue;
         }
         text.push_str(&format!("[tools.{name}]\ncore = true\n"));

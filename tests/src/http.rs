@@ -2016,7 +2016,8 @@ fn another_tenant_cannot_cancel_a_call_by_naming_its_id() {
 
 /// Approvals over HTTP in the stateless era: each tenant's person answers for its own calls
 /// (in its own workspace), an answer sent back with another tenant's handle is ignored, a
-/// handle counts once, and the initialize era (no session to ask through) is answered
+/// handle counts once; in the initialize era the person is asked on the call's stream through
+/// the session the server gave, and a client that declared no elicitation is answered
 /// approval_required.
 #[test]
 fn each_tenant_approves_its_own_gated_calls_over_http() {

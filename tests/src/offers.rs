@@ -83,6 +83,7 @@ pub(crate) fn offers_fixture() {
     assert_eq!(
         names,
         [
+            "test_input_required_result_prompt",
             "test_prompt_with_arguments",
             "test_prompt_with_embedded_resource",
             "test_prompt_with_image",
@@ -118,6 +119,10 @@ pub(crate) fn offers_fixture() {
         Some(Answered::Prompt { roles, .. }) if roles == &[Role::User]
     ));
 
+    // The prompt that asks the person, where no one can be asked: made without the context.
+    let unasked = prompt(&runtime, "test_input_required_result_prompt", json!({}));
+    let text = crate::support::result_text(unasked.response.clone());
+    assert!(text.contains("could not be asked"), "{text}");
     let image = prompt(&runtime, "test_prompt_with_image", json!({}));
     assert!(
         matches!(&image.parts[..], [Part::Image(media), Part::Text { .. }] if media.mime_type == "image/png"),
@@ -245,12 +250,12 @@ fn a_name_two_components_offer_is_refused_at_load() {
         "{errors:?}"
     );
     // A completion goes with its prompt or template: refused with it, not said twice.
-    assert_eq!(errors.len(), 4 + 3 + 1, "{errors:?}");
+    assert_eq!(errors.len(), 5 + 3 + 1, "{errors:?}");
     assert!(
         errors.iter().all(|e| e.starts_with("second.wasm")),
         "{errors:?}"
     );
-    assert_eq!(runtime.prompts().len(), 4);
+    assert_eq!(runtime.prompts().len(), 5);
     assert!(matches!(
         read(&runtime, "test://static-text").response,
         ToolResponse::Result { .. }

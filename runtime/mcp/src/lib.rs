@@ -48,6 +48,7 @@ pub mod state {
         pub why: String,
     }
 }
+mod talk;
 pub mod tasks;
 pub mod trace;
 mod transport;
@@ -73,9 +74,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolcell::policy::TaskSupport;
 use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
-use toolcell::{
-    Call, CallContext, CallOptions, CallReport, DenyReason, Runtime, StopToken, ToolResponse,
-};
+use toolcell::{Call, CallContext, CallOptions, CallReport, Runtime, StopToken};
 
 /// How long calls in flight may run on after SIGTERM, by default, before they are stopped
 /// (`toolcell serve --http --grace-secs`).
@@ -528,7 +527,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        Ok(self.prompt(request, &context).await?.into())
+        self.prompt(request, &context).await
     }
 
     async fn list_resources(
@@ -688,79 +687,30 @@ impl McpServer {
             .unwrap_or_else(|| self.runtime.default_context());
         // Who asked: an answer to an approval, and a task, are this client's only.
         let owner = front.as_ref().map_or(STDIO_CLIENT, |front| front.client());
-        // In the initialize era the client is asked on the call's stream: through a stdio
-        // session's peer, or over HTTP through the request's peer with the route the front
-        // keeps for the answers (only for a client that kept its session id; the fast path has
-        // no peer, and takes no call of this era).
-        let asker = match (&front, peer) {
-            _ if stateless => None,
-            (None, Some(peer)) => Some(asking::SessionAsk::session(peer.clone())),
-            (Some(front), Some(peer)) => front
-                .answers()
-                .map(|route| asking::SessionAsk::routed(peer.clone(), route)),
-            (_, None) => None,
-        };
-        // A stateless-era call sent again carries its earlier rounds in its `requestState`:
-        // opened (and spent) once, here, for the approvals and the tool's questions alike. A
-        // token of this server's whose seal does not hold is refused, never asked afresh.
-        let carried = if stateless {
-            let carried = self
-                .approvals
-                .carried(owner, name, &arguments, request.request_state.as_deref())
-                .await
-                .map_err(|unavailable| approval::unavailable(&unavailable))?;
-            match carried {
-                approval::Carried::Altered => {
-                    return Err(McpError::invalid_params(
-                        "the requestState was altered: it is not one this server gave",
-                        None,
-                    ));
-                }
-                approval::Carried::Opened(sealed) => Some(*sealed),
-                approval::Carried::Nothing => None,
-            }
-        } else {
-            None
-        };
-        let (call_context, round) = self
-            .approver_for(
-                call_context,
-                capabilities.as_ref(),
-                stateless,
-                asker.as_ref(),
-                carried.as_ref(),
-                request.input_responses.as_ref(),
-            )
-            .await?;
-        // The tool's own questions, over the stateless era: answered from what the request
-        // carries (within its deadline), the rest sent back with the call's answer.
-        let questions = stateless.then(|| {
-            let current = carried
-                .as_ref()
-                .filter(|sealed| sealed.in_time(std::time::SystemTime::now()));
-            rounds::QuestionRound::new(current, request.input_responses.as_ref())
-        });
-        // The way to the request's client for a tool that talks to it: what the client offers
-        // is read once, here, for the gate and the tool alike. Its progress token's values
-        // rise through one line, which the host's own reports share: once the tool reports,
-        // the host's step aside.
-        let progress_line = Arc::new(client::ProgressLine::default());
-        let link = client::RequestClient::new(
-            client::Reach {
-                peer,
-                meta,
+        // How the call talks to its client (asks the person, carries the tool's questions),
+        // by era and transport: decided once, for the gate and the tool alike.
+        let talk = self
+            .talk(talk::Asking {
+                name,
+                arguments: &arguments,
+                owner,
+                base: call_context.clone(),
                 capabilities: capabilities.as_ref(),
                 stateless,
-                session_level: match &front {
-                    Some(front) => front.session_level(),
-                    None => self.session_level.get(),
-                },
-                asker: asker.clone(),
-                round: questions.clone(),
-            },
-            Arc::clone(&progress_line),
+                front: front.as_ref(),
+                peer,
+                meta,
+                request_state: request.request_state.as_deref(),
+                input_responses: request.input_responses.as_ref(),
+                session_level: self.session_level.get(),
+            })
+            .await?;
+        let (call_context, link, progress_line) = (
+            talk.context.clone(),
+            Arc::clone(&talk.link),
+            Arc::clone(&talk.progress_line),
         );
-        let link = Arc::new(link);
+        let questions = talk.questions.clone();
         let span = trace::call_span(name, owner, extensions, meta);
         // What a task needs to run the call again with its client's answers (2026-07-28).
         let resume = questions.as_ref().map(|_| as_task::Resume {
@@ -777,7 +727,7 @@ impl McpServer {
         // What a question asked later is sealed with: the arguments, kept only where one can
         // be asked.
         let asked_arguments =
-            (round.is_some() || questions.is_some()).then(|| arguments.to_string());
+            (talk.round.is_some() || questions.is_some()).then(|| arguments.to_string());
         let started = std::time::Instant::now();
         // The call's entry with the front (over HTTP, among the running calls that shutdown
         // and a cancellation stop): held until it ends, as a task too.
@@ -900,82 +850,20 @@ impl McpServer {
         if let Some(front) = &front {
             front.ended(&self.runtime, &report, started).await;
         }
-        // A stateless-era tool that cannot work without what this request's client did not
-        // declare: the protocol's error, naming what the client must declare.
-        if stateless
-            && let ToolResponse::Denied {
-                reason: DenyReason::ClientLacks { capability },
-            } = &report.response
-            && let Some(error) = client::missing_capability(capability, capabilities.as_ref())
-        {
-            return Err(error);
-        }
-        // A stateless-era tool that asked what its request did not answer: its questions go
-        // back with the call's answer, and it is sent again with theirs.
-        if let Some(questions) = &questions
-            && let ToolResponse::Failed {
-                kind: toolcell::FailureKind::InputRequired,
-                ..
-            } = &report.response
-            && let Some((said, unanswered)) = questions.take_unanswered()
-        {
-            let arguments = asked_arguments.as_deref().unwrap_or("{}");
-            let approved = round
-                .as_ref()
-                .map(|round| round.answered())
-                .unwrap_or_default();
-            return match self
-                .approvals
-                .ask_questions(
-                    owner,
-                    name,
-                    arguments,
-                    &approved,
-                    said,
-                    unanswered,
-                    rounds::ROUND_WAIT,
-                )
-                .await
-            {
-                Ok(Some(input)) => Ok(input.into()),
-                Ok(None) => Err(McpError::internal_error(
-                    "the tool's questions could not be sent back",
-                    None,
-                )),
-                Err(unavailable) => Err(approval::unavailable(&unavailable)),
-            };
-        }
-        // A stateless-era call that needs a person's answer asks for it, and is sent again:
-        // denied before it ran, or stopped at a tool's first use of a gated client feature.
-        if let Some(round) = round
-            && matches!(
-                &report.response,
-                ToolResponse::Denied {
-                    reason: DenyReason::Unanswered { .. },
-                } | ToolResponse::Failed {
-                    kind: toolcell::FailureKind::InputRequired,
-                    ..
-                }
+        // A stateless-era call answered with what the client must declare, or with the
+        // questions it must answer, instead of its result.
+        if let Some(instead) = self
+            .instead_of_result(
+                &talk,
+                owner,
+                name,
+                asked_arguments.as_deref().unwrap_or("{}"),
+                capabilities.as_ref(),
+                &report,
             )
-            && let Some((answered, asked)) = round.take_question()
+            .await
         {
-            let arguments = asked_arguments.as_deref().unwrap_or("{}");
-            match self
-                .approvals
-                .ask(
-                    owner,
-                    name,
-                    arguments,
-                    answered,
-                    asked,
-                    carried.map(|sealed| sealed.said).unwrap_or_default(),
-                )
-                .await
-            {
-                Ok(Some(input)) => return Ok(input.into()),
-                Ok(None) => {}
-                Err(unavailable) => return Err(approval::unavailable(&unavailable)),
-            }
+            return instead.map(Into::into);
         }
         Ok(self.result(report).into())
     }

@@ -16,14 +16,14 @@
 //! something is offered, and `prompts` and `completions` likewise.
 
 use crate::front;
-use crate::{McpServer, STDIO_CLIENT, content, trace};
+use crate::{McpServer, STDIO_CLIENT, content, talk, trace};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt, PromptArgument,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents,
-    ResourceTemplate, Role,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -33,21 +33,74 @@ use toolcell::content::{Contents, Part};
 use toolcell::offers::{Answered, OfferRequest, Reference};
 use toolcell::{CallOptions, CallReport, FailureKind, StopToken, ToolResponse};
 
+/// What a request of a component's offers was answered: its run's report, or (a prompt's
+/// `get` in the stateless era) the questions its client must answer first.
+pub(crate) enum OfferAnswer {
+    Report(Box<CallReport>),
+    Instead(rmcp::model::InputRequiredResult),
+}
+
+/// What a prompt's `get` carries back from an earlier round (2026-07-28): its `requestState`
+/// and its `inputResponses`.
+#[derive(Default)]
+pub(crate) struct Carried<'a> {
+    pub(crate) state: Option<&'a str>,
+    pub(crate) responses: Option<&'a rmcp::model::InputResponses>,
+}
+
 impl McpServer {
     /// Run `request` (the method `method`) for the client of `context`, as a call runs: the
-    /// report, or the protocol error its failure is.
+    /// report, the questions the client must answer first (a prompt that asks its client, in
+    /// the stateless era), or the protocol error its failure is. A prompt talks to its client
+    /// as a tool does (`talk.rs`), as far as its component declared and the policy grants.
     async fn answer_offer(
         &self,
         method: &'static str,
         request: OfferRequest,
+        carried: Carried<'_>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallReport, McpError> {
+    ) -> Result<OfferAnswer, McpError> {
         let front = front::from_front(&context.extensions).cloned();
         let call_context = front
             .as_ref()
             .and_then(|front| front.context())
             .unwrap_or_else(|| self.runtime.default_context());
         let owner = front.as_ref().map_or(STDIO_CLIENT, |front| front.client());
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize());
+        let capabilities = match front.as_ref().filter(|_| !stateless) {
+            Some(front) => front
+                .session_capabilities()
+                .or_else(|| context.client_capabilities()),
+            None => context.client_capabilities(),
+        };
+        let key = key_of(&request);
+        // What a question is sealed with: the prompt's arguments, as they run.
+        let arguments = match &request {
+            OfferRequest::GetPrompt { arguments, .. } => {
+                Value::Object(arguments.clone()).to_string()
+            }
+            _ => "{}".to_owned(),
+        };
+        let talk = self
+            .talk(talk::Asking {
+                name: &key,
+                arguments: &arguments,
+                owner,
+                base: call_context.clone(),
+                capabilities: capabilities.as_ref(),
+                stateless,
+                front: front.as_ref(),
+                peer: Some(&context.peer),
+                meta: &context.meta,
+                request_state: carried.state,
+                input_responses: carried.responses,
+                session_level: self.session_level.get(),
+            })
+            .await?;
+        let link: Arc<dyn toolcell::client::ClientLink> = talk.link.clone();
+        let call_context = talk.context.clone().with_client(link);
         let id = context.id.to_string();
         let stop = StopToken::new();
         let options = CallOptions {
@@ -56,11 +109,10 @@ impl McpServer {
         };
         let started = std::time::Instant::now();
         let entered = front.as_ref().map(|front| front.enter(&id, stop.clone()));
-        let key = key_of(&request);
         let span = trace::offer_span(method, &key, owner, &context.extensions, &context.meta);
         let runtime = Arc::clone(&self.runtime);
         let mut run = Box::pin(tracing::Instrument::instrument(
-            async move { runtime.offer(&id, &request, call_context, &options).await },
+            async move { runtime.offer(&id, &request, &call_context, &options).await },
             span,
         ));
         let report = tokio::select! {
@@ -74,7 +126,39 @@ impl McpServer {
             front.ended(&self.runtime, &report, started).await;
         }
         drop(entered);
-        Ok(report)
+        if let Some(instead) = self
+            .instead_of_result(
+                &talk,
+                owner,
+                &key,
+                &arguments,
+                capabilities.as_ref(),
+                &report,
+            )
+            .await
+        {
+            return instead.map(OfferAnswer::Instead);
+        }
+        Ok(OfferAnswer::Report(Box::new(report)))
+    }
+
+    /// The report of an offer's request that cannot ask its client (a read, a completion).
+    async fn offer_report(
+        &self,
+        method: &'static str,
+        request: OfferRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallReport, McpError> {
+        match self
+            .answer_offer(method, request, Carried::default(), context)
+            .await?
+        {
+            OfferAnswer::Report(report) => Ok(*report),
+            OfferAnswer::Instead(_) => Err(McpError::internal_error(
+                "a read or a completion asked its client, which it may not",
+                None,
+            )),
+        }
     }
 
     /// `prompts/list`: every prompt the components offer, by name.
@@ -153,12 +237,22 @@ impl McpServer {
         &self,
         request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<GetPromptResult, McpError> {
+    ) -> Result<GetPromptResponse, McpError> {
         let offer = OfferRequest::GetPrompt {
             name: request.name,
             arguments: request.arguments.unwrap_or_default(),
         };
-        let report = self.answer_offer("prompts/get", offer, context).await?;
+        let carried = Carried {
+            state: request.request_state.as_deref(),
+            responses: request.input_responses.as_ref(),
+        };
+        let report = match self
+            .answer_offer("prompts/get", offer, carried, context)
+            .await?
+        {
+            OfferAnswer::Report(report) => *report,
+            OfferAnswer::Instead(input) => return Ok(input.into()),
+        };
         let report = self.succeeded(report, None)?;
         let Some(Answered::Prompt { description, roles }) = report.offered else {
             return Err(McpError::internal_error(
@@ -180,7 +274,7 @@ impl McpServer {
             .collect();
         let mut result = GetPromptResult::new(messages);
         result.description = description;
-        Ok(result)
+        Ok(result.into())
     }
 
     /// `resources/read`.
@@ -191,7 +285,7 @@ impl McpServer {
     ) -> Result<ReadResourceResult, McpError> {
         let uri = request.uri;
         let offer = OfferRequest::ReadResource { uri: uri.clone() };
-        let report = self.answer_offer("resources/read", offer, context).await?;
+        let report = self.offer_report("resources/read", offer, context).await?;
         let report = self.succeeded(report, Some(&uri))?;
         let contents = report
             .parts
@@ -259,7 +353,7 @@ impl McpServer {
             context: given,
         };
         let report = self
-            .answer_offer("completion/complete", offer, context)
+            .offer_report("completion/complete", offer, context)
             .await?;
         let report = self.succeeded(report, None)?;
         let Some(Answered::Completion {

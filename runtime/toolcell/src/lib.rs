@@ -181,10 +181,10 @@ pub mod client {
 pub mod offers {
     pub use crate::pipeline::offers::{OfferRequest, OfferedKinds};
     pub use crate::tool::offer::{
-        Answered, MAX_ARGUMENT_VALUE_BYTES, MAX_COMPLETION_VALUE_BYTES, MAX_COMPLETION_VALUES,
-        MAX_OFFER_NAME_CHARS, MAX_OFFER_TITLE_BYTES, MAX_OFFERS_BYTES, MAX_PROMPT_ARGUMENTS,
-        MAX_PROMPTS, MAX_RESOURCES, MAX_TEMPLATE_VARIABLES, MAX_TEMPLATES, Offers, PromptArgument,
-        PromptInfo, Reference, ResourceInfo, Role, Template, TemplateInfo,
+        Answered, ClientNeed, MAX_ARGUMENT_VALUE_BYTES, MAX_COMPLETION_VALUE_BYTES,
+        MAX_COMPLETION_VALUES, MAX_OFFER_NAME_CHARS, MAX_OFFER_TITLE_BYTES, MAX_OFFERS_BYTES,
+        MAX_PROMPT_ARGUMENTS, MAX_PROMPTS, MAX_RESOURCES, MAX_TEMPLATE_VARIABLES, MAX_TEMPLATES,
+        Offers, PromptArgument, PromptInfo, Reference, ResourceInfo, Role, Template, TemplateInfo,
     };
 }
 

@@ -187,6 +187,12 @@ impl Reading {
             )
     }
 
+    /// Whether what it runs may ask its client during the run: a tool's call, or a prompt's
+    /// `get`.
+    pub(crate) fn may_ask(&self) -> bool {
+        self.is_call() || self.method() == Some("prompts/get")
+    }
+
     /// The name a request of a component's offers is known by to the scope check and the
     /// quota's reservation: `prompt:NAME` for `prompts/get` and the completion of a prompt's
     /// argument, `resource:URI` for `resources/read` and the completion of a template's

@@ -214,7 +214,7 @@ async fn serve_mcp(
             };
             (
                 front.levels.get(session).await,
-                (asks && reading.is_call()).then(|| front.questions.route(&client)),
+                (asks && reading.may_ask()).then(|| front.questions.route(&client)),
             )
         }
         _ => (None, None),

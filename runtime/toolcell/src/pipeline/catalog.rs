@@ -128,6 +128,18 @@ impl Offer {
         let mut info = ToolInfo::new(key, description, schema);
         info.read_only = true;
         info.concurrency_safe = true;
+        // A prompt talks to its client as a tool does, in the ways it declared.
+        if let Listed::Prompt(prompt) = &self.listed {
+            for need in &prompt.client_needs {
+                info.capabilities.push(crate::tool::info::Capability {
+                    kind: need.kind,
+                    target: crate::tool::info::ResourceRef::Whole,
+                });
+                if need.required {
+                    info.required_client.push(need.kind);
+                }
+            }
+        }
         info
     }
 }

@@ -74,6 +74,20 @@ pub struct PromptInfo {
     pub description: Option<String>,
     /// Its arguments, at most [`MAX_PROMPT_ARGUMENTS`].
     pub arguments: Vec<PromptArgument>,
+    /// The ways its `get` talks to the client (`client.log`, `client.elicit`, ...), each
+    /// decided per request by the policy of `prompt:NAME`, as a tool's are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_needs: Vec<ClientNeed>,
+}
+
+/// A way a prompt talks to the client of its `get`, and whether it can work without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientNeed {
+    /// Which way: one of the `client.*` capability kinds.
+    pub kind: crate::tool::info::CapabilityKind,
+    /// Whether a request whose client lacks it (or whose policy refuses it) is refused before
+    /// the prompt runs.
+    pub required: bool,
 }
 
 /// A resource a component lists.
@@ -589,6 +603,7 @@ mod tests {
             title: None,
             description: None,
             arguments: Vec::new(),
+            client_needs: Vec::new(),
         };
         let offers = |prompts| Offers {
             prompts,
@@ -636,6 +651,7 @@ mod tests {
                     required: false,
                 },
             ],
+            client_needs: Vec::new(),
         };
         let schema = prompt.arguments_schema();
         assert_eq!(schema["required"], serde_json::json!(["a"]));

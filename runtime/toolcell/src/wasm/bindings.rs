@@ -388,7 +388,7 @@ impl From<wit::Capability> for Capability {
 }
 
 /// The capability kind of a way to talk to the client.
-fn client_kind(feature: wit::ClientFeature) -> CapabilityKind {
+pub(crate) fn client_kind(feature: wit::ClientFeature) -> CapabilityKind {
     match feature {
         wit::ClientFeature::Log => CapabilityKind::ClientLog,
         wit::ClientFeature::Progress => CapabilityKind::ClientProgress,

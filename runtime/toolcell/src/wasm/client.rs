@@ -393,10 +393,15 @@ fn kind_of(request: &wit::Request) -> CapabilityKind {
 /// What a person reads of a tool's question: every line begins with the tool's name, so they
 /// can tell it from the host's own questions (which begin `toolcell:`) however the tool breaks
 /// its lines, and control, invisible and reordering characters are written `\u{...}`.
+/// A prompt's questions are labelled as its (`[prompt NAME]`), a tool's as its (`[tool NAME]`).
 fn labelled(tool: &str, message: &str) -> String {
+    let label = match tool.strip_prefix("prompt:") {
+        Some(prompt) => format!("[prompt {prompt}]"),
+        None => format!("[tool {tool}]"),
+    };
     crate::gate::shown_on_a_terminal(message)
         .lines()
-        .map(|line| format!("[tool {tool}] {line}"))
+        .map(|line| format!("{label} {line}"))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -9,6 +9,7 @@ pub(crate) mod generated {
         exports: { default: async },
         with: {
             "toolcell:tool/types": crate::wasm::contract::generated::toolcell::tool::types,
+            "toolcell:tool/client": crate::wasm::contract::generated::toolcell::tool::client,
         },
     });
 }
@@ -17,8 +18,8 @@ use crate::call::answered::{Answered, Role};
 use crate::call::content::{Contents, Part};
 use crate::tool::info::MAX_DESCRIPTION_BYTES;
 use crate::tool::offer::{
-    MAX_COMPLETION_VALUE_BYTES, MAX_COMPLETION_VALUES, Offers, PromptArgument, PromptInfo,
-    Reference, ResourceInfo, TemplateInfo,
+    ClientNeed, MAX_COMPLETION_VALUE_BYTES, MAX_COMPLETION_VALUES, Offers, PromptArgument,
+    PromptInfo, Reference, ResourceInfo, TemplateInfo,
 };
 use crate::wasm::contract::generated::toolcell::tool::types::ToolError;
 use generated::exports::toolcell::tool::{completion, prompts, resources};
@@ -285,6 +286,14 @@ fn prompt_info(prompt: prompts::PromptInfo) -> PromptInfo {
                 title: argument.title,
                 description: argument.description,
                 required: argument.required,
+            })
+            .collect(),
+        client_needs: prompt
+            .client_needs
+            .into_iter()
+            .map(|need| ClientNeed {
+                kind: crate::wasm::bindings::client_kind(need.feature),
+                required: need.required,
             })
             .collect(),
     }

@@ -23,6 +23,7 @@ fn prompt(name: &str) -> PromptInfo {
         title: None,
         description: Some(format!("hostile: {name}")),
         arguments: Vec::new(),
+        client_needs: Vec::new(),
     }
 }
 

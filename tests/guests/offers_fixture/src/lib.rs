@@ -2,7 +2,8 @@
 //! conformance`: `prompts-*`, `resources-*`, `completion-complete`), offered by one component of
 //! `toolcell:tool@0.4.0`'s `provider` world: the names and URIs are the suite's, and each answer
 //! is made from what was asked (the arguments, the URI's variable), never from the test's
-//! expected values. See `tests/src/offers.rs` and `tests/src/conformance.rs`.
+//! expected values; `test_input_required_result_prompt` asks the person for the context it
+//! is made from. See `tests/src/offers.rs` and `tests/src/conformance.rs`.
 
 wit_bindgen::generate!({ world: "provider", path: "../../../wit" });
 
@@ -13,7 +14,10 @@ use exports::toolcell::tool::prompts::{
 use exports::toolcell::tool::resources::{
     Contents, Guest as Resources, Listing, ResourceInfo, TemplateInfo,
 };
-use toolcell::tool::types::{EmbeddedResource, Media, Part, ResourceContents, ToolError};
+use toolcell::tool::client::{self, Action, Answer, AskError, Elicited, Form, Question, Request};
+use toolcell::tool::types::{
+    ClientFeature, ClientNeed, EmbeddedResource, Media, Part, ResourceContents, ToolError,
+};
 
 struct Fixture;
 
@@ -33,6 +37,7 @@ fn prompt(name: &str, description: &str, arguments: Vec<Argument>) -> PromptInfo
         title: None,
         description: Some(description.to_owned()),
         arguments,
+        client_needs: Vec::new(),
     }
 }
 
@@ -49,6 +54,34 @@ fn user(content: Part) -> Message {
     Message {
         role: Role::User,
         content,
+    }
+}
+
+/// Ask the person what context the prompt should use: the prompt's text, made from their
+/// answer, or why there is none (a client that cannot be asked gets a prompt that says so).
+fn ask_context() -> Result<String, ToolError> {
+    let form = Request::Elicit(Form {
+        message: "What context should the prompt use?".to_owned(),
+        requested_schema:
+            r#"{"type":"object","properties":{"context":{"type":"string"}},"required":["context"]}"#
+                .to_owned(),
+    });
+    let asked = client::ask(&[Question {
+        key: "user_context".to_owned(),
+        request: form,
+    }]);
+    match asked.map(|mut answers| answers.pop()) {
+        Ok(Some(Answer::Elicited(Elicited {
+            action: Action::Accept,
+            content: Some(content),
+        }))) => Ok(format!("Answer in this context: {content}")),
+        Ok(_) => Ok("Answer without any particular context: the person gave none.".to_owned()),
+        Err(AskError::Unsupported(_) | AskError::Denied(_)) => {
+            Ok("Answer without any particular context: the person could not be asked.".to_owned())
+        }
+        Err(error) => Err(ToolError::Failed(format!(
+            "asking for the context: {error:?}"
+        ))),
     }
 }
 
@@ -81,6 +114,17 @@ impl Prompts for Fixture {
                 "A prompt with an image.",
                 Vec::new(),
             ),
+            PromptInfo {
+                client_needs: vec![ClientNeed {
+                    feature: ClientFeature::Elicit,
+                    required: false,
+                }],
+                ..prompt(
+                    "test_input_required_result_prompt",
+                    "A prompt built around the context the person gives when asked.",
+                    Vec::new(),
+                )
+            },
         ]
     }
 
@@ -116,6 +160,7 @@ impl Prompts for Fixture {
                 })),
                 user(Part::Text("Please analyze the image above.".to_owned())),
             ],
+            "test_input_required_result_prompt" => vec![user(Part::Text(ask_context()?))],
             other => return Err(ToolError::NotFound(format!("no prompt {other}"))),
         };
         Ok(Prompt {

@@ -33,6 +33,7 @@ impl Guest for Only {
             title: None,
             description: Some("The same name, from a component that completes nothing.".to_owned()),
             arguments: vec![argument("arg1"), argument("arg2")],
+            client_needs: Vec::new(),
         }]
     }
 
