@@ -290,6 +290,22 @@ fn the_conformance_test_fails_when_a_fixture_is_broken() {
 /// The revisions of MCP whose requirement sets the newest line of the suite is run under.
 const REVISIONS: [&str; 2] = ["2025-11-25", "2026-07-28"];
 
+/// A listed scenario's name, and the checks it may fail (`- NAME: CHECK, CHECK`; none named:
+/// any).
+fn listed_checks(entry: &str) -> (&str, Vec<&str>) {
+    match entry.split_once(':') {
+        Some((name, checks)) => (
+            name.trim(),
+            checks
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect(),
+        ),
+        None => (entry.trim(), Vec::new()),
+    }
+}
+
 /// The scenarios `tests/conformance-next/expected-failures.yml` lists for `revision` (under a
 /// `REVISION:` line, one `- name  # why` a line).
 fn expected_next(revision: &str) -> Vec<String> {
@@ -359,15 +375,31 @@ fn the_newest_conformance_suite_passes_each_revision_but_for_its_listed_exceptio
         let expected = expected_next(revision);
         for (scenario, statuses) in &results {
             let failed = statuses.iter().any(|status| failing(status));
-            let listed = expected.iter().any(|name| is(scenario, name));
+            let entry = expected
+                .iter()
+                .map(|entry| listed_checks(entry))
+                .find(|(name, _)| is(scenario, name));
+            let listed = entry.is_some();
             if failed != listed {
                 wrong.push(format!(
                     "{revision} {scenario}: {statuses:?}, but the list says it {} fail",
                     if listed { "should" } else { "should not" }
                 ));
             }
+            // A listed scenario that names its failing checks fails in those only: the rest
+            // of it is held to pass.
+            if let Some((_, checks)) = entry.filter(|(_, checks)| !checks.is_empty()) {
+                for status in statuses.iter().filter(|status| failing(status)) {
+                    if !checks.iter().any(|check| status.contains(&format!("({check}:"))) {
+                        wrong.push(format!(
+                            "{revision} {scenario}: {status}, a check the list does not name"
+                        ));
+                    }
+                }
+            }
         }
-        for name in &expected {
+        for entry in &expected {
+            let (name, _) = listed_checks(entry);
             if !results.iter().any(|(scenario, _)| is(scenario, name)) {
                 wrong.push(format!("{revision} {name} is listed but did not run"));
             }
