@@ -390,7 +390,10 @@ fn the_newest_conformance_suite_passes_each_revision_but_for_its_listed_exceptio
             // of it is held to pass.
             if let Some((_, checks)) = entry.filter(|(_, checks)| !checks.is_empty()) {
                 for status in statuses.iter().filter(|status| failing(status)) {
-                    if !checks.iter().any(|check| status.contains(&format!("({check}:"))) {
+                    if !checks
+                        .iter()
+                        .any(|check| status.contains(&format!("({check}:")))
+                    {
                         wrong.push(format!(
                             "{revision} {scenario}: {status}, a check the list does not name"
                         ));

@@ -387,18 +387,6 @@ impl From<wit::Capability> for Capability {
     }
 }
 
-/// The capability kind of a way to talk to the client.
-pub(crate) fn client_kind(feature: wit::ClientFeature) -> CapabilityKind {
-    match feature {
-        wit::ClientFeature::Log => CapabilityKind::ClientLog,
-        wit::ClientFeature::Progress => CapabilityKind::ClientProgress,
-        wit::ClientFeature::Sample => CapabilityKind::ClientSample,
-        wit::ClientFeature::Elicit => CapabilityKind::ClientElicit,
-        wit::ClientFeature::ElicitUrl => CapabilityKind::ClientElicitUrl,
-        wit::ClientFeature::ListRoots => CapabilityKind::ClientListRoots,
-    }
-}
-
 impl ToolInfo {
     /// Check what a guest's `describe()` returned. The error says what is wrong with it.
     pub(crate) fn from_guest(info: Info) -> Result<ToolInfo, String> {
@@ -446,7 +434,7 @@ impl ToolInfo {
             .map(Capability::from)
             .collect();
         for need in info.client_needs {
-            let kind = client_kind(need.feature);
+            let kind = crate::wasm::contract::client_kind(need.feature);
             capabilities.push(Capability {
                 kind,
                 target: ResourceRef::Whole,

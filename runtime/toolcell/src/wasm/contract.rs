@@ -3,6 +3,9 @@
 //! provider interfaces' (`offering.rs`, which share its `types`) build on them without
 //! importing each other.
 
+use crate::tool::info::CapabilityKind;
+use generated::toolcell::tool::types::ClientFeature;
+
 pub(crate) mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -14,4 +17,17 @@ pub(crate) mod generated {
         },
         exports: { default: async },
     });
+}
+
+/// The capability kind of a way to talk to the client (a tool's `info.client-needs`, a
+/// prompt's `prompt-info.client-needs`).
+pub(crate) fn client_kind(feature: ClientFeature) -> CapabilityKind {
+    match feature {
+        ClientFeature::Log => CapabilityKind::ClientLog,
+        ClientFeature::Progress => CapabilityKind::ClientProgress,
+        ClientFeature::Sample => CapabilityKind::ClientSample,
+        ClientFeature::Elicit => CapabilityKind::ClientElicit,
+        ClientFeature::ElicitUrl => CapabilityKind::ClientElicitUrl,
+        ClientFeature::ListRoots => CapabilityKind::ClientListRoots,
+    }
 }

@@ -292,7 +292,7 @@ fn prompt_info(prompt: prompts::PromptInfo) -> PromptInfo {
             .client_needs
             .into_iter()
             .map(|need| ClientNeed {
-                kind: crate::wasm::bindings::client_kind(need.feature),
+                kind: crate::wasm::contract::client_kind(need.feature),
                 required: need.required,
             })
             .collect(),
