@@ -13,8 +13,10 @@
 //!   has answered them all, and then runs the tool again, in a fresh instance, from the start,
 //!   with every answer so far ([`crate::rounds::QuestionRound`]: a tool that asks under a key
 //!   something else than was answered is told `mismatch`). At most [`crate::tasks::MAX_TASK_ROUNDS`] such
-//!   runs, and each wait at most [`crate::rounds::ROUND_WAIT`]. With a shared store a task's
-//!   questions end it `failed` (its questions are not carried between replicas yet).
+//!   runs, and each wait at most [`crate::rounds::ROUND_WAIT`]. With a shared store the
+//!   questions and the answers are kept there (sealed), so `tasks/get` and `tasks/update`
+//!   through any replica see and answer them; the replica running the task looks for the
+//!   answers every `state::CANCEL_POLL_EVERY`.
 
 use crate::client::RequestClient;
 use crate::rounds::QuestionRound;
@@ -112,8 +114,8 @@ pub(crate) fn operation(
             };
             let Some(answers) = answers else {
                 return Err(failed(
-                    "the tool asked its client, and a task's questions are not carried between \
-                     replicas sharing a store"
+                    "the tool asked its client, and the task could not wait for the answers \
+                     (its record is gone, or the shared store refused its questions)"
                         .to_owned(),
                 ));
             };

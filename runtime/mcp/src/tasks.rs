@@ -273,17 +273,36 @@ struct Inbox {
 pub(crate) struct TaskHandle {
     tasks: Arc<Tasks>,
     id: String,
+    /// Whose task it is (the record's owner).
+    owner: String,
 }
 
 impl TaskHandle {
     /// Wait for the answers to `questions` (the tool's, by key): the task is `input_required`
-    /// with them until `tasks/update` has answered every one, and then `working` again. The
-    /// answers, by key; `None` when the task cannot wait here (a shared store: its questions
-    /// are not carried between replicas).
-    #[cfg_attr(not(feature = "state"), allow(irrefutable_let_patterns))]
+    /// with them until `tasks/update` has answered every one (through any replica, with a
+    /// shared store), and then `working` again. The answers, by key; `None` when the task can
+    /// no longer wait (its record is gone, or the store refused the questions).
     pub(crate) async fn answers(&self, questions: InputRequests) -> Option<InputResponses> {
-        let Board::Local(records) = &self.tasks.board else {
-            return None;
+        let records = match &self.tasks.board {
+            Board::Local(records) => records,
+            #[cfg(feature = "state")]
+            Board::Shared(store) => {
+                if let Err(unavailable) =
+                    shared::ask(store, &self.id, &self.owner, &questions).await
+                {
+                    tracing::warn!("{unavailable}: a task's questions could not be kept");
+                    return None;
+                }
+                // Answered through whichever replica: looked for as cancellations are.
+                loop {
+                    tokio::time::sleep(crate::state::CANCEL_POLL_EVERY).await;
+                    match shared::take_answers(store, &self.id, &self.owner).await {
+                        Ok(shared::Taken::Waiting) | Err(_) => {}
+                        Ok(shared::Taken::Answers(answers)) => return Some(answers),
+                        Ok(shared::Taken::Gone) => return None,
+                    }
+                }
+            }
         };
         let inbox = Arc::new(Inbox::default());
         lock(&self.tasks.inboxes).insert(self.id.clone(), Arc::clone(&inbox));
@@ -414,6 +433,7 @@ impl Tasks {
         let handle = TaskHandle {
             tasks: Arc::clone(self),
             id: id.clone(),
+            owner: record.owner.clone(),
         };
         let operation = make(cancelled, handle);
         let tasks = Arc::clone(self);
@@ -525,6 +545,12 @@ impl Tasks {
                             record.message = ended.message;
                             record.updated = ended.updated;
                         }
+                        if record.status == TaskStatus::InputRequired {
+                            record.input_requests =
+                                Some(shared::asked(store, task, owner).await.map_err(
+                                    |unavailable| crate::approval::unavailable(&unavailable),
+                                )?);
+                        }
                         Ok(rmcp::model::GetTaskResult::new(record.detailed(task)))
                     }
                     _ => Err(unknown(task)),
@@ -571,13 +597,17 @@ impl Tasks {
         task: &str,
         responses: InputResponses,
     ) -> Result<(), McpError> {
-        let Board::Local(records) = &self.board else {
-            // With a shared store a task's questions end it (they are not carried between
-            // replicas), so no task of it is ever waiting.
-            return match self.get(owner, task).await {
-                Ok(_) => Err(not_waiting(task)),
-                Err(error) => Err(error),
-            };
+        let records = match &self.board {
+            Board::Local(records) => records,
+            #[cfg(feature = "state")]
+            Board::Shared(store) => {
+                return match shared::update(store, owner, task, &responses).await {
+                    Ok(shared::Updated::Taken) => Ok(()),
+                    Ok(shared::Updated::NotWaiting) => Err(not_waiting(task)),
+                    Ok(shared::Updated::Unknown) => Err(unknown(task)),
+                    Err(unavailable) => Err(crate::approval::unavailable(&unavailable)),
+                };
+            }
         };
         let mut records = lock(records);
         forget_ended(&mut records);
@@ -685,9 +715,11 @@ mod shared {
     use super::{
         REPLICA_NOT_HEARD, REPLICA_STOPPED, RUNNING_TASK_TTL, Record, millis, now_rfc3339,
     };
-    use crate::state::scripts::{TASK_CANCEL, TASK_CREATE, TASK_FINISH, TASK_GET};
+    use crate::state::scripts::{
+        TASK_ASK, TASK_CANCEL, TASK_CREATE, TASK_FINISH, TASK_GET, TASK_TAKE_ANSWERS, TASK_UPDATE,
+    };
     use crate::state::{Store, Unavailable};
-    use rmcp::model::{JsonObject, TaskStatus};
+    use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
     fn record_key(id: &str) -> String {
         Store::key(&format!("task:{id}"))
@@ -712,8 +744,197 @@ mod shared {
             "completed" => TaskStatus::Completed,
             "failed" => TaskStatus::Failed,
             "cancelled" => TaskStatus::Cancelled,
+            "input_required" => TaskStatus::InputRequired,
             _ => TaskStatus::Working,
         }
+    }
+
+    fn asked_key(id: &str) -> String {
+        Store::key(&format!("task-asked:{id}"))
+    }
+
+    fn answers_key(id: &str) -> String {
+        Store::key(&format!("task-answers:{id}"))
+    }
+
+    /// What a question's request or an answer, under `key`, of task `id` of `owner`'s is
+    /// sealed to: it cannot be moved to another key, task or tenant.
+    fn keyed_context(id: &str, owner: &str, kind: &str, key: &str) -> Vec<u8> {
+        let mut context = context(id, owner);
+        for part in [kind, key] {
+            context.push(0);
+            context.extend_from_slice(part.as_bytes());
+        }
+        context
+    }
+
+    fn seal(store: &Store, plain: &str, context: &[u8]) -> Result<String, Unavailable> {
+        store
+            .seal_key()
+            .seal_data(plain.as_bytes(), context)
+            .map_err(|error| Unavailable {
+                store: store.shown().to_owned(),
+                why: format!("sealing a task's question or answer: {error}"),
+            })
+    }
+
+    /// Task `id` (of `owner`, running here) waits for its client's answers to `questions`.
+    pub(super) async fn ask(
+        store: &Store,
+        id: &str,
+        owner: &str,
+        questions: &InputRequests,
+    ) -> Result<(), Unavailable> {
+        let mut sealed = Vec::with_capacity(questions.len() * 2);
+        for (key, request) in questions {
+            let text = serde_json::to_string(request).unwrap_or_default();
+            sealed.push(key.clone());
+            sealed.push(seal(store, &text, &keyed_context(id, owner, "asked", key))?);
+        }
+        let keys = [record_key(id), asked_key(id), answers_key(id)];
+        let wait = millis(crate::rounds::ROUND_WAIT);
+        let (keys, sealed) = (&keys, &sealed);
+        let asked: i64 = store
+            .run(|mut connection| async move {
+                TASK_ASK
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .key(&keys[2])
+                    .arg(owner)
+                    .arg(now_rfc3339())
+                    .arg(wait)
+                    .arg(sealed)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        if asked == 1 {
+            Ok(())
+        } else {
+            Err(Unavailable {
+                store: store.shown().to_owned(),
+                why: "the task's record is not running".to_owned(),
+            })
+        }
+    }
+
+    /// The questions task `id` of `owner`'s waits on, as `tasks/get` shows them.
+    pub(super) async fn asked(
+        store: &Store,
+        id: &str,
+        owner: &str,
+    ) -> Result<InputRequests, Unavailable> {
+        let key = asked_key(id);
+        let key = &key;
+        let fields: Vec<(String, String)> = store
+            .run(|mut connection| async move {
+                redis::cmd("HGETALL")
+                    .arg(key)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|(name, sealed)| {
+                let plain = store
+                    .seal_key()
+                    .open_data(&sealed, &keyed_context(id, owner, "asked", &name))?;
+                Some((name, serde_json::from_slice(&plain).ok()?))
+            })
+            .collect())
+    }
+
+    /// What `tasks/update` did.
+    pub(super) enum Updated {
+        Taken,
+        NotWaiting,
+        Unknown,
+    }
+
+    /// `owner`'s answers to task `id`'s questions, kept for the replica running it.
+    pub(super) async fn update(
+        store: &Store,
+        owner: &str,
+        id: &str,
+        responses: &InputResponses,
+    ) -> Result<Updated, Unavailable> {
+        let mut sealed = Vec::with_capacity(responses.len() * 2);
+        for (key, answer) in responses {
+            let text = serde_json::to_string(answer).unwrap_or_default();
+            sealed.push(key.clone());
+            sealed.push(seal(
+                store,
+                &text,
+                &keyed_context(id, owner, "answer", key),
+            )?);
+        }
+        let keys = [record_key(id), asked_key(id), answers_key(id)];
+        let (keys, sealed) = (&keys, &sealed);
+        let updated: i64 = store
+            .run(|mut connection| async move {
+                TASK_UPDATE
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .key(&keys[2])
+                    .arg(owner)
+                    .arg(now_rfc3339())
+                    .arg(sealed)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(match updated {
+            1 => Updated::Taken,
+            0 => Updated::NotWaiting,
+            _ => Updated::Unknown,
+        })
+    }
+
+    /// What a waiting task found when it looked for its answers.
+    pub(super) enum Taken {
+        /// Not all given yet.
+        Waiting,
+        /// Every question answered: the answers, taken.
+        Answers(InputResponses),
+        /// The task's record is gone (expired, or the store lost it): it waits no more.
+        Gone,
+    }
+
+    /// Task `id`'s answers, once every question has one (taken once).
+    pub(super) async fn take_answers(
+        store: &Store,
+        id: &str,
+        owner: &str,
+    ) -> Result<Taken, Unavailable> {
+        let keys = [record_key(id), asked_key(id), answers_key(id)];
+        let keys = &keys;
+        let flat: Vec<String> = store
+            .run(|mut connection| async move {
+                TASK_TAKE_ANSWERS
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .key(&keys[2])
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        if flat.is_empty() {
+            return Ok(Taken::Waiting);
+        }
+        if flat.len() == 1 {
+            return Ok(Taken::Gone);
+        }
+        let answers = flat
+            .chunks_exact(2)
+            .filter_map(|pair| {
+                let plain = store
+                    .seal_key()
+                    .open_data(&pair[1], &keyed_context(id, owner, "answer", &pair[0]))?;
+                Some((pair[0].clone(), serde_json::from_slice(&plain).ok()?))
+            })
+            .collect();
+        Ok(Taken::Answers(answers))
     }
 
     /// Make the record of task `id`: `false` when its owner has no room.

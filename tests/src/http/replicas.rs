@@ -758,3 +758,106 @@ fn a_real_client_talks_to_tools_through_two_replicas_in_both_eras() {
         two.stderr()
     );
 }
+
+/// A task whose tool asks its client waits `input_required` at every replica: made through
+/// replica one, its questions are read and answered through replica two (another tenant is
+/// told there is no such task, an answer to a question it did not ask is dropped), and the
+/// tool, running on replica one, runs again with the answer and completes.
+#[test]
+fn a_tasks_questions_are_answered_through_another_replica() {
+    use super::task_tools::{send, takes_tasks};
+    let _guard = exclusive();
+    let redis = Redis::start();
+    let tools = tools_dir(&[("confirm_delete", crate::guests::CONFIRM_DELETE)]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (file, tokens) = tokens_file(dir.path(), &[("team-a", None), ("team-b", None)]);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[tools.confirm_delete]\ntask = { after_ms = 0 }\nclient.elicit = { access = \"allow\" }\n",
+    )
+    .expect("policy");
+    let seal = dir.path().join("seal.key");
+    let key = toolcell_mcp::seal::SealKey::random().expect("a key");
+    std::fs::write(&seal, format!("{}\n", key.to_hex())).expect("seal key");
+    let replica = || {
+        Server::start(&[
+            "--tools",
+            &tools.path().to_string_lossy(),
+            "--policy",
+            &policy.to_string_lossy(),
+            "--tokens",
+            &file.to_string_lossy(),
+            "--state",
+            &redis.url(),
+            "--seal-key-file",
+            &seal.to_string_lossy(),
+        ])
+    };
+    let (one, two) = (replica(), replica());
+    let (a, b) = (&tokens[0], &tokens[1]);
+    let created = send(
+        one.addr,
+        a,
+        "tools/call",
+        "confirm_delete",
+        json!({ "name": "confirm_delete", "arguments": { "filename": "a.txt" } }),
+        takes_tasks(),
+    );
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let get = |addr: SocketAddr, token: &str| {
+        send(
+            addr,
+            token,
+            "tasks/get",
+            &task,
+            json!({ "taskId": task }),
+            takes_tasks(),
+        )
+    };
+    let (_, waiting) = within(Duration::from_secs(10), || {
+        let now = get(two.addr, a);
+        (now["result"]["status"] == "input_required").then_some(now)
+    });
+    assert_eq!(
+        waiting["result"]["inputRequests"]["confirm"]["method"], "elicitation/create",
+        "{waiting}"
+    );
+    let update = |addr: SocketAddr, token: &str, responses: Value| {
+        send(
+            addr,
+            token,
+            "tasks/update",
+            &task,
+            json!({ "taskId": task, "inputResponses": responses }),
+            takes_tasks(),
+        )
+    };
+    let yes = json!({ "action": "accept", "content": { "confirm": true } });
+    let foreign = update(two.addr, b, json!({ "confirm": yes }));
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let stray = update(two.addr, a, json!({ "other": yes }));
+    assert!(stray.get("error").is_none(), "{stray}");
+    assert_eq!(get(one.addr, a)["result"]["status"], "input_required");
+    let answered = update(two.addr, a, json!({ "confirm": yes }));
+    assert!(answered.get("error").is_none(), "{answered}");
+    let (took, ended) = within(Duration::from_secs(10), || {
+        let now = get(two.addr, a);
+        let status = now["result"]["status"].clone();
+        (status != "input_required" && status != "working").then_some(now)
+    });
+    println!("answered through replica two, completed {took:?} later");
+    assert_eq!(ended["result"]["status"], "completed", "{ended}");
+    assert_eq!(
+        ended["result"]["result"]["content"][0]["text"], "Deleted.",
+        "{ended}"
+    );
+    let late = update(one.addr, a, json!({ "confirm": yes }));
+    assert_eq!(
+        late["error"]["code"], -32602,
+        "not waiting any more: {late}"
+    );
+}

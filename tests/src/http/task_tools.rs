@@ -76,13 +76,13 @@ client.elicit = { access = "allow" }
 }
 
 /// What a client that takes tasks and shows forms declares.
-fn takes_tasks() -> Value {
+pub(super) fn takes_tasks() -> Value {
     json!({ "elicitation": { "form": {} }, "extensions": { "io.modelcontextprotocol/tasks": {} } })
 }
 
 /// A stateless request of `method` (`Mcp-Name` carrying `name`) with `params`, from a client
 /// declaring `capabilities`, as `token`'s tenant: the JSON-RPC answer.
-fn send(
+pub(super) fn send(
     addr: SocketAddr,
     token: &str,
     method: &str,

@@ -12,7 +12,9 @@
 //! `bucket`, `refilled` in ms,
 //! `day`, `used_us`, `used_fuel`) and `lease:HOLDER` (a sorted set of in-flight leases, scored
 //! by when each expires) for each tenant's and token's quota; `task:ID` (a hash: `owner`,
-//! `status`, `replica`, `created`, `updated`, `ttl`, `result`, `message`), `tasks:OWNER` (a
+//! `status`, `replica`, `created`, `updated`, `ttl`, `result`, `message`), `task-asked:ID` and
+//! `task-answers:ID` (a task's questions while it waits for its client, and the answers given,
+//! by key, each sealed), `tasks:OWNER` (a
 //! sorted set of an owner's task ids, scored by when each record expires; the record's
 //! `result` and `message` are sealed under the operator's key, `lost` notes when its replica
 //! was first not heard from, `presumed` marks a failure presumed from that), `cancel:ID` (a
@@ -251,7 +253,7 @@ pub(crate) static TASK_FINISH: LazyLock<Script> = LazyLock::new(|| {
         r#"
 local h = redis.call('HMGET', KEYS[1], 'status', 'presumed', 'owner')
 if h[3] and h[3] ~= ARGV[7] then return 0 end
-if h[1] and h[1] ~= 'working' and h[2] ~= '1' then return 0 end
+if h[1] and h[1] ~= 'working' and h[1] ~= 'input_required' and h[2] ~= '1' then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[5])
@@ -280,7 +282,7 @@ pub(crate) static TASK_GET: LazyLock<Script> = LazyLock::new(|| {
 local h = redis.call('HMGET', KEYS[1], 'owner', 'status', 'created', 'updated', 'ttl',
   'result', 'message', 'replica', 'lost')
 if not h[1] then return {} end
-if h[2] == 'working' then
+if h[2] == 'working' or h[2] == 'input_required' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if redis.call('EXISTS', ARGV[1] .. h[8]) == 1 then
@@ -321,6 +323,72 @@ if not h[1] or h[1] ~= ARGV[1] then return false end
 if h[2] ~= 'working' then return '' end
 redis.call('SET', KEYS[2], 1, 'PX', ARGV[2])
 return h[3]
+"#,
+    )
+});
+
+/// A running task waits for its client's answers: its record says `input_required`, and its
+/// questions (each sealed, by key) are what `tasks/get` shows and `tasks/update` may answer.
+/// `KEYS`: the record, the questions, the answers; `ARGV`: owner, the time (ISO 8601), how long
+/// the questions wait (ms), then each question's key and sealed request. Answers 1, or 0 when
+/// the task is not this owner's running one.
+pub(crate) static TASK_ASK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local h = redis.call('HMGET', KEYS[1], 'owner', 'status')
+if h[1] ~= ARGV[1] or h[2] ~= 'working' then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3])
+for i = 4, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated', ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// `tasks/update`: each answer to a question the task waits on is kept (sealed) and the
+/// question leaves the waiting ones; an answer to anything else is dropped. Once none waits,
+/// the task is `working` again (its replica takes the answers: `TASK_TAKE_ANSWERS`).
+/// `KEYS`: the record, the questions, the answers; `ARGV`: owner, the time (ISO 8601), then
+/// each answer's key and sealed value. Answers 1, 0 when the task is not waiting, -1 when it
+/// is not this owner's.
+pub(crate) static TASK_UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local h = redis.call('HMGET', KEYS[1], 'owner', 'status')
+if h[1] ~= ARGV[1] then return -1 end
+if h[2] ~= 'input_required' then return 0 end
+local ttl = redis.call('PTTL', KEYS[2])
+for i = 3, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+end
+if ttl > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
+if redis.call('HLEN', KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[1], 'status', 'working', 'updated', ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// The answers of a task no longer waiting, taken (once): its replica runs the tool again
+/// with them. `KEYS`: the record, the questions, the answers. Answers the answers' keys and
+/// values, flat, or nothing while the task still waits (or no longer exists: `{-1}`).
+pub(crate) static TASK_TAKE_ANSWERS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'-1'} end
+if status == 'input_required' then return {} end
+local answers = redis.call('HGETALL', KEYS[3])
+redis.call('DEL', KEYS[2], KEYS[3])
+if #answers == 0 then return {'-1'} end
+return answers
 "#,
     )
 });
