@@ -49,6 +49,10 @@ pub(crate) type Waited<'a> = Pin<Box<dyn Future<Output = Option<Posted>> + Send 
 
 /// The way back for the answers to one HTTP request's questions, kept by the front.
 pub(crate) trait AnswerRoute: Send + Sync {
+    /// Make ready the name the next question sent on this route goes out under (with a shared
+    /// store, noted there, so that an answer posted to another replica is taken for it).
+    fn prepare(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+
     /// The answer to the request this route's stream carried as `id` (the id rmcp gave it),
     /// waited for at most `timeout`.
     fn wait<'a>(&'a self, id: &'a RequestId, timeout: Duration) -> Waited<'a>;
@@ -106,6 +110,7 @@ impl SessionAsk {
             };
         };
         // rmcp waits for an answer its transport never brings: the route brings it.
+        route.prepare().await;
         let handle = self
             .peer
             .send_request_with_option(request, PeerRequestOptions::no_options())

@@ -45,13 +45,13 @@ pub(crate) trait FromFront: Send + Sync {
     }
 
     /// Keep `level` as the least level of log messages for the request's session, if it has
-    /// one.
+    /// one; why not, when it cannot be kept (the client has too many sessions' levels kept).
     fn set_session_level(
         &self,
         level: toolcell::client::LogLevel,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         let _ = level;
-        Box::pin(async {})
+        Box::pin(async { Ok(()) })
     }
 
     /// The way back for the answers to questions sent on this request's stream, where the

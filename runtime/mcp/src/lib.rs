@@ -452,7 +452,10 @@ impl ServerHandler for McpServer {
         let level = client::level_of(request.level);
         match front::from_front(&context.extensions) {
             None => self.session_level.set(level),
-            Some(front) => front.set_session_level(level).await,
+            Some(front) => front
+                .set_session_level(level)
+                .await
+                .map_err(|why| McpError::invalid_request(why, None))?,
         }
         Ok(())
     }
@@ -637,6 +640,14 @@ impl McpServer {
         // What the front end handed with the request (over HTTP: the client, the tenant's
         // context, its session, what the call holds until it ends); nothing over stdio.
         let front = front::from_front(extensions).cloned();
+        // Whether the call may become a task is read from what rmcp knows the client declared,
+        // since rmcp is what answers with the task: over HTTP in the initialize era it knows
+        // nothing of the session, and refuses a task (a client told -32021 while its call
+        // went on as a task no one could see).
+        let takes_tasks = capabilities
+            .as_ref()
+            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
+        let task_capabilities = capabilities.clone();
         // What the client declared: in its request (2026-07-28) or at `initialize` (a stdio
         // session's; over HTTP, where rmcp serves each request alone and knows nothing of it,
         // what the request's session id carries).
@@ -656,12 +667,9 @@ impl McpServer {
         // a tool that runs only as a task is refused to a client that takes none, before it
         // runs.
         let task_policy = self.runtime.task_policy(name);
-        let takes_tasks = capabilities
-            .as_ref()
-            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
         if task_policy.support == TaskSupport::Required
             && !takes_tasks
-            && let Some(error) = client::missing_capability("tasks", capabilities.as_ref())
+            && let Some(error) = client::missing_capability("tasks", task_capabilities.as_ref())
         {
             return Err(error);
         }

@@ -861,3 +861,74 @@ fn a_tasks_questions_are_answered_through_another_replica() {
         "not waiting any more: {late}"
     );
 }
+
+/// With a shared store, an answer is relayed to the replica whose call asked only for a
+/// question that call noted and no one answered yet: an answer repeated at the other replica
+/// after the call took one, or after the call ended, is refused and nothing is kept for it
+/// (an outsider's review filled the store at 90 MB/s with such late answers); an answer too
+/// large for a tool is relayed as the error that says so, never whole.
+#[test]
+fn only_a_waiting_question_takes_a_relayed_answer() {
+    use super::session_questions::{Asking, POLICY, answer, initialize};
+    let _guard = exclusive();
+    let redis = Redis::start();
+    let tools = tools_dir(&[("talker", crate::guests::TALKER)]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, POLICY).expect("policy");
+    let seal = dir.path().join("seal.key");
+    let key = toolcell_mcp::seal::SealKey::random().expect("a key");
+    std::fs::write(&seal, format!("{}\n", key.to_hex())).expect("seal key");
+    let replica = || {
+        Server::start(&[
+            "--tools",
+            &tools.path().to_string_lossy(),
+            "--policy",
+            &policy.to_string_lossy(),
+            "--state",
+            &redis.url(),
+            "--seal-key-file",
+            &seal.to_string_lossy(),
+        ])
+    };
+    let (one, two) = (replica(), replica());
+    let session = initialize(one.addr, "127.0.0.1", json!({ "elicitation": {} }));
+    let form = |name: &str| json!({ "action": "accept", "content": { "name": name } });
+    // Answered at the replica that asked: a second answer at the other is refused.
+    let mut call = Asking::start(one.addr, &session);
+    let (name, _) = call.question();
+    let (status, body) = answer(one.addr, "127.0.0.1", &session, &json!(name), &form("A"));
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(call.said()["answers"][0]["content"], json!({ "name": "A" }));
+    let (status, body) = answer(two.addr, "127.0.0.1", &session, &json!(name), &form("B"));
+    assert_eq!(status, 400, "a late answer at the other replica: {body}");
+    // Answered at the other replica: relayed once, a second refused there and here.
+    let mut call = Asking::start(one.addr, &session);
+    let (name, _) = call.question();
+    let (status, body) = answer(two.addr, "127.0.0.1", &session, &json!(name), &form("C"));
+    assert_eq!(status, 202, "{body}");
+    let (status, _) = answer(two.addr, "127.0.0.1", &session, &json!(name), &form("D"));
+    assert_eq!(status, 400);
+    assert_eq!(call.said()["answers"][0]["content"], json!({ "name": "C" }));
+    // Too large for a tool: relayed as the error saying so.
+    let mut call = Asking::start(one.addr, &session);
+    let (name, _) = call.question();
+    let big = json!({ "action": "accept",
+                      "content": { "name": "x".repeat(toolcell::client::MAX_ANSWER_BYTES) } });
+    let (status, body) = answer(two.addr, "127.0.0.1", &session, &json!(name), &big);
+    assert_eq!(status, 202, "{body}");
+    let said = call.said();
+    assert!(said.get("ask_error").is_some(), "{said}");
+    // Never answered, the call ended at its deadline: its question takes no answer after.
+    let mut call = Asking::start(one.addr, &session);
+    let (name, _) = call.question();
+    let _ = call.until("deadline", Duration::from_secs(20));
+    let (_, status) = within(Duration::from_secs(5), || {
+        let (status, _) = answer(two.addr, "127.0.0.1", &session, &json!(name), &form("E"));
+        (status == 400).then_some(status)
+    });
+    assert_eq!(status, 400);
+    // Nothing is left in the store for answers no call will take.
+    let kept = redis.command(&["KEYS", "toolcell:answer:*"]);
+    assert!(kept.starts_with("*0"), "answers left in the store: {kept}");
+}

@@ -12,11 +12,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// `talker` may ask the person without a host's approval first, and runs at most 3 s.
-const POLICY: &str = "[tools.talker]\nclient.elicit = { access = \"allow\" }\n\
+pub(super) const POLICY: &str = "[tools.talker]\nclient.elicit = { access = \"allow\" }\n\
     limits = { timeout_ms = 3000 }\n";
 
 /// The headers of a 2025-11-25 request in `session`.
-fn in_session(session: &str) -> Vec<(&'static str, String)> {
+pub(super) fn in_session(session: &str) -> Vec<(&'static str, String)> {
     vec![
         ("Content-Type", "application/json".to_owned()),
         ("Accept", "application/json, text/event-stream".to_owned()),
@@ -26,7 +26,7 @@ fn in_session(session: &str) -> Vec<(&'static str, String)> {
 }
 
 /// Initialize a session declaring `capabilities`, from `from`: its id.
-fn initialize(addr: SocketAddr, from: &str, capabilities: Value) -> String {
+pub(super) fn initialize(addr: SocketAddr, from: &str, capabilities: Value) -> String {
     let body = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities,
@@ -52,13 +52,13 @@ fn initialize(addr: SocketAddr, from: &str, capabilities: Value) -> String {
 }
 
 /// A call of `talker` asking the person one form, in `session`, its stream open.
-struct Asking {
+pub(super) struct Asking {
     stream: TcpStream,
     seen: Vec<u8>,
 }
 
 impl Asking {
-    fn start(addr: SocketAddr, session: &str) -> Asking {
+    pub(super) fn start(addr: SocketAddr, session: &str) -> Asking {
         let body = json!({
             "jsonrpc": "2.0", "id": 5, "method": "tools/call",
             "params": {"name": "talker", "arguments": {"ask": [{"key": "who", "elicit": "Who?"}]}},
@@ -85,7 +85,7 @@ impl Asking {
     }
 
     /// What the stream carried once `wanted` is in it (at most `within`).
-    fn until(&mut self, wanted: &str, within: Duration) -> String {
+    pub(super) fn until(&mut self, wanted: &str, within: Duration) -> String {
         let started = Instant::now();
         let mut buffer = [0u8; 4096];
         loop {
@@ -111,7 +111,7 @@ impl Asking {
     }
 
     /// The question the stream carries: its name (the JSON-RPC id) and its params.
-    fn question(&mut self) -> (String, Value) {
+    pub(super) fn question(&mut self) -> (String, Value) {
         let text = self.until("elicitation/create", Duration::from_secs(20));
         let line = text
             .lines()
@@ -126,7 +126,7 @@ impl Asking {
     }
 
     /// The call's result, once the stream carries it: what `talker` said.
-    fn said(&mut self) -> Value {
+    pub(super) fn said(&mut self) -> Value {
         let text = self.until("\"result\"", Duration::from_secs(20));
         let line = text
             .lines()
@@ -143,7 +143,7 @@ impl Asking {
 
 /// Post `result` as the answer to the question named `name`, from `from`, in `session`: the
 /// status and the body.
-fn answer(
+pub(super) fn answer(
     addr: SocketAddr,
     from: &str,
     session: &str,
@@ -270,4 +270,87 @@ fn an_oversized_answer_and_no_answer_end_the_question_not_the_server() {
         &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string(),
     );
     assert_eq!(listed.status, 200, "{listed:?}");
+}
+
+/// A session's log level is kept for at most 16 sessions of one client: the next is told so
+/// (its calls keep the default level), and another client's level is kept all the same.
+#[test]
+fn one_client_cannot_crowd_out_anothers_log_levels() {
+    let server = Server::start(&[]);
+    let addr = server.addr;
+    let set_level = |from: &str, session: &str| {
+        let headers = in_session(session);
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+                          "params": {"level": "error"}})
+        .to_string();
+        request_on(
+            connect_from(from.parse().expect("an address"), addr).expect("connect"),
+            addr,
+            "POST",
+            "/mcp",
+            &headers,
+            &body,
+        )
+        .json()
+    };
+    let limit = toolcell_mcp::http::session::MAX_SESSION_LEVELS_PER_CLIENT;
+    for _ in 0..limit {
+        let session = initialize(addr, "127.0.0.3", json!({}));
+        let kept = set_level("127.0.0.3", &session);
+        assert!(kept.get("error").is_none(), "{kept}");
+    }
+    let session = initialize(addr, "127.0.0.3", json!({}));
+    let refused = set_level("127.0.0.3", &session);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("too many sessions")),
+        "{refused}"
+    );
+    let other = initialize(addr, "127.0.0.4", json!({}));
+    let kept = set_level("127.0.0.4", &other);
+    assert!(kept.get("error").is_none(), "another client: {kept}");
+}
+
+/// A 2025-11-25 session that declares the tasks extension gets its call answered in place: rmcp
+/// answers that era over HTTP and takes no task there, so no call becomes a task no one can
+/// see (it did: the client was told -32021 while its call went on).
+#[test]
+fn a_session_that_declares_tasks_gets_its_call_answered_in_place() {
+    let tools = tools_dir(&[("talker", crate::guests::TALKER)]);
+    let policy = tools.path().join("policy.toml");
+    std::fs::write(&policy, "[tools.talker]\ntask = { after_ms = 0 }\n").expect("policy");
+    let server = Server::start(&[
+        "--tools",
+        &tools.path().to_string_lossy(),
+        "--policy",
+        &policy.to_string_lossy(),
+    ]);
+    let session = initialize(
+        server.addr,
+        "127.0.0.1",
+        json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } }),
+    );
+    let headers = in_session(&session);
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                      "params": {"name": "talker", "arguments": {}}})
+    .to_string();
+    let answer = request(server.addr, "POST", "/mcp", &headers, &body);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let answered = answer.json();
+    assert!(
+        answered["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("features")),
+        "answered in place: {answered}"
+    );
+    assert!(answered["result"].get("taskId").is_none(), "{answered}");
 }

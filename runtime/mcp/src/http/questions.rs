@@ -117,6 +117,52 @@ impl Questions {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Note question `nonce` of `owner`'s in the shared store: an answer to it may be relayed
+    /// until `until` (once). A question the store does not hear of is answered here only.
+    #[cfg(feature = "state")]
+    async fn note(&self, owner: &str, nonce: &str, until: u64) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let name = crate::state::Store::key(&format!("question:{nonce}"));
+        let ttl = until
+            .saturating_sub(crate::seal::millis(SystemTime::now()))
+            .max(1);
+        let name = &name;
+        if let Err(unavailable) = store
+            .run(|mut connection| async move {
+                redis::cmd("SET")
+                    .arg(name)
+                    .arg(owner)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async::<()>(&mut connection)
+                    .await
+            })
+            .await
+        {
+            tracing::warn!("{unavailable}: a question's answer is taken at this replica only");
+        }
+    }
+
+    /// Forget the shared store's note of question `nonce`: it was answered here.
+    #[cfg(feature = "state")]
+    async fn forget(&self, nonce: &str) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let name = crate::state::Store::key(&format!("question:{nonce}"));
+        let name = &name;
+        let _ = store
+            .run(|mut connection| async move {
+                redis::cmd("DEL")
+                    .arg(name)
+                    .query_async::<()>(&mut connection)
+                    .await
+            })
+            .await;
+    }
+
     /// Hand `posted`, the answer `client` posted under the name `name`, to the call that asked
     /// it.
     pub(crate) async fn deliver(&self, client: &str, name: &str, posted: Posted) -> Delivered {
@@ -136,6 +182,9 @@ impl Questions {
             && route.owner == owner
         {
             route.arrive(open.id, posted);
+            // Answered: no other replica takes an answer to it now.
+            #[cfg(feature = "state")]
+            self.forget(nonce).await;
             return Delivered::Taken;
         }
         self.relay(&owner, nonce, until, posted).await
@@ -154,26 +203,31 @@ impl Questions {
         let Ok(sealed) = key.seal_data(&plain, &relay_context(owner, nonce)) else {
             return Delivered::Refused("the answer could not be sealed");
         };
-        let name = crate::state::Store::key(&format!("answer:{nonce}"));
+        let keys = [
+            crate::state::Store::key(&format!("question:{nonce}")),
+            crate::state::Store::key(&format!("answer:{nonce}")),
+        ];
         let ttl = until
             .saturating_sub(crate::seal::millis(SystemTime::now()))
             .max(1);
-        let (name, sealed) = (&name, &sealed);
-        let kept: Result<Option<String>, _> = store
+        let (keys, sealed) = (&keys, &sealed);
+        let kept: Result<i64, _> = store
             .run(|mut connection| async move {
-                redis::cmd("SET")
-                    .arg(name)
+                crate::state::scripts::RELAY_ANSWER
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .arg(owner)
                     .arg(sealed)
-                    .arg("NX")
-                    .arg("PX")
                     .arg(ttl)
-                    .query_async(&mut connection)
+                    .invoke_async(&mut connection)
                     .await
             })
             .await;
         match kept {
-            Ok(Some(_)) => Delivered::Relayed,
-            Ok(None) => Delivered::Refused("that question was answered already"),
+            Ok(1) => Delivered::Relayed,
+            Ok(_) => Delivered::Refused(
+                "no question of that id is waiting (answered already, or its call ended)",
+            ),
             Err(unavailable) => Delivered::Unavailable(unavailable),
         }
     }
@@ -211,9 +265,20 @@ impl Questions {
     }
 }
 
-/// An answer as the store keeps it.
+/// An answer as the store keeps it: one larger than a tool is given
+/// ([`toolcell::client::MAX_ANSWER_BYTES`]) is kept as an error saying so, never whole.
 #[cfg(feature = "state")]
 fn relayed(posted: Posted) -> Value {
+    let size = match &posted {
+        Ok(value) | Err(value) => value.to_string().len(),
+    };
+    if size > toolcell::client::MAX_ANSWER_BYTES {
+        let message = format!(
+            "the answer is {size} bytes; at most {} are passed on",
+            toolcell::client::MAX_ANSWER_BYTES
+        );
+        return serde_json::json!({ "error": { "code": -32603, "message": message } });
+    }
     match posted {
         Ok(result) => serde_json::json!({ "result": result }),
         Err(error) => serde_json::json!({ "error": error }),
@@ -228,6 +293,12 @@ fn relay_context(owner: &str, nonce: &str) -> Vec<u8> {
     context.push(0);
     context.extend_from_slice(nonce.as_bytes());
     context
+}
+
+/// A new nonce, and until when its question's answer is taken.
+fn fresh(now: SystemTime) -> Option<(String, u64)> {
+    let nonce = toolcell::digest::hex(&toolcell::digest::random::<16>().ok()?);
+    Some((nonce, crate::seal::millis(now + ANSWER_WINDOW)))
 }
 
 /// The name of a question asked of `owner`: `tc-q-NONCE-UNTIL-TAG`.
@@ -267,6 +338,9 @@ pub(crate) struct Route {
 
 #[derive(Default)]
 struct RouteState {
+    /// Names made ready for the next questions (a nonce, and until when it is answered), in
+    /// the order the questions go out.
+    prepared: std::collections::VecDeque<(String, u64)>,
     /// Each question's nonce, by the id rmcp gave it.
     named: HashMap<RequestId, String>,
     /// Who waits for each answer.
@@ -293,9 +367,12 @@ impl Route {
             ));
         }
         let key = self.questions.key.as_ref()?;
-        let nonce = toolcell::digest::hex(&toolcell::digest::random::<16>().ok()?);
         let now = SystemTime::now();
-        let until = crate::seal::millis(now + ANSWER_WINDOW);
+        let prepared = self.lock().prepared.pop_front();
+        let (nonce, until) = match prepared {
+            Some(prepared) => prepared,
+            None => fresh(now)?,
+        };
         {
             let mut open = self.questions.lock();
             if open.len() >= MAX_OPEN_QUESTIONS {
@@ -339,24 +416,56 @@ impl Route {
 }
 
 impl Drop for Route {
-    /// The call ended: its questions take no more answers.
+    /// The call ended: its questions take no more answers, here or (their notes taken from
+    /// the shared store) at another replica.
     fn drop(&mut self) {
-        let named: Vec<String> = self
-            .state
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let named: Vec<String> = state
             .named
             .drain()
             .map(|(_, nonce)| nonce)
+            .chain(state.prepared.drain(..).map(|(nonce, _)| nonce))
             .collect();
-        let mut open = self.questions.lock();
-        for nonce in named {
-            open.remove(&nonce);
+        {
+            let mut open = self.questions.lock();
+            for nonce in &named {
+                open.remove(nonce);
+            }
         }
+        // Every note this route made (one answered here or relayed was taken already; taking
+        // a note that is gone does nothing).
+        let unanswered = named;
+        #[cfg(feature = "state")]
+        if !unanswered.is_empty()
+            && self.questions.store.is_some()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let questions = Arc::clone(&self.questions);
+            runtime.spawn(async move {
+                for nonce in unanswered {
+                    questions.forget(&nonce).await;
+                }
+            });
+        }
+        #[cfg(not(feature = "state"))]
+        drop(unanswered);
     }
 }
 
 impl AnswerRoute for Route {
+    fn prepare(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let Some((nonce, until)) = fresh(SystemTime::now()) else {
+                return;
+            };
+            // With a shared store, the question is noted there first: only a question noted
+            // (and not answered yet) takes an answer relayed from another replica.
+            #[cfg(feature = "state")]
+            self.questions.note(&self.owner, &nonce, until).await;
+            self.lock().prepared.push_back((nonce, until));
+        })
+    }
+
     fn wait<'a>(&'a self, id: &'a RequestId, timeout: Duration) -> Waited<'a> {
         Box::pin(async move {
             let receiver = {

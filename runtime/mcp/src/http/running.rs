@@ -120,10 +120,11 @@ impl FromFront for HttpCall {
     fn set_session_level(
         &self,
         level: toolcell::client::LogLevel,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(async move {
-            if let Some(session) = &self.session {
-                self.levels.set(session, level).await;
+            match &self.session {
+                Some(session) => self.levels.set(session, level).await,
+                None => Ok(()),
             }
         })
     }

@@ -47,9 +47,15 @@ pub const MAX_SESSION_CAPABILITIES_BYTES: usize = 4096;
 /// takes, with room to spare; a longer header is not one of this server's.
 pub const MAX_SESSION_ID_BYTES: usize = 8192;
 
-/// How many sessions' log levels one process keeps (each until its session expires): a digest
-/// and a level each. Past it, expired ones are forgotten first, then the level is not kept (log
-/// messages go at the default level).
+/// How many sessions' log levels are kept for one client (each until its session expires):
+/// a person's few windows and agents. Past it, a session of that client whose level is not
+/// kept yet is refused `logging/setLevel` (it keeps the default level) until one of the
+/// others expires: one client cannot crowd out another's levels, in this process or in the
+/// shared store.
+pub const MAX_SESSION_LEVELS_PER_CLIENT: usize = 16;
+
+/// How many sessions' log levels one process keeps in all: a digest and a level each (some
+/// 100 bytes). Past it, the expired are forgotten first; a new one is then refused.
 pub const MAX_SESSION_LEVELS: usize = 65_536;
 
 /// What binds a session id to its client.
@@ -61,6 +67,8 @@ pub(crate) struct Session {
     pub(crate) capabilities: ClientCapabilities,
     /// A digest of the id, naming the session where its level is kept.
     pub(crate) digest: String,
+    /// A digest of its client: where its levels are counted.
+    pub(crate) owner: String,
     /// Until when it opens (ms since 1970).
     pub(crate) until: u64,
 }
@@ -107,18 +115,29 @@ pub(crate) fn open(key: &SealKey, owner: &str, id: &str, now: SystemTime) -> Opt
     Some(Session {
         capabilities,
         digest: toolcell::digest::sha256_hex(id.as_bytes()),
+        owner: crate::seal::owner_digest(owner),
         until,
     })
 }
 
-/// The levels sessions set (`logging/setLevel`), by their digest: in this process, and with a
-/// shared store in it too, so that every replica sends a session's log messages at its level.
+/// The levels sessions set (`logging/setLevel`), by client and session: in this process, and
+/// with a shared store in it too, so that every replica sends a session's log messages at its
+/// level. Each client keeps at most [`MAX_SESSION_LEVELS_PER_CLIENT`].
 #[derive(Default)]
 pub(crate) struct Levels {
-    local: Mutex<HashMap<String, (LogLevel, u64)>>,
+    /// By client digest, then session digest: the level and until when it holds (ms).
+    local: Mutex<ByClient>,
     #[cfg(feature = "state")]
     store: Option<std::sync::Arc<crate::state::Store>>,
 }
+
+/// Each client's sessions' levels: by client digest, then session digest, the level and until
+/// when it holds (ms since 1970).
+type ByClient = HashMap<String, HashMap<String, (LogLevel, u64)>>;
+
+/// Why a level was not kept.
+const NO_ROOM: &str = "this client has set a log level in too many sessions already (at most \
+                       16 are kept); this session keeps the default level";
 
 impl Levels {
     /// Levels kept in `store` as well.
@@ -135,7 +154,8 @@ impl Levels {
         let now = crate::seal::millis(SystemTime::now());
         let here = self
             .lock()
-            .get(&session.digest)
+            .get(&session.owner)
+            .and_then(|sessions| sessions.get(&session.digest))
             .filter(|(_, until)| *until > now)
             .map(|(level, _)| *level);
         if here.is_some() {
@@ -143,61 +163,83 @@ impl Levels {
         }
         #[cfg(feature = "state")]
         if let Some(store) = &self.store {
-            let key = crate::state::Store::key(&format!("level:{}", session.digest));
-            let key = &key;
+            let key = crate::state::Store::key(&format!("levels:{}", session.owner));
+            let (key, field) = (&key, &session.digest);
             let kept: Option<String> = store
                 .run(|mut connection| async move {
-                    redis::cmd("GET")
+                    redis::cmd("HGET")
                         .arg(key)
+                        .arg(field)
                         .query_async(&mut connection)
                         .await
                 })
                 .await
                 .ok()
                 .flatten();
-            return kept.as_deref().and_then(LogLevel::parse);
+            let (name, until) = kept.as_deref()?.split_once('|')?;
+            return (until.parse::<u64>().ok()? > now)
+                .then(|| LogLevel::parse(name))
+                .flatten();
         }
         None
     }
 
-    /// Keep `level` for `session`, until it expires.
-    pub(crate) async fn set(&self, session: &Session, level: LogLevel) {
+    /// Keep `level` for `session`, until it expires; why not, when its client has no room.
+    pub(crate) async fn set(&self, session: &Session, level: LogLevel) -> Result<(), String> {
         let now = crate::seal::millis(SystemTime::now());
         {
             let mut local = self.lock();
-            if local.len() >= MAX_SESSION_LEVELS {
-                local.retain(|_, (_, until)| *until > now);
+            let total: usize = local.values().map(HashMap::len).sum();
+            if total >= MAX_SESSION_LEVELS {
+                local.retain(|_, sessions| {
+                    sessions.retain(|_, (_, until)| *until > now);
+                    !sessions.is_empty()
+                });
             }
-            if local.len() < MAX_SESSION_LEVELS || local.contains_key(&session.digest) {
-                local.insert(session.digest.clone(), (level, session.until));
+            let total: usize = local.values().map(HashMap::len).sum();
+            let sessions = local.entry(session.owner.clone()).or_default();
+            if !sessions.contains_key(&session.digest) {
+                if sessions.len() >= MAX_SESSION_LEVELS_PER_CLIENT {
+                    sessions.retain(|_, (_, until)| *until > now);
+                }
+                if sessions.len() >= MAX_SESSION_LEVELS_PER_CLIENT || total >= MAX_SESSION_LEVELS {
+                    return Err(NO_ROOM.to_owned());
+                }
             }
+            sessions.insert(session.digest.clone(), (level, session.until));
         }
         #[cfg(feature = "state")]
         if let Some(store) = &self.store {
-            let key = crate::state::Store::key(&format!("level:{}", session.digest));
+            let key = crate::state::Store::key(&format!("levels:{}", session.owner));
             let name = serde_json::to_value(level)
                 .ok()
                 .and_then(|name| name.as_str().map(str::to_owned))
                 .unwrap_or_default();
-            let ttl = session.until.saturating_sub(now).max(1);
-            let (key, name) = (&key, &name);
-            // A level not kept in the store is kept here: the session's other replicas send at
-            // the default level meanwhile.
-            let _ = store
+            let value = format!("{name}|{}", session.until);
+            let (key, field, value) = (&key, &session.digest, &value);
+            let until = session.until;
+            // A level the store does not keep is kept here: the session's other replicas send
+            // at the default level meanwhile.
+            let kept = store
                 .run(|mut connection| async move {
-                    redis::cmd("SET")
-                        .arg(key)
-                        .arg(name)
-                        .arg("PX")
-                        .arg(ttl)
-                        .query_async::<()>(&mut connection)
+                    crate::state::scripts::LEVEL_SET
+                        .key(key)
+                        .arg(field)
+                        .arg(value)
+                        .arg(until)
+                        .arg(MAX_SESSION_LEVELS_PER_CLIENT)
+                        .invoke_async::<i64>(&mut connection)
                         .await
                 })
                 .await;
+            if kept == Ok(0) {
+                return Err(NO_ROOM.to_owned());
+            }
         }
+        Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (LogLevel, u64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByClient> {
         self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -244,5 +286,46 @@ mod tests {
             "extensions": { "x": { "junk": "y".repeat(MAX_SESSION_CAPABILITIES_BYTES) } }
         });
         assert!(issue(&key, "a", &declared, SystemTime::now()).is_none());
+    }
+}
+
+#[cfg(test)]
+mod levels {
+    use super::*;
+
+    fn session(owner: &str, n: usize) -> Session {
+        Session {
+            capabilities: ClientCapabilities::default(),
+            digest: format!("s{n}"),
+            owner: owner.to_owned(),
+            until: crate::seal::millis(SystemTime::now() + SESSION_LIFETIME),
+        }
+    }
+
+    /// One client keeps at most its share of levels; another client's are kept all the same.
+    #[tokio::test]
+    async fn one_client_cannot_crowd_out_anothers_levels() {
+        let levels = Levels::default();
+        for n in 0..MAX_SESSION_LEVELS_PER_CLIENT {
+            assert!(levels.set(&session("a", n), LogLevel::Error).await.is_ok());
+        }
+        let refused = levels
+            .set(
+                &session("a", MAX_SESSION_LEVELS_PER_CLIENT),
+                LogLevel::Error,
+            )
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(
+            levels.set(&session("a", 0), LogLevel::Debug).await,
+            Ok(()),
+            "a kept session may change its level"
+        );
+        assert_eq!(
+            levels.set(&session("b", 0), LogLevel::Warning).await,
+            Ok(())
+        );
+        assert_eq!(levels.get(&session("b", 0)).await, Some(LogLevel::Warning));
+        assert_eq!(levels.get(&session("a", 0)).await, Some(LogLevel::Debug));
     }
 }

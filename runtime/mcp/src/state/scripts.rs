@@ -14,7 +14,10 @@
 //! by when each expires) for each tenant's and token's quota; `task:ID` (a hash: `owner`,
 //! `status`, `replica`, `created`, `updated`, `ttl`, `result`, `message`), `task-asked:ID` and
 //! `task-answers:ID` (a task's questions while it waits for its client, and the answers given,
-//! by key, each sealed), `tasks:OWNER` (a
+//! by key, each sealed), `question:NONCE` and `answer:NONCE` (a
+//! question a call asked its client on its stream, noted by the replica running it, and the
+//! answer posted to another replica, sealed), `levels:OWNER` (a client's sessions' log levels, at most
+//! `http::session::MAX_SESSION_LEVELS_PER_CLIENT`), `tasks:OWNER` (a
 //! sorted set of an owner's task ids, scored by when each record expires; the record's
 //! `result` and `message` are sealed under the operator's key, `lost` notes when its replica
 //! was first not heard from, `presumed` marks a failure presumed from that), `cancel:ID` (a
@@ -389,6 +392,46 @@ local answers = redis.call('HGETALL', KEYS[3])
 redis.call('DEL', KEYS[2], KEYS[3])
 if #answers == 0 then return {'-1'} end
 return answers
+"#,
+    )
+});
+
+/// Keep a session's log level for its client, at most `ARGV[4]` sessions a client: expired
+/// ones are forgotten first. `KEYS`: the client's levels (a hash: session digest -> `LEVEL|UNTIL`);
+/// `ARGV`: the session's digest, its value, until when it holds (ms since 1970), the bound.
+/// Answers 1, or 0 when the client has no room.
+pub(crate) static LEVEL_SET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then
+  local kept = redis.call('HGETALL', KEYS[1])
+  for i = 1, #kept, 2 do
+    local until = tonumber(string.match(kept[i + 1], '|(%d+)$') or '0')
+    if until <= now then redis.call('HDEL', KEYS[1], kept[i]) end
+  end
+  if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3]) - now
+if ttl > 0 and redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+"#,
+    )
+});
+
+/// Keep a client's answer for the replica whose call asked the question: only for a question
+/// that replica noted (`question:NONCE`, holding the asker's digest) and that was not answered
+/// yet, and once (the note is taken with it). `KEYS`: the note, the answer; `ARGV`: the
+/// poster's digest, the sealed answer, its time to live (ms). Answers 1, or 0.
+pub(crate) static RELAY_ANSWER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', tonumber(ARGV[3]))
+return 1
 "#,
     )
 });
