@@ -16,7 +16,7 @@
 //! - **The `initialize` era**: `SessionApprover` sends `elicitation/create` to the client on
 //!   the call's stream and waits for its answer, at most the call's deadline (then the request
 //!   is cancelled): over stdio, and over HTTP for a client that kept the session id it was
-//!   given at `initialize` ([`crate::asking`]). An HTTP client without one declared nothing
+//!   given at `initialize` (`asking.rs`). An HTTP client without one declared nothing
 //!   the server remembers: such a call is answered `approval_required`, as for a client
 //!   without the capability.
 //! - **The stateless 2026-07-28 era** (stdio and HTTP): multi-round-trip requests. The call
