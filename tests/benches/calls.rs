@@ -509,6 +509,66 @@ fn main() {
             }
         }
     }
+    // As a person's agent and an operator meet it (tokens, quotas and the audit on): one call
+    // at a time on a kept-alive connection, then 64 clients at once with the server on one
+    // core (wrk on the other) and on both.
+    let operator_cases = [
+        (
+            "one at a time (token, quota, audit)",
+            HttpCase {
+                fast_path: true,
+                connections: 1,
+                tenants: 1,
+                cpus: None,
+            },
+        ),
+        (
+            "64 clients, server on 1 core (token, quota, audit)",
+            HttpCase {
+                fast_path: true,
+                connections: 64,
+                tenants: 64,
+                cpus: Some(("0", "1")),
+            },
+        ),
+        (
+            "64 clients, server on 2 cores (token, quota, audit)",
+            HttpCase {
+                fast_path: true,
+                connections: 64,
+                tenants: 64,
+                cpus: Some(("0,1", "0,1")),
+            },
+        ),
+    ];
+    for (label, case) in &operator_cases {
+        let name = format!("echo served over MCP HTTP, {label}: round trip");
+        if !bench.selects(&name) {
+            continue;
+        }
+        let key = cache.path().join("cache.key");
+        if let Some(baseline) = &baseline {
+            let mut rounds = Vec::new();
+            for _ in 0..SERVED_ROUNDS {
+                let before = serve_echo_http_as(baseline, &warm, &key, case);
+                let after = serve_echo_http_as(&binary, &warm, &key, case);
+                match (before, after) {
+                    (Some(before), Some(after)) => rounds.push((before, after)),
+                    _ => break,
+                }
+            }
+            compared.push((format!("HTTP, {label}"), rounds));
+            continue;
+        }
+        if let Some(run) = serve_echo_http_as(&binary, &warm, &key, case) {
+            bench.cases.push(Case {
+                name,
+                p50: run.p50,
+                p99: run.p99,
+            });
+            served.push((format!("HTTP, {label} (wrk)"), run));
+        }
+    }
     let throughput = |threads: usize| -> f64 {
         let started = Instant::now();
         std::thread::scope(|scope| {
@@ -616,14 +676,14 @@ fn print_compared(
     println!("this build: {}", binary.display());
     println!();
     println!(
-        "| served | round | baseline calls/s | this build calls/s | ratio | baseline CPU per call | this build CPU per call | / in-process p50 |"
+        "| served | round | baseline calls/s | this build calls/s | ratio | baseline CPU per call | this build CPU per call | / in-process p50 | this build p50 | p99 |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let in_process = in_process_p50(cases);
     for (served, rounds) in compared {
         for (round, (before, after)) in rounds.iter().enumerate() {
             println!(
-                "| {served} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x |",
+                "| {served} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x | {:.0} µs | {:.0} µs |",
                 round + 1,
                 before.calls_per_second,
                 after.calls_per_second,
@@ -631,6 +691,8 @@ fn print_compared(
                 before.cpu_per_call.as_secs_f64() * 1e6,
                 after.cpu_per_call.as_secs_f64() * 1e6,
                 after.cpu_per_call.as_secs_f64() / in_process,
+                after.p50.as_secs_f64() * 1e6,
+                after.p99.as_secs_f64() * 1e6,
             );
         }
     }
@@ -675,11 +737,82 @@ fn serve_echo_http(
     key: &std::path::Path,
     fast_path: bool,
 ) -> Option<Served> {
+    serve_echo_http_as(binary, cache, key, &HttpCase::load(fast_path))
+}
+
+/// How an HTTP case is served and loaded.
+struct HttpCase {
+    fast_path: bool,
+    /// wrk's connections (each one request at a time, kept alive).
+    connections: usize,
+    /// As an operator runs it: tokens of this many tenants (each request takes the next, so
+    /// that many clients share the server), each tenant's quota (room for every call), and
+    /// the audit. 0: no tokens.
+    tenants: usize,
+    /// The CPUs the server may run on (`taskset -c`), and wrk's.
+    cpus: Option<(&'static str, &'static str)>,
+}
+
+impl HttpCase {
+    /// The load case: [`HTTP_CONNECTIONS`] connections, no token.
+    fn load(fast_path: bool) -> HttpCase {
+        HttpCase {
+            fast_path,
+            connections: HTTP_CONNECTIONS,
+            tenants: 0,
+            cpus: None,
+        }
+    }
+}
+
+/// Serve echo over HTTP as `case` says, and load it with wrk: round trips, calls per second
+/// and the server's CPU per call. `None` when wrk is missing.
+fn serve_echo_http_as(
+    binary: &std::path::Path,
+    cache: &std::path::Path,
+    key: &std::path::Path,
+    case: &HttpCase,
+) -> Option<Served> {
     use std::io::{BufRead as _, Read as _, Write as _};
     Command::new("wrk").arg("--version").output().ok()?;
     let ticks_per_second = ticks_per_second();
-    let mut child = Command::new(binary)
-        .args(["serve", "--http", "127.0.0.1:0"])
+    let fast_path = case.fast_path;
+    let operator = tempfile::tempdir().expect("temp dir");
+    let mut tokens = Vec::new();
+    let mut command = match case.cpus {
+        Some((server, _)) => {
+            let mut command = Command::new("taskset");
+            command.args(["-c", server]).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    };
+    if case.tenants > 0 {
+        let mut file = String::new();
+        for n in 0..case.tenants {
+            let made = Command::new(binary)
+                .args(["token", &format!("bench{n}")])
+                .output()
+                .expect("toolcell token");
+            let printed = String::from_utf8(made.stdout).expect("UTF-8");
+            let (secret, table) = printed.split_once('\n').expect("a token, then its table");
+            tokens.push(secret.to_owned());
+            // Room for every call the run makes: the quota is charged, never in the way.
+            file.push_str(&format!(
+                "{table}\n[quota.bench{n}]\nrate = 10000\nburst = 10000\nin_flight = 16\n"
+            ));
+        }
+        let path = operator.path().join("tokens.toml");
+        std::fs::write(&path, file).expect("tokens file");
+        command
+            .arg("--audit")
+            .arg(operator.path().join("audit.jsonl"))
+            .args(["serve", "--http", "127.0.0.1:0", "--tokens"])
+            .arg(&path);
+    } else {
+        command.args(["serve", "--http", "127.0.0.1:0"]);
+    }
+    let mut child = command
         .env(toolcell::cache::CACHE_DIR_ENV, cache)
         .env(toolcell::cache::CACHE_KEY_ENV, key)
         .env(
@@ -704,13 +837,17 @@ fn serve_echo_http(
     };
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let headers = [
+    let bearer = tokens.first().map(|token| format!("Bearer {token}"));
+    let mut headers = vec![
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", "echo"),
     ];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer.as_str()));
+    }
     // One request by hand: the answer must be echo's, not an error wrk would count as a 200.
     let authority = url.trim_start_matches("http://").trim_end_matches("/mcp");
     let mut stream = std::net::TcpStream::connect(authority).expect("connect");
@@ -718,7 +855,7 @@ fn serve_echo_http(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
-    for (name, value) in headers {
+    for (name, value) in &headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     stream
@@ -732,8 +869,18 @@ fn serve_echo_http(
     );
     let script = tempfile::NamedTempFile::new().expect("a script file");
     let mut lua = format!("wrk.method = \"POST\"\nwrk.body = [[{body}]]\n");
-    for (name, value) in headers {
+    for (name, value) in &headers {
         lua.push_str(&format!("wrk.headers[\"{name}\"] = \"{value}\"\n"));
+    }
+    // Each request the next tenant's token, so that many clients share the server.
+    if tokens.len() > 1 {
+        let quoted: Vec<String> = tokens.iter().map(|token| format!("\"{token}\"")).collect();
+        lua.push_str(&format!(
+            "tokens = {{{}}}\nturn = 0\nrequest = function()\n  turn = turn + 1\n  \
+             wrk.headers[\"Authorization\"] = \"Bearer \" .. tokens[turn % #tokens + 1]\n  \
+             return wrk.format()\nend\n",
+            quoted.join(",")
+        ));
     }
     lua.push_str(
         "done = function(summary, latency, requests)\n\
@@ -744,10 +891,19 @@ fn serve_echo_http(
     );
     std::fs::write(script.path(), lua).expect("the script");
     let wrk = |duration: &str| -> (u64, u64, u64, u64, u64) {
-        let out = Command::new("wrk")
+        let mut wrk = match case.cpus {
+            Some((_, client)) => {
+                let mut command = Command::new("taskset");
+                command.args(["-c", client, "wrk"]);
+                command
+            }
+            None => Command::new("wrk"),
+        };
+        let threads = if case.connections > 1 { 2 } else { 1 };
+        let out = wrk
             .args([
-                "-t1",
-                &format!("-c{HTTP_CONNECTIONS}"),
+                &format!("-t{threads}"),
+                &format!("-c{}", case.connections),
                 &format!("-d{duration}"),
                 "-s",
             ])

@@ -261,6 +261,44 @@ fn a_cancelled_call_stops_its_instance_at_once() {
     );
 }
 
+/// A call read while nothing else is in flight runs where it was read (`transport/in_place.rs`),
+/// and holds up nothing: a spinning call runs there, and the client's next call, read while it
+/// spins, is answered at once, in parallel; the spinning one stops when cancelled, with no
+/// answer.
+#[test]
+fn a_call_answered_in_place_holds_up_no_other() {
+    let _guard = exclusive();
+    let tools = tools_dir(&[("hostile", crate::guests::HOSTILE)]);
+    let dir = tools.path().to_str().expect("path");
+    let mut server = Server::start(&["--tools", dir]);
+    server.call(1, "echo", json!({ "text": "warm" }));
+    server.response(1);
+    server.call(2, "hostile", json!({ "do": "spin" }));
+    let sent = Instant::now();
+    server.call(3, "echo", json!({ "text": "beside it" }));
+    let beside = server.response(3);
+    let took = sent.elapsed();
+    assert_eq!(text(&beside), "beside it");
+    println!("the call beside a spinning one answered in {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the next call waited {took:?} behind the spinning one"
+    );
+    server.send(json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 2, "reason": "done" }
+    }));
+    server.call(4, "echo", json!({ "text": "after" }));
+    assert_eq!(text(&server.response(4)), "after");
+    let (_, _, seen, _) = server.close();
+    assert!(
+        !seen
+            .iter()
+            .any(|line| serde_json::from_str::<Value>(line).is_ok_and(|m| m["id"] == 2)),
+        "a cancelled call in place gets no answer"
+    );
+}
+
 #[test]
 fn guest_output_never_reaches_the_servers_stdout() {
     let _guard = exclusive();

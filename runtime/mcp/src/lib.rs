@@ -647,7 +647,17 @@ impl McpServer {
         let takes_tasks = capabilities
             .as_ref()
             .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
-        let task_capabilities = capabilities.clone();
+        // Whether the call may, must or must not become a task, as the operator's policy says:
+        // a tool that runs only as a task is refused to a client that takes none, before it
+        // runs (an unknown tool has the default policy, and is refused below).
+        let name = request.name.as_ref();
+        let task_policy = self.runtime.task_policy(name);
+        if task_policy.support == TaskSupport::Required
+            && !takes_tasks
+            && let Some(error) = client::missing_capability("tasks", capabilities.as_ref())
+        {
+            return Err(error);
+        }
         // What the client declared: in its request (2026-07-28) or at `initialize` (a stdio
         // session's; over HTTP, where rmcp serves each request alone and knows nothing of it,
         // what the request's session id carries).
@@ -655,23 +665,12 @@ impl McpServer {
             Some(front) => front.session_capabilities().or(capabilities),
             None => capabilities,
         };
-        let name = request.name.as_ref();
         if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
             // A protocol error, as MCP asks for an unknown tool, naming the nearest tools.
             return Err(McpError::invalid_params(
                 self.runtime.registry().unknown_tool(name),
                 None,
             ));
-        }
-        // Whether the call may, must or must not become a task, as the operator's policy says:
-        // a tool that runs only as a task is refused to a client that takes none, before it
-        // runs.
-        let task_policy = self.runtime.task_policy(name);
-        if task_policy.support == TaskSupport::Required
-            && !takes_tasks
-            && let Some(error) = client::missing_capability("tasks", task_capabilities.as_ref())
-        {
-            return Err(error);
         }
         // The fast path kept the arguments as the text they came in (parsed once, by the
         // pipeline); a call rmcp parsed has them as a map.
@@ -877,6 +876,31 @@ impl McpServer {
     }
 }
 
+/// The JSON-RPC message that answers call `id` with `response`, as rmcp's `ServerHandler`
+/// dispatch writes it, for the paths that answer a call without it (the HTTP fast path, a
+/// call answered in place over stdio): what that dispatch adds to the handler's answer
+/// (SEP-2663) included, no task for a client that did not declare the tasks extension.
+pub(crate) fn call_answer(
+    id: RequestId,
+    response: Result<CallToolResponse, McpError>,
+    declared_tasks: bool,
+) -> rmcp::model::ServerJsonRpcMessage {
+    let response = match response {
+        Ok(CallToolResponse::Task(_)) if !declared_tasks => {
+            Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ))
+        }
+        other => other,
+    };
+    match response {
+        Ok(response) => {
+            rmcp::model::JsonRpcMessage::response(rmcp::model::ServerResult::from(response), id)
+        }
+        Err(error) => rmcp::model::JsonRpcMessage::error(error, Some(id)),
+    }
+}
+
 /// Serve `runtime` over stdin and stdout until stdin closes.
 pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
     let runtime = Arc::new(runtime);
@@ -887,12 +911,13 @@ pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
         .enable_io()
         .build()
         .context("starting the server's async runtime")?;
+    let server = McpServer::new(Arc::clone(&runtime));
     let served = executor.block_on(async {
         // Pipes (how MCP clients start a server) are read and written from the reactor, with
         // no hand-off to a blocking thread per message; a terminal or a file falls back to
         // tokio's blocking stdio. Must be made inside the runtime.
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        serve_on(Arc::clone(&runtime), stdin, stdout).await
+        serve_session(server, stdin, stdout).await
     });
     // Calls still running once the session has ended (rmcp cancelled them) have this long to
     // stop; then their tasks are dropped.
@@ -912,12 +937,28 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let server = McpServer::new(runtime);
+    serve_session(McpServer::new(runtime), input, output).await
+}
+
+/// Serve `server` to one MCP client over `input` and `output` until `input` closes.
+async fn serve_session<R, W>(server: McpServer, input: R, output: W) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    // A call read while nothing else is in flight is answered where it was read
+    // (`transport/in_place.rs`), once the session is up.
+    let lane = transport::in_place::InPlace::new(server.clone());
+    let mut transport = LineTransport::new(input, output);
+    if transport::in_place::enabled() {
+        transport = transport.with_lane(Arc::clone(&lane));
+    }
     let service = server
         .clone()
-        .serve(LineTransport::new(input, output))
+        .serve(transport)
         .await
         .context("starting the MCP session")?;
+    lane.initialized(service.peer().clone());
     // Tools added, changed or removed while serving: the client is told to list them again.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let peer = service.peer().clone();

@@ -96,6 +96,8 @@ pub(crate) struct Front {
     pub(crate) questions: Arc<crate::http::questions::Questions>,
     /// The log levels sessions set.
     pub(crate) levels: Arc<crate::http::session::Levels>,
+    /// The fast path's calls in flight: one alone runs on its connection's task.
+    pub(crate) fast_calls: std::sync::atomic::AtomicUsize,
 }
 
 impl Front {

@@ -495,7 +495,7 @@ async fn hand_over(
     {
         drop(reading);
         front.metrics.fast_path();
-        return fast::answer(&front.server, accepted, parts).await;
+        return fast::answer(&front.server, accepted, parts, &front.fast_calls).await;
     }
     let (cancelled, initialize, rewritten) = (
         reading.cancelled(),

@@ -147,6 +147,7 @@ async fn serve_http_on(
         anonymous: options.anonymous,
         questions,
         levels,
+        fast_calls: std::sync::atomic::AtomicUsize::new(0),
     });
     refresh_key_set(&front);
     // Listened for before the server says it serves, so that a HUP sent once it does never

@@ -25,6 +25,7 @@
 //! rmcp's `stdio_pipes()`, which polls pipes from the runtime's reactor (no blocking-pool
 //! thread per read or write) and falls back to tokio's stdio for a terminal or a file.
 
+pub(crate) mod in_place;
 pub(crate) mod parse;
 
 use parse::{Parsed, parse_line};
@@ -99,14 +100,22 @@ pub struct LineTransport<R> {
     outbox: Arc<Outbox>,
     writer: Option<JoinHandle<()>>,
     stalled_output_timeout: Duration,
+    /// Where a call read while nothing else is in flight is answered in place
+    /// ([`in_place`]), if this transport answers calls so.
+    lane: Option<Arc<in_place::InPlace>>,
+    /// The call running in place now.
+    running: Option<in_place::Running>,
 }
 
 impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
     /// A transport reading requests from `input` and writing answers to `output`. Must be
     /// made inside a tokio runtime: the writer task starts here.
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> Self {
-        let outbox = Arc::new(Outbox::default());
-        let writer = tokio::spawn(write_out(Arc::clone(&outbox), output));
+        let outbox = Arc::new(Outbox {
+            output: tokio::sync::Mutex::new(Box::new(output)),
+            ..Outbox::default()
+        });
+        let writer = tokio::spawn(write_out(Arc::clone(&outbox)));
         LineTransport {
             input,
             buffer: Vec::new(),
@@ -117,7 +126,15 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
             outbox,
             writer: Some(writer),
             stalled_output_timeout: STALLED_OUTPUT_TIMEOUT,
+            lane: None,
+            running: None,
         }
+    }
+
+    /// Answer calls in place through `lane` ([`in_place`]).
+    pub(crate) fn with_lane(mut self, lane: Arc<in_place::InPlace>) -> Self {
+        self.lane = Some(lane);
+        self
     }
 
     /// How long answers may sit unread before the session ends (default
@@ -173,9 +190,8 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
         }
     }
 
-    /// Read more input; `false` at the end of it (or when it fails).
-    async fn fill(&mut self) -> bool {
-        // Move what is left of a partial line to the front, and make room to read into.
+    /// Make room to read into: what is left of a partial line moved to the front.
+    fn make_room(&mut self) {
         if self.start > 0 {
             self.buffer.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -184,17 +200,130 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
         if self.buffer.len() - self.end < READ_CHUNK_BYTES {
             self.buffer.resize(self.end + READ_CHUNK_BYTES, 0);
         }
-        // Cancel-safe: a read that is dropped has read nothing.
-        match self.input.read(&mut self.buffer[self.end..]).await {
-            Ok(0) => false,
-            Ok(read) => {
+    }
+
+    /// Read more input, while the call running in place (if any) goes on beside the read:
+    /// `false` at the end of the input (or when it fails). An answer of the call in place that
+    /// cannot be written ends the session too. Cancel-safe: a read that is dropped has read
+    /// nothing, and the call in place is kept.
+    async fn fill(&mut self) -> bool {
+        self.make_room();
+        let (input, buffer, end) = (&mut self.input, &mut self.buffer, self.end);
+        let read = async move {
+            match input.read(&mut buffer[end..]).await {
+                Ok(0) => None,
+                Ok(read) => Some(read),
+                Err(error) => {
+                    tracing::error!("Error reading from stream: {error}");
+                    None
+                }
+            }
+        };
+        let read = match self.running.as_mut() {
+            None => read.await,
+            Some(running) => {
+                let ended = tokio::select! {
+                    biased;
+                    answer = running.future.as_mut() => Err(answer),
+                    read = read => Ok(read),
+                };
+                match ended {
+                    Ok(read) => read,
+                    Err(answer) => {
+                        let running = self.running.take();
+                        return self.answered(running, answer);
+                    }
+                }
+            }
+        };
+        match read {
+            Some(read) => {
                 self.end += read;
                 true
             }
-            Err(error) => {
-                tracing::error!("Error reading from stream: {error}");
+            None => {
+                // The end of the input: the call in place is answered first.
+                if let Some(mut running) = self.running.take() {
+                    let answer = running.future.as_mut().await;
+                    let _ = self.answered(Some(running), answer);
+                }
                 false
             }
+        }
+    }
+
+    /// The call in place ended with `answer` (none: the client cancelled it): written, or
+    /// its place freed. `false` when it cannot be written.
+    fn answered(
+        &mut self,
+        running: Option<in_place::Running>,
+        answer: Option<ServerJsonRpcMessage>,
+    ) -> bool {
+        match answer {
+            Some(answer) => self.outbox.push_now(&answer).is_ok(),
+            None => {
+                if let Some(running) = running {
+                    self.outbox.forget(&running.id);
+                }
+                true
+            }
+        }
+    }
+
+    /// Wait for room to read another request ([`Outbox::room`]), while the call in place (if
+    /// any) goes on. `false`: the session is over.
+    async fn wait_for_room(&mut self) -> bool {
+        loop {
+            let outbox = Arc::clone(&self.outbox);
+            let room = outbox.room(self.stalled_output_timeout);
+            let Some(running) = self.running.as_mut() else {
+                return room.await;
+            };
+            let ended = tokio::select! {
+                biased;
+                answer = running.future.as_mut() => Err(answer),
+                room = room => Ok(room),
+            };
+            match ended {
+                Ok(room) => return room,
+                Err(answer) => {
+                    let running = self.running.take();
+                    if !self.answered(running, answer) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `message`, read: to be answered in place, for rmcp (returned), or nothing more to do.
+    fn read_message(&mut self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+        // A cancellation of the call running in place stops it (rmcp does not know of it).
+        if let Some(running) = &self.running
+            && let ClientJsonRpcMessage::Notification(notification) = &message
+            && let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            && cancelled.params.request_id.as_ref() == Some(&running.id)
+        {
+            running.ct.cancel();
+            return None;
+        }
+        self.outbox.track(&message);
+        // A call read while nothing else is in flight is answered here; anything else is
+        // rmcp's, so that calls that overlap run in parallel in its tasks.
+        // (Another line read already is another request on its way: the calls overlap.)
+        let more_read = self.buffer[self.start..self.end].contains(&b'\n');
+        let lane = match &self.lane {
+            Some(lane) if self.running.is_none() && !more_read && self.outbox.in_flight() == 1 => {
+                lane
+            }
+            _ => return Some(message),
+        };
+        match lane.take(message) {
+            Ok(running) => {
+                self.running = Some(running);
+                None
+            }
+            Err(message) => Some(message),
         }
     }
 }
@@ -216,7 +345,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
         loop {
             // Answers that cannot be written end the session: no tool runs for a client
             // that can no longer hear it.
-            if !self.outbox.room(self.stalled_output_timeout).await {
+            if !self.wait_for_room().await {
                 return None;
             }
             let Some((from, to)) = self.next_line() else {
@@ -228,8 +357,9 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
             };
             match parse_line(&self.buffer[from..to]) {
                 Parsed::Message(message) => {
-                    self.outbox.track(&message);
-                    return Some(*message);
+                    if let Some(message) = self.read_message(*message) {
+                        return Some(message);
+                    }
                 }
                 Parsed::Ignored => {}
                 Parsed::InvalidRequest => {
@@ -269,15 +399,31 @@ impl<R> Drop for LineTransport<R> {
     }
 }
 
+/// The output answers are written to.
+type Output = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// Answers waiting to be written, shared by `send` (any task) and the writer task, and the
 /// requests still to be answered.
-#[derive(Default)]
 struct Outbox {
     state: Mutex<Pending>,
+    /// Where answers go: written by the writer task, or, for a call answered in place, by the
+    /// reader at once when no write is under way ([`Outbox::write_now`]).
+    output: tokio::sync::Mutex<Output>,
     /// Something to write, or closed.
     wake_writer: Notify,
     /// A write finished (or failed), or a request was answered: the reader may have room.
     room: Notify,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox {
+            state: Mutex::default(),
+            output: tokio::sync::Mutex::new(Box::new(tokio::io::sink())),
+            wake_writer: Notify::new(),
+            room: Notify::new(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -361,6 +507,18 @@ impl Outbox {
         }
     }
 
+    /// How many requests are in flight.
+    fn in_flight(&self) -> usize {
+        self.lock().in_flight_total
+    }
+
+    /// The request `id` will get no answer (it was cancelled): its place is free.
+    fn forget(&self, id: &RequestId) {
+        if self.lock().answered(id) {
+            self.room.notify_waiters();
+        }
+    }
+
     /// Serialise `message` onto the end of the output and wake the writer; an answer also
     /// frees its request's place. One lock for both: this runs once per answer.
     fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
@@ -381,6 +539,71 @@ impl Outbox {
             self.wake_writer.notify_one();
         }
         queued
+    }
+
+    /// [`Outbox::push`], written at once from the caller's task when no write is under way
+    /// and the output takes it all without waiting (a pipe with room): no wake-up of the
+    /// writer task. What is not written so is left, in order, to the writer.
+    fn push_now(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        let answers = match message {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let (freed, queued) = {
+            let mut pending = self.lock();
+            let freed = answers.is_some_and(|id| pending.answered(id));
+            (freed, pending.queue(message))
+        };
+        if freed {
+            self.room.notify_waiters();
+        }
+        queued?;
+        if !self.write_now() {
+            self.wake_writer.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Write what has gathered now, if the writer is idle and the output takes it without
+    /// waiting: whether nothing is left to write.
+    fn write_now(&self) -> bool {
+        let Ok(mut output) = self.output.try_lock() else {
+            return false;
+        };
+        let batch = {
+            let mut pending = self.lock();
+            if pending.bytes.is_empty() {
+                return true;
+            }
+            std::mem::take(&mut pending.bytes)
+        };
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let written = std::pin::Pin::new(&mut *output).poll_write(&mut context, &batch);
+        let mut pending = self.lock();
+        let left = match written {
+            std::task::Poll::Ready(Ok(written)) => written,
+            std::task::Poll::Pending => 0,
+            std::task::Poll::Ready(Err(error)) => {
+                tracing::error!("Error writing to stream: {error}");
+                pending.failed = Some((error.kind(), error.to_string()));
+                pending.bytes = Vec::new();
+                drop(pending);
+                self.room.notify_waiters();
+                return true;
+            }
+        };
+        if left == batch.len() {
+            pending.writes += 1;
+            drop(pending);
+            self.room.notify_waiters();
+            return true;
+        }
+        // Not all taken: the rest goes first, then whatever was queued meanwhile.
+        let mut rest = batch[left..].to_vec();
+        rest.append(&mut pending.bytes);
+        pending.bytes = rest;
+        false
     }
 
     /// Wait until there is room to read another request: output below [`OUTPUT_HIGH_WATER`]
@@ -445,9 +668,12 @@ enum Next {
 }
 
 /// The writer task: write whatever has gathered, in one go, until closed and drained.
-async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
+async fn write_out(outbox: Arc<Outbox>) {
     let mut batch = Vec::new();
     loop {
+        // Held while this batch is taken and written: an answer written in place never
+        // comes between.
+        let mut output = outbox.output.lock().await;
         let next = {
             let mut pending = outbox.lock();
             if !pending.bytes.is_empty() {
@@ -464,6 +690,7 @@ async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
             Next::Write => {}
             Next::Close => break,
             Next::Wait => {
+                drop(output);
                 // `notify_one` keeps a permit when no one waits: no wake-up is lost.
                 outbox.wake_writer.notified().await;
                 continue;
@@ -494,7 +721,7 @@ async fn write_out<W: AsyncWrite + Unpin>(outbox: Arc<Outbox>, mut output: W) {
             return;
         }
     }
-    if let Err(error) = output.shutdown().await {
+    if let Err(error) = outbox.output.lock().await.shutdown().await {
         tracing::debug!("Error closing the stream: {error}");
     }
 }
