@@ -77,7 +77,7 @@ impl CallState {
             // A file operation (an open, a stat, a read of a few KiB) runs on the thread that
             // runs the call, as the guest waits for it anyway, instead of a hand-off to tokio's
             // blocking pool and back for each one: that hand-off was most of what a small
-            // read_file cost (BENCHMARKS "File tools at the call's own pace"). What could wait
+            // read_file cost (BENCHMARKS "File tools"). What could wait
             // forever (a FIFO) is refused before the open (`guest_fs.rs`: `would_block`).
             .allow_blocking_current_thread(true);
         if !grants.clock {
