@@ -12,13 +12,14 @@
 //!   failure, a denial, a deadline or arguments that break the schema is a result with
 //!   `isError: true` and a readable text; a name that is neither a tool nor one of the loop's
 //!   own is a JSON-RPC error (-32602, invalid params);
-//! - `notifications/cancelled` stops the running instance through its [`StopToken`], and rmcp
+//! - `notifications/cancelled` stops the running instance through its [`StopToken`](toolcell::StopToken), and rmcp
 //!   sends no response for the cancelled request;
 //! - nothing but protocol messages is written to stdout: guest output is captured, and logs go
 //!   to stderr;
 //! - the transport is ours ([`LineTransport`]): a `tools/call` parsed once with its arguments
 //!   left as text for the pipeline ([`RawArguments`]), answers batched into few writes.
 
+mod answer;
 pub mod approval;
 mod as_task;
 mod asking;
@@ -53,6 +54,7 @@ pub mod tasks;
 pub mod trace;
 mod transport;
 
+pub(crate) use answer::call_answer;
 #[cfg(feature = "fuzzing")]
 pub(crate) use transport::parse::{Parsed, fast_call, slow_parse};
 pub use transport::{
@@ -72,9 +74,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use toolcell::policy::TaskSupport;
-use toolcell::registry::{CALL_TOOL, FIND_TOOL, ToolSchema};
-use toolcell::{Call, CallContext, CallOptions, CallReport, Runtime, StopToken};
+use toolcell::registry::{FIND_TOOL, ToolSchema};
+use toolcell::{CallContext, CallReport, Runtime};
 
 /// How long calls in flight may run on after SIGTERM, by default, before they are stopped
 /// (`toolcell serve --http --grace-secs`).
@@ -615,289 +616,6 @@ impl ServerHandler for McpServer {
         self.tasks
             .update(owner(&context), &request.task_id, request.input_responses)
             .await
-    }
-}
-
-impl McpServer {
-    /// Answer a `tools/call`: the one way both rmcp's handler ([`ServerHandler::call_tool`])
-    /// and the HTTP fast path (`http::fast`) run a call, count it in the metrics, charge its
-    /// quotas, trace it, stop it when its request is cancelled, make it a task or ask its
-    /// client's person, and shape its answer.
-    pub(crate) async fn answer_call(
-        &self,
-        call: IncomingCall<'_>,
-    ) -> Result<CallToolResponse, McpError> {
-        let IncomingCall {
-            params: mut request,
-            id,
-            meta,
-            extensions,
-            ct,
-            capabilities,
-            stateless,
-            peer,
-        } = call;
-        // What the front end handed with the request (over HTTP: the client, the tenant's
-        // context, its session, what the call holds until it ends); nothing over stdio.
-        let front = front::from_front(extensions).cloned();
-        // Whether the call may become a task is read from what rmcp knows the client declared,
-        // since rmcp is what answers with the task: over HTTP in the initialize era it knows
-        // nothing of the session, and refuses a task (a client told -32021 while its call
-        // went on as a task no one could see).
-        let takes_tasks = capabilities
-            .as_ref()
-            .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
-        // Whether the call may, must or must not become a task, as the operator's policy says:
-        // a tool that runs only as a task is refused to a client that takes none, before it
-        // runs (an unknown tool has the default policy, and is refused below).
-        let name = request.name.as_ref();
-        let task_policy = self.runtime.task_policy(name);
-        if task_policy.support == TaskSupport::Required
-            && !takes_tasks
-            && let Some(error) = client::missing_capability("tasks", capabilities.as_ref())
-        {
-            return Err(error);
-        }
-        // What the client declared: in its request (2026-07-28) or at `initialize` (a stdio
-        // session's; over HTTP, where rmcp serves each request alone and knows nothing of it,
-        // what the request's session id carries).
-        let capabilities = match front.as_ref().filter(|_| !stateless) {
-            Some(front) => front.session_capabilities().or(capabilities),
-            None => capabilities,
-        };
-        if name != FIND_TOOL && name != CALL_TOOL && self.runtime.registry().get(name).is_none() {
-            // A protocol error, as MCP asks for an unknown tool, naming the nearest tools.
-            return Err(McpError::invalid_params(
-                self.runtime.registry().unknown_tool(name),
-                None,
-            ));
-        }
-        // The fast path kept the arguments as the text they came in (parsed once, by the
-        // pipeline); a call rmcp parsed has them as a map.
-        let arguments: std::borrow::Cow<'_, str> = match extensions.get::<RawArguments>() {
-            Some(raw) => raw.0.as_ref().into(),
-            None => Value::Object(request.arguments.take().unwrap_or_default())
-                .to_string()
-                .into(),
-        };
-        let id = id.to_string();
-        let stop = StopToken::new();
-        let options = CallOptions {
-            stop: Some(stop.clone()),
-            ..CallOptions::default()
-        };
-        // Over HTTP with tokens, the tenant the token names (its agent and workspace); else
-        // the runtime's default context.
-        let call_context = front
-            .as_ref()
-            .and_then(|front| front.context())
-            .unwrap_or_else(|| self.runtime.default_context());
-        // Who asked: an answer to an approval, and a task, are this client's only.
-        let owner = front.as_ref().map_or(STDIO_CLIENT, |front| front.client());
-        // How the call talks to its client (asks the person, carries the tool's questions),
-        // by era and transport: decided once, for the gate and the tool alike.
-        let talk = self
-            .talk(talk::Asking {
-                name,
-                arguments: &arguments,
-                owner,
-                base: call_context.clone(),
-                capabilities: capabilities.as_ref(),
-                stateless,
-                front: front.as_ref(),
-                peer,
-                meta,
-                request_state: request.request_state.as_deref(),
-                input_responses: request.input_responses.as_ref(),
-                session_level: self.session_level.get(),
-            })
-            .await?;
-        let (call_context, link, progress_line) = (
-            talk.context.clone(),
-            Arc::clone(&talk.link),
-            Arc::clone(&talk.progress_line),
-        );
-        let questions = talk.questions.clone();
-        let span = trace::call_span(name, owner, extensions, meta);
-        // What a task needs to run the call again with its client's answers (2026-07-28).
-        let resume = questions.as_ref().map(|_| as_task::Resume {
-            runtime: Arc::clone(&self.runtime),
-            id: id.clone(),
-            name: name.to_owned(),
-            arguments: arguments.to_string(),
-            context: call_context.clone(),
-            client: Arc::clone(&link),
-            options: options.clone(),
-            span: span.clone(),
-        });
-        let call_context = call_context.with_client(link);
-        // What a question asked later is sealed with: the arguments, kept only where one can
-        // be asked.
-        let asked_arguments =
-            (talk.round.is_some() || questions.is_some()).then(|| arguments.to_string());
-        let started = std::time::Instant::now();
-        // The call's entry with the front (over HTTP, among the running calls that shutdown
-        // and a cancellation stop): held until it ends, as a task too.
-        let entered = front.as_ref().map(|front| front.enter(&id, stop.clone()));
-        // Boxed: the pipeline's future is large, and rmcp moves this one into a task of its
-        // own per request; a pointer is cheaper to move than kilobytes of state. Owned, so a
-        // long call can go on as a task after its request is answered.
-        let call = Call::new(id, name, arguments.into_owned())
-            .in_context(call_context)
-            .with_options(options);
-        let runtime = Arc::clone(&self.runtime);
-        let mut call: as_task::Run = Box::pin(tracing::Instrument::instrument(
-            async move { runtime.run(&call).await },
-            span,
-        ));
-        let progress = peer.and_then(|peer| {
-            meta.get_progress_token()
-                .map(|token| tasks::Progress::new(peer.clone(), token, progress_line))
-        });
-        let may_become_task = takes_tasks
-            && task_policy.support != TaskSupport::Forbidden
-            && self.tasks.has_room(owner);
-        let task_after = task_policy.after.unwrap_or(tasks::TASK_AFTER);
-        // Lives for one match, on the stack: boxing the report would cost every call an
-        // allocation.
-        #[allow(clippy::large_enum_variant)]
-        enum Next {
-            Answered(CallReport),
-            Cancelled,
-            Task,
-        }
-        let next = if may_become_task && task_after.is_zero() {
-            // A task from the start: its questions wait in it.
-            Next::Task
-        } else {
-            let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
-            let to_task = async {
-                if may_become_task {
-                    tokio::time::sleep(task_after).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                report = &mut call => Next::Answered(report),
-                () = ct.cancelled() => Next::Cancelled,
-                () = to_task => Next::Task,
-                // Progress reports go on until the call ends: this branch never completes.
-                () = ticking => Next::Cancelled,
-            }
-        };
-        let report = match next {
-            Next::Answered(report) => report,
-            Next::Cancelled => {
-                // The client gave up on the call: stop its instance and let it answer (rmcp
-                // sends nothing for a cancelled request).
-                stop.stop();
-                call.await
-            }
-            Next::Task => {
-                let server = self.clone();
-                // The call moves into the task only if the client has room for one (`make` is
-                // called then, at once); else it is answered here, as for a client without
-                // tasks.
-                let mut parked = Some((call, stop, entered));
-                let (round, resume) = (questions.clone(), resume);
-                let task = self
-                    .tasks
-                    .try_spawn(owner, |cancelled, handle| {
-                        let Some((call, stop, entered)) = parked.take() else {
-                            return Box::pin(async {
-                                Err(rmcp::task_manager::TaskExit::Cancelled)
-                            });
-                        };
-                        let front = front.clone();
-                        let runtime = Arc::clone(&server.runtime);
-                        let ended = move |report: CallReport| -> as_task::Run {
-                            Box::pin(async move {
-                                let _entered = entered;
-                                if let Some(front) = &front {
-                                    front.ended(&runtime, &report, started).await;
-                                }
-                                report
-                            })
-                        };
-                        as_task::operation(
-                            call,
-                            stop,
-                            cancelled,
-                            handle,
-                            round,
-                            resume,
-                            ended,
-                            move |report| server.result(report),
-                        )
-                    })
-                    .await;
-                if let Some(task) = task {
-                    return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-                        task,
-                    )));
-                }
-                let Some((mut call, stop, _entered)) = parked else {
-                    return Err(McpError::internal_error("the call was lost", None));
-                };
-                let ticking = tasks::Progress::tick_if_asked(progress.as_ref());
-                tokio::select! {
-                    report = &mut call => report,
-                    () = ct.cancelled() => {
-                        stop.stop();
-                        call.await
-                    }
-                    () = ticking => call.await,
-                }
-            }
-        };
-        if let Some(progress) = &progress {
-            progress.done().await;
-        }
-        if let Some(front) = &front {
-            front.ended(&self.runtime, &report, started).await;
-        }
-        // A stateless-era call answered with what the client must declare, or with the
-        // questions it must answer, instead of its result.
-        if let Some(instead) = self
-            .instead_of_result(
-                &talk,
-                owner,
-                name,
-                asked_arguments.as_deref().unwrap_or("{}"),
-                capabilities.as_ref(),
-                &report,
-            )
-            .await
-        {
-            return instead.map(Into::into);
-        }
-        Ok(self.result(report).into())
-    }
-}
-
-/// The JSON-RPC message that answers call `id` with `response`, as rmcp's `ServerHandler`
-/// dispatch writes it, for the paths that answer a call without it (the HTTP fast path, a
-/// call answered in place over stdio): what that dispatch adds to the handler's answer
-/// (SEP-2663) included, no task for a client that did not declare the tasks extension.
-pub(crate) fn call_answer(
-    id: RequestId,
-    response: Result<CallToolResponse, McpError>,
-    declared_tasks: bool,
-) -> rmcp::model::ServerJsonRpcMessage {
-    let response = match response {
-        Ok(CallToolResponse::Task(_)) if !declared_tasks => {
-            Err(McpError::missing_required_client_capability(
-                ClientCapabilities::builder().enable_tasks().build(),
-            ))
-        }
-        other => other,
-    };
-    match response {
-        Ok(response) => {
-            rmcp::model::JsonRpcMessage::response(rmcp::model::ServerResult::from(response), id)
-        }
-        Err(error) => rmcp::model::JsonRpcMessage::error(error, Some(id)),
     }
 }
 
