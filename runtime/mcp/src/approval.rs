@@ -283,7 +283,7 @@ impl Approvals {
                     return Ok(false);
                 }
                 let now = crate::seal::millis(SystemTime::now());
-                let mut spent = spent.lock().unwrap_or_else(|poison| poison.into_inner());
+                let mut spent = toolcell::sync::lock(spent);
                 if spent.contains_key(id) {
                     return Ok(false);
                 }
@@ -489,11 +489,7 @@ impl RoundApprover {
 
     /// What the call answered so far, and the question it must ask next, if any.
     pub(crate) fn take_question(&self) -> Option<(Vec<(String, Approval)>, ApprovalRequest)> {
-        let asked = self
-            .unanswered
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .take()?;
+        let asked = toolcell::sync::lock(&self.unanswered).take()?;
         Some((self.answered.clone(), asked))
     }
 }
@@ -504,10 +500,7 @@ impl Approver for RoundApprover {
         if let Some((_, answer)) = self.answered.iter().find(|(asked, _)| *asked == question) {
             return *answer;
         }
-        let mut unanswered = self
-            .unanswered
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut unanswered = toolcell::sync::lock(&self.unanswered);
         unanswered.get_or_insert_with(|| request.clone());
         Approval::Later
     }

@@ -745,7 +745,7 @@ impl Listening {
         listeners: &Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
         client: String,
     ) -> Option<Listening> {
-        let mut held = listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = toolcell::sync::lock(listeners);
         let total: usize = held.values().sum();
         let own = held.get(&client).copied().unwrap_or(0);
         if total >= MAX_LISTENERS || own >= MAX_LISTENERS_PER_CLIENT {
@@ -761,7 +761,7 @@ impl Listening {
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        let mut held = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = toolcell::sync::lock(&self.listeners);
         if let Some(count) = held.get_mut(&self.client) {
             *count = count.saturating_sub(1);
             if *count == 0 {

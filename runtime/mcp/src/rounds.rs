@@ -135,7 +135,7 @@ impl QuestionRound {
                 None => missing.push(question),
             }
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = toolcell::sync::lock(&self.state);
         state.said.extend(said_now);
         let carried: usize = state
             .said
@@ -158,7 +158,7 @@ impl QuestionRound {
     /// What the call answered, in order, and the questions it must send, if it asked one it
     /// had no answer for.
     pub(crate) fn take_unanswered(&self) -> Option<(Vec<Said>, Vec<Question>)> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = toolcell::sync::lock(&self.state);
         let unanswered = state.unanswered.take()?;
         Some((std::mem::take(&mut state.said), unanswered))
     }

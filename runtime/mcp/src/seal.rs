@@ -106,10 +106,7 @@ impl SealKey {
         if text.len() != 64 {
             return None;
         }
-        let mut bytes = [0u8; 32];
-        for (at, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(text.get(2 * at..2 * at + 2)?, 16).ok()?;
-        }
+        let bytes: [u8; 32] = toolcell::digest::unhex(text)?.try_into().ok()?;
         SealKey::from_bytes(bytes)
     }
 

@@ -305,9 +305,9 @@ impl TaskHandle {
             }
         };
         let inbox = Arc::new(Inbox::default());
-        lock(&self.tasks.inboxes).insert(self.id.clone(), Arc::clone(&inbox));
+        toolcell::sync::lock(&self.tasks.inboxes).insert(self.id.clone(), Arc::clone(&inbox));
         {
-            let mut records = lock(records);
+            let mut records = toolcell::sync::lock(records);
             let record = records.get_mut(&self.id)?;
             record.status = TaskStatus::InputRequired;
             record.input_requests = Some(questions);
@@ -315,7 +315,7 @@ impl TaskHandle {
         }
         loop {
             let arrived = inbox.arrived.notified();
-            let waiting = lock(records)
+            let waiting = toolcell::sync::lock(records)
                 .get(&self.id)
                 .is_some_and(|record| record.status == TaskStatus::InputRequired);
             if !waiting {
@@ -323,13 +323,9 @@ impl TaskHandle {
             }
             arrived.await;
         }
-        lock(&self.tasks.inboxes).remove(&self.id);
-        Some(std::mem::take(&mut *lock(&inbox.answers)))
+        toolcell::sync::lock(&self.tasks.inboxes).remove(&self.id);
+        Some(std::mem::take(&mut *toolcell::sync::lock(&inbox.answers)))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 fn not_waiting(task: &str) -> McpError {
@@ -367,7 +363,7 @@ impl Tasks {
     pub(crate) fn has_room(&self, owner: &str) -> bool {
         match &self.board {
             Board::Local(records) => {
-                let mut records = lock(records);
+                let mut records = toolcell::sync::lock(records);
                 forget_ended(&mut records);
                 records
                     .values()
@@ -405,7 +401,7 @@ impl Tasks {
         };
         match &self.board {
             Board::Local(records) => {
-                let mut records = lock(records);
+                let mut records = toolcell::sync::lock(records);
                 forget_ended(&mut records);
                 if records
                     .values()
@@ -428,7 +424,7 @@ impl Tasks {
             },
         }
         let cancel = CancellationToken::new();
-        lock(&self.running).insert(id.clone(), cancel.clone());
+        toolcell::sync::lock(&self.running).insert(id.clone(), cancel.clone());
         let cancelled = Box::pin(cancel.cancelled_owned());
         let handle = TaskHandle {
             tasks: Arc::clone(self),
@@ -441,8 +437,8 @@ impl Tasks {
         let (owner, created) = (record.owner.clone(), record.created.clone());
         tokio::spawn(async move {
             let ended = operation.await;
-            lock(&tasks.running).remove(&task_id);
-            lock(&tasks.inboxes).remove(&task_id);
+            toolcell::sync::lock(&tasks.running).remove(&task_id);
+            toolcell::sync::lock(&tasks.inboxes).remove(&task_id);
             let (status, result, message) = match ended {
                 Ok(result) => (
                     TaskStatus::Completed,
@@ -479,7 +475,7 @@ impl Tasks {
             Board::Local(records) => {
                 // The local record knows its owner and creation already.
                 let _ = (owner, created);
-                if let Some(record) = lock(records).get_mut(id)
+                if let Some(record) = toolcell::sync::lock(records).get_mut(id)
                     && !record.status.is_terminal()
                 {
                     record.status = status;
@@ -505,7 +501,8 @@ impl Tasks {
                 };
                 if let Err(unavailable) = shared::finish(store, id, &record).await {
                     tracing::warn!("{unavailable}: task {id}'s end is kept here until it is back");
-                    lock(&self.unwritten).insert(id.to_owned(), Unwritten { record });
+                    toolcell::sync::lock(&self.unwritten)
+                        .insert(id.to_owned(), Unwritten { record });
                 }
             }
         }
@@ -519,7 +516,7 @@ impl Tasks {
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
         match &self.board {
             Board::Local(records) => {
-                let mut records = lock(records);
+                let mut records = toolcell::sync::lock(records);
                 forget_ended(&mut records);
                 match records.get(task) {
                     Some(record) if record.owner == owner => {
@@ -531,7 +528,7 @@ impl Tasks {
             #[cfg(feature = "state")]
             Board::Shared(store) => {
                 // An end reached here and not yet written answers from here.
-                let unwritten = lock(&self.unwritten)
+                let unwritten = toolcell::sync::lock(&self.unwritten)
                     .get(task)
                     .map(|kept| kept.record.clone());
                 let record = shared::get(store, task)
@@ -563,7 +560,7 @@ impl Tasks {
     pub(crate) async fn cancel(&self, owner: &str, task: &str) -> Result<(), McpError> {
         match &self.board {
             Board::Local(records) => {
-                let mine = lock(records)
+                let mine = toolcell::sync::lock(records)
                     .get(task)
                     .is_some_and(|record| record.owner == owner);
                 if !mine {
@@ -580,7 +577,7 @@ impl Tasks {
                 }
             }
         }
-        if let Some(cancel) = lock(&self.running).get(task) {
+        if let Some(cancel) = toolcell::sync::lock(&self.running).get(task) {
             cancel.cancel();
         }
         Ok(())
@@ -609,7 +606,7 @@ impl Tasks {
                 };
             }
         };
-        let mut records = lock(records);
+        let mut records = toolcell::sync::lock(records);
         forget_ended(&mut records);
         let record = match records.get_mut(task) {
             Some(record) if record.owner == owner => record,
@@ -628,7 +625,7 @@ impl Tasks {
             .into_iter()
             .filter(|(key, _)| pending.contains_key(key))
             .collect();
-        let Some(inbox) = lock(&self.inboxes).get(task).cloned() else {
+        let Some(inbox) = toolcell::sync::lock(&self.inboxes).get(task).cloned() else {
             return Err(not_waiting(task));
         };
         for key in responses.keys() {
@@ -640,14 +637,14 @@ impl Tasks {
         }
         record.updated = now_rfc3339();
         drop(records);
-        lock(&inbox.answers).extend(responses);
+        toolcell::sync::lock(&inbox.answers).extend(responses);
         inbox.arrived.notify_one();
         Ok(())
     }
 
     /// How many tasks are running in this process, all clients together.
     pub fn running(&self) -> usize {
-        lock(&self.running).len()
+        toolcell::sync::lock(&self.running).len()
     }
 
     /// With a shared store: stop the tasks running here that another replica was asked to
@@ -668,25 +665,28 @@ impl Tasks {
                 () = &mut stop => return,
                 _ = ticks.tick() => {}
             }
-            let running: Vec<String> = lock(&self.running).keys().cloned().collect();
+            let running: Vec<String> = toolcell::sync::lock(&self.running)
+                .keys()
+                .cloned()
+                .collect();
             if !running.is_empty()
                 && let Ok(asked) = shared::cancellations(store, &running).await
             {
-                let tokens = lock(&self.running);
+                let tokens = toolcell::sync::lock(&self.running);
                 for id in asked {
                     if let Some(cancel) = tokens.get(&id) {
                         cancel.cancel();
                     }
                 }
             }
-            let unwritten: Vec<(String, Record)> = lock(&self.unwritten)
+            let unwritten: Vec<(String, Record)> = toolcell::sync::lock(&self.unwritten)
                 .iter()
                 .map(|(id, kept)| (id.clone(), kept.record.clone()))
                 .collect();
             for (id, record) in unwritten {
                 let expired = record.forget_at.is_some_and(|at| at <= Instant::now());
                 if expired || shared::finish(store, &id, &record).await.is_ok() {
-                    lock(&self.unwritten).remove(&id);
+                    toolcell::sync::lock(&self.unwritten).remove(&id);
                 }
             }
         }
@@ -696,7 +696,7 @@ impl Tasks {
 impl Drop for Tasks {
     fn drop(&mut self) {
         // The calls of tasks nobody can poll any more stop with the server.
-        for cancel in lock(&self.running).values() {
+        for cancel in toolcell::sync::lock(&self.running).values() {
             cancel.cancel();
         }
     }

@@ -139,7 +139,7 @@ pub fn credentials(registry: &str) -> Result<RegistryAuth, OciError> {
     let Some(path) = docker_config_path() else {
         return Ok(RegistryAuth::Anonymous);
     };
-    let text = match read_bounded_text(&path) {
+    let text = match toolcell::hostfs::read_bounded_text(&path, MAX_DOCKER_CONFIG_BYTES) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(RegistryAuth::Anonymous);
@@ -179,20 +179,6 @@ fn docker_config_path() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
         .or_else(|| dirs::home_dir().map(|home| home.join(".docker")))
         .map(|dir| dir.join("config.json"))
-}
-
-fn read_bounded_text(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path)?;
-    let mut text = String::new();
-    file.take(MAX_DOCKER_CONFIG_BYTES + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_DOCKER_CONFIG_BYTES {
-        return Err(std::io::Error::other(format!(
-            "longer than {MAX_DOCKER_CONFIG_BYTES} bytes"
-        )));
-    }
-    Ok(text)
 }
 
 #[derive(serde::Deserialize, Default)]

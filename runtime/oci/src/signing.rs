@@ -189,18 +189,9 @@ fn read_key_file(path: &Path) -> Result<Vec<u8>, String> {
     read_bounded(path, MAX_KEY_FILE_BYTES)
 }
 
-/// The bytes of `path`, if there are at most `max`.
+/// The bytes of `path`, if it is a regular file of at most `max` ([`toolcell::hostfs::read_bounded`]).
 fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|error| error.to_string())?;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
-    if bytes.len() as u64 > max {
-        return Err(format!("longer than {max} bytes"));
-    }
-    Ok(bytes)
+    toolcell::hostfs::read_bounded(path, max).map_err(|error| error.to_string())
 }
 
 /// The DER bytes of a PEM document's first block.

@@ -79,7 +79,7 @@ impl ComponentSource for OciSource {
             .as_ref()
             .ok_or_else(|| "no store directory".to_owned())?;
         let signatures = store.signatures(digest)?;
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys = toolcell::sync::lock(&self.keys);
         let (trusted, identities, root) = keys.read(required, trust_root)?;
         let signers = Signers {
             keys: &trusted,

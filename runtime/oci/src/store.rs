@@ -3,7 +3,7 @@
 use crate::OciError;
 use crate::{MAX_MANIFEST_BYTES, check_digest, digest_of};
 use serde::{Deserialize, Serialize};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The longest lock file read: thousands of tools.
@@ -64,7 +64,7 @@ impl Store {
     /// The blob `digest`, at most `max` bytes, checked against its digest.
     pub fn read(&self, digest: &str, max: u64) -> Result<Vec<u8>, OciError> {
         let path = self.blob_path(digest)?;
-        let bytes = read_bounded(&path, max)
+        let bytes = toolcell::hostfs::read_bounded(&path, max)
             .map_err(|why| OciError::local(&path, format!("{digest} in the store: {why}")))?;
         if digest_of(&bytes) != digest {
             return Err(OciError::local(
@@ -109,7 +109,7 @@ impl Store {
         digest: &str,
     ) -> Result<Vec<crate::signing::StoredSignature>, OciError> {
         let path = self.signatures_path(digest)?;
-        match read_bounded(&path, MAX_SIGNATURES_FILE_BYTES) {
+        match toolcell::hostfs::read_bounded(&path, MAX_SIGNATURES_FILE_BYTES) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
                 OciError::local(&path, format!("the signatures of {digest}: {error}"))
             }),
@@ -156,17 +156,6 @@ impl Store {
             )
         })
     }
-}
-
-/// Read at most `max` bytes of `path`; more is an error.
-fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!("longer than {max} bytes")));
-    }
-    Ok(bytes)
 }
 
 /// Write `bytes` to a fresh temporary file beside `path`, flush it to disk, and rename it into
@@ -236,7 +225,7 @@ impl Lock {
     /// The lock file at `path` (empty if there is none).
     pub fn open(path: impl Into<PathBuf>) -> Result<Lock, OciError> {
         let path = path.into();
-        let file = match read_bounded(&path, MAX_LOCK_FILE_BYTES) {
+        let file = match toolcell::hostfs::read_bounded(&path, MAX_LOCK_FILE_BYTES) {
             Ok(bytes) => {
                 let text =
                     String::from_utf8(bytes).map_err(|_| OciError::local(&path, "not UTF-8"))?;

@@ -434,18 +434,12 @@ impl Wire {
     }
 
     fn authorization(&self, access: Access) -> Authorization {
-        let authorized = self
-            .authorized
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let authorized = toolcell::sync::lock(&self.authorized);
         authorized[access as usize].clone()
     }
 
     fn remember(&self, access: Access, found: Authorization) {
-        let mut authorized = self
-            .authorized
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut authorized = toolcell::sync::lock(&self.authorized);
         authorized[access as usize] = found;
     }
 

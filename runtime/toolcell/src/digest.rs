@@ -24,6 +24,18 @@ pub fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// The bytes lowercase (or uppercase) hex `text` spells, if it spells any: the one reader of
+/// hex in toolcell (cache entries, seal keys).
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
 /// The sha256 of `bytes`, as lowercase hex: a component's identity (cache keys, policy pins).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))

@@ -116,6 +116,7 @@ pub mod fuzzing;
 mod gate;
 pub mod hostfs;
 mod pipeline;
+pub mod sync;
 mod tool;
 mod validate;
 mod wasm;

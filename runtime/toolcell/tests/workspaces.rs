@@ -20,7 +20,7 @@ struct AlwaysOnce {
 
 impl Approver for AlwaysOnce {
     fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut asked = toolcell::sync::lock(&self.asked);
         asked.push(request.clone());
         if asked.len() == 1 {
             Approval::Always
@@ -129,11 +129,7 @@ fn one_runtime_serves_two_workspaces_at_once_and_keeps_them_apart() {
         "A's rule is not B's: {in_b:?}"
     );
     assert!(!b.join("new.txt").exists(), "nothing written in B");
-    let asked = approver
-        .asked
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let asked = toolcell::sync::lock(&approver.asked).clone();
     assert_eq!(asked.len(), 2, "asked once in A, once in B: {asked:?}");
     assert_eq!(
         (asked[0].agent.as_str(), asked[0].workspace.clone()),

@@ -232,17 +232,17 @@ impl toolcell_oci::PullProgress for PullBar {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar.set_message(format!("pulling {repository} (1 layer)"));
-        *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
+        *toolcell::sync::lock(&self.bar) = Some(bar);
     }
 
     fn advance(&self, received: u64) {
-        if let Some(bar) = &*self.bar.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(bar) = &*toolcell::sync::lock(&self.bar) {
             bar.set_position(received);
         }
     }
 
     fn finish(&self) {
-        if let Some(bar) = self.bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(bar) = toolcell::sync::lock(&self.bar).take() {
             bar.finish_and_clear();
         }
     }

@@ -62,7 +62,7 @@ impl Connection {
     /// (but for the share of a client that holds too many, `Connections::admit`).
     pub(crate) fn authenticated(&self, client: &str) {
         self.proven.store(true, Ordering::Relaxed);
-        let mut held = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = toolcell::sync::lock(&self.client);
         if held.is_none() {
             *held = Some(client.to_owned());
         }
@@ -79,10 +79,7 @@ impl Connection {
     }
 
     fn client(&self) -> Option<String> {
-        self.client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        toolcell::sync::lock(&self.client).clone()
     }
 
     /// Completes when the connection must close (a newer one took its place).
@@ -112,9 +109,7 @@ impl Drop for Place {
 
 impl Connections {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Connection>>> {
-        self.open
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        toolcell::sync::lock(&self.open)
     }
 
     /// A place for a new connection from `peer` (its key: an address, or an IPv6 /64), taking

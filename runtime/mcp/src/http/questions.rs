@@ -114,7 +114,7 @@ impl Questions {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Open>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        toolcell::sync::lock(&self.open)
     }
 
     /// Note question `nonce` of `owner`'s in the shared store: an answer to it may be relayed
@@ -351,7 +351,7 @@ struct RouteState {
 
 impl Route {
     fn lock(&self) -> std::sync::MutexGuard<'_, RouteState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        toolcell::sync::lock(&self.state)
     }
 
     /// The name the question rmcp sent as `id` goes out under, noted as waiting; `None` when

@@ -46,9 +46,7 @@ impl Running {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (CallKey, StopToken)>> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        toolcell::sync::lock(&self.calls)
     }
 
     pub(super) fn count(&self) -> usize {

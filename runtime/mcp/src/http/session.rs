@@ -240,7 +240,7 @@ impl Levels {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ByClient> {
-        self.local.lock().unwrap_or_else(|p| p.into_inner())
+        toolcell::sync::lock(&self.local)
     }
 }
 

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// How many requests of any kind one client may have in flight: twice the calls' share of the
 /// default pool, so a client whose calls fill its share can still list tools and poll or cancel
@@ -41,16 +41,10 @@ impl<K: Hash + Eq + Clone> Default for Counts<K> {
     }
 }
 
-fn lock<K>(counts: &Mutex<HashMap<K, usize>>) -> MutexGuard<'_, HashMap<K, usize>> {
-    counts
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl<K: Hash + Eq + Clone> Counts<K> {
     /// A place for `key`, unless it holds `max` already.
     pub(crate) fn enter(&self, key: K, max: usize) -> Option<Place<K>> {
-        let mut counts = lock(&self.0);
+        let mut counts = toolcell::sync::lock(&self.0);
         let count = counts.entry(key.clone()).or_insert(0);
         if *count >= max {
             return None;
@@ -65,7 +59,7 @@ impl<K: Hash + Eq + Clone> Counts<K> {
     /// How many places `key` holds now.
     #[cfg(test)]
     pub(crate) fn held(&self, key: &K) -> usize {
-        lock(&self.0).get(key).copied().unwrap_or(0)
+        toolcell::sync::lock(&self.0).get(key).copied().unwrap_or(0)
     }
 }
 
@@ -77,7 +71,7 @@ pub(crate) struct Place<K: Hash + Eq + Clone> {
 
 impl<K: Hash + Eq + Clone> Drop for Place<K> {
     fn drop(&mut self) {
-        let mut counts = lock(&self.counts);
+        let mut counts = toolcell::sync::lock(&self.counts);
         if let Some(count) = counts.get_mut(&self.key) {
             *count -= 1;
             if *count == 0 {

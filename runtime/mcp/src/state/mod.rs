@@ -340,7 +340,7 @@ impl Store {
     /// The store's epoch as this replica last saw it, asking the store when it has seen none
     /// yet (and beginning one there if the store has none).
     pub(crate) async fn epoch(&self) -> Result<String, Unavailable> {
-        let seen = lock(&self.epoch).clone();
+        let seen = toolcell::sync::lock(&self.epoch).clone();
         if !seen.is_empty() {
             return Ok(seen);
         }
@@ -378,7 +378,7 @@ impl Store {
                 why: format!("naming an epoch: {error}"),
             })?;
         Ok((
-            lock(&self.epoch).clone(),
+            toolcell::sync::lock(&self.epoch).clone(),
             candidate,
             u64::try_from(LEASE_REASSERT_GRACE.as_millis()).unwrap_or(u64::MAX),
         ))
@@ -387,7 +387,7 @@ impl Store {
     /// Remember the epoch a script answered: it, and whether it is not the one seen before
     /// (the store forgot: this replica's leases must be re-asserted now).
     pub(crate) fn saw_epoch(&self, epoch: String) -> (String, bool) {
-        let mut seen = lock(&self.epoch);
+        let mut seen = toolcell::sync::lock(&self.epoch);
         let changed = !seen.is_empty() && *seen != epoch;
         if changed {
             eprintln!(
@@ -460,11 +460,6 @@ pub(crate) async fn spend_token(
         .await?;
     store.saw_epoch(current);
     Ok(answer == "first")
-}
-
-/// A poisoned lock's data (what it guards is kept whole by every writer).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 /// The seal key: from `file` (64 hex digits, white space around them ignored) through `own`,

@@ -481,9 +481,7 @@ impl Pending {
 impl Outbox {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         // Nothing panics while holding the lock; a poisoned one still holds whole messages.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        toolcell::sync::lock(&self.state)
     }
 
     /// Count a request read (to be answered), or a cancellation (its request will not be).

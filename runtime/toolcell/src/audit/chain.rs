@@ -50,7 +50,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a writer keeps the head's lock after its last record: long enough to span the gap
@@ -130,14 +130,6 @@ impl Failed {
     }
 }
 
-/// A mutex's guard, whether or not a thread panicked holding it (the data is a queue and open
-/// files, left consistent at every step).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[derive(Debug)]
 struct Files {
     log: File,
@@ -167,7 +159,7 @@ impl Files {
 /// The lease keeper: ends a lease once no record came for [`AUDIT_LEASE_IDLE`], and the last
 /// one when the audit closes.
 fn keep_lease(shared: &Shared) {
-    let mut files = lock(&shared.files);
+    let mut files = crate::sync::lock(&shared.files);
     loop {
         if shared.closing.load(Ordering::Acquire) {
             files.release();
@@ -205,16 +197,16 @@ impl Drop for Audit {
         {
             // Told holding the files, so the keeper is either waiting (and woken) or has yet to
             // look (and sees it).
-            let _files = lock(&self.shared.files);
+            let _files = crate::sync::lock(&self.shared.files);
             self.shared.closing.store(true, Ordering::Release);
             self.shared.leased.notify_all();
         }
-        let keeper = lock(&self.keeper).take();
+        let keeper = crate::sync::lock(&self.keeper).take();
         match keeper {
             Some(keeper) => {
                 let _ = keeper.join();
             }
-            None => lock(&self.shared.files).release(),
+            None => crate::sync::lock(&self.shared.files).release(),
         }
     }
 }
@@ -287,17 +279,17 @@ impl Audit {
     /// left behind (as far as the file system allows) and the error is returned.
     pub fn record(&self, record: AuditRecord) -> std::io::Result<Head> {
         let ticket = {
-            let mut queue = lock(&self.queue);
+            let mut queue = crate::sync::lock(&self.queue);
             let ticket = queue.next_ticket;
             queue.next_ticket = queue.next_ticket.wrapping_add(1);
             queue.waiting.push((ticket, record));
             ticket
         };
-        let mut files = lock(&self.shared.files);
+        let mut files = crate::sync::lock(&self.shared.files);
         // Whoever held the files before may have written this record in its batch; if not,
         // it is still waiting, and this thread writes every waiting record.
         let batch = {
-            let mut queue = lock(&self.queue);
+            let mut queue = crate::sync::lock(&self.queue);
             if let Some(done) = queue.done.remove(&ticket) {
                 return done.map_err(Failed::error);
             }
@@ -316,7 +308,7 @@ impl Audit {
         let mine = outcomes.remove(&ticket);
         // The others' outcomes are left before the files are let go: each finds its own as
         // soon as it holds them.
-        lock(&self.queue).done.extend(
+        crate::sync::lock(&self.queue).done.extend(
             outcomes
                 .into_iter()
                 .map(|(ticket, outcome)| (ticket, outcome.map_err(|error| Failed::of(&error)))),
@@ -332,7 +324,7 @@ impl Audit {
     /// Start the lease keeper, once; false if it could not be (then a lease could not end
     /// while idle, so the caller holds none).
     fn start_keeper(&self) -> bool {
-        let mut keeper = lock(&self.keeper);
+        let mut keeper = crate::sync::lock(&self.keeper);
         if keeper.is_some() {
             return true;
         }
@@ -764,14 +756,14 @@ mod tests {
         audit.record(record(0)).expect("the first record");
         let heads = std::thread::scope(|scope| {
             // A writer holds the files (as a slow batch would) while four records arrive.
-            let held = lock(&audit.shared.files);
+            let held = crate::sync::lock(&audit.shared.files);
             let writers: Vec<_> = (1..=WRITERS)
                 .map(|n| {
                     let audit = &audit;
                     scope.spawn(move || audit.record(record(n)).expect("record"))
                 })
                 .collect();
-            while lock(&audit.queue).waiting.len() < WRITERS {
+            while crate::sync::lock(&audit.queue).waiting.len() < WRITERS {
                 std::thread::yield_now();
             }
             drop(held);
@@ -781,7 +773,7 @@ mod tests {
                 .collect::<Vec<Head>>()
         });
         assert_eq!(
-            lock(&audit.shared.files).batches,
+            crate::sync::lock(&audit.shared.files).batches,
             2,
             "the first record, then one batch"
         );
@@ -842,7 +834,7 @@ mod tests {
         let mut held = false;
         for n in 0..50 {
             audit.record(record(n)).expect("record");
-            let files = lock(&audit.shared.files);
+            let files = crate::sync::lock(&audit.shared.files);
             if files.lease.is_some() {
                 held = !head_is_free(&path);
                 if held {
@@ -851,7 +843,7 @@ mod tests {
             }
         }
         assert!(held, "a record leaves the head's lock held");
-        let batches = lock(&audit.shared.files).batches;
+        let batches = crate::sync::lock(&audit.shared.files).batches;
         // Idle, the lease ends and the lock is free for another writer, which writes.
         let deadline = Instant::now() + Duration::from_secs(30);
         while !head_is_free(&path) {
@@ -863,7 +855,7 @@ mod tests {
         drop(other);
         // The first writer, its lease over, goes on from the other's head: one chain.
         audit.record(record(101)).expect("record");
-        assert!(lock(&audit.shared.files).batches > batches);
+        assert!(crate::sync::lock(&audit.shared.files).batches > batches);
         let verified = check(&path).expect("one chain");
         assert_eq!(verified.last.map(|head| head.seq), Some(verified.lines - 1));
         // Dropped, the audit lets the lock go at once.

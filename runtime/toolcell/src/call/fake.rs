@@ -24,19 +24,13 @@ impl FakeTools {
 
     /// Every request received, in order.
     pub fn calls(&self) -> Vec<ToolRequest> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        crate::sync::lock(&self.calls).clone()
     }
 }
 
 impl ToolPort for FakeTools {
     fn call(&self, request: &ToolRequest) -> ToolResponse {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(request.clone());
+        crate::sync::lock(&self.calls).push(request.clone());
         match request.tool.as_str() {
             "clock" => {
                 ToolResponse::text(humantime::format_rfc3339_seconds(SystemTime::now()).to_string())

@@ -202,16 +202,13 @@ impl FixedApprover {
 
     /// Every request it was asked, in order.
     pub fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::sync::lock(&self.asked).clone()
     }
 }
 
 impl Approver for FixedApprover {
     fn approve(&self, request: &ApprovalRequest) -> Approval {
-        self.asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(request.clone());
+        crate::sync::lock(&self.asked).push(request.clone());
         self.answer
     }
 }

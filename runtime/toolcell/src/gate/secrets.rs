@@ -83,7 +83,7 @@ impl SecretScan {
     /// The identities of the credential files under `root` with more than one name, under
     /// `deny`'s patterns: from the last scan if it is recent, else scanned now.
     pub(crate) fn identities(&self, root: &Path, deny: &DenyRead) -> Identities {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = crate::sync::lock(&self.last);
         if let Some((at, found)) = last.as_ref()
             && at.elapsed() < SECRET_SCAN_EVERY
         {

@@ -87,13 +87,13 @@ impl StagingPool {
     }
 
     fn take(&self) -> Option<(String, Arc<Dir>)> {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()
+        crate::sync::lock(&self.free).pop()
     }
 
     /// Keep `dir` (named `name`, emptied, locked) for a later call, or remove it if the pool is
     /// full.
     fn keep(&self, name: String, dir: Arc<Dir>) {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = crate::sync::lock(&self.free);
         if free.len() < POOLED_STAGING_DIRS {
             free.push((name, dir));
             return;
@@ -105,7 +105,7 @@ impl StagingPool {
     /// How many emptied staging directories are kept.
     #[cfg(test)]
     fn kept(&self) -> usize {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
+        crate::sync::lock(&self.free).len()
     }
 }
 

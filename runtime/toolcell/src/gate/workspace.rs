@@ -90,18 +90,12 @@ impl Workspace {
     /// True when a rule saved in this workspace covers `tool` using `capability` on
     /// `resource`.
     pub(crate) fn saved_rule_covers(&self, tool: &str, capability: &str, resource: &str) -> bool {
-        self.saved
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .covers(tool, capability, resource)
+        crate::sync::lock(&self.saved).covers(tool, capability, resource)
     }
 
     /// Save an "always" rule in this workspace.
     pub(crate) fn save_rule(&self, tool: &str, capability: &str, resource: &str) -> io::Result<()> {
-        self.saved
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(&self.dir, tool, capability, resource)
+        crate::sync::lock(&self.saved).add(&self.dir, tool, capability, resource)
     }
 }
 

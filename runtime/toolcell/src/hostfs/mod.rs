@@ -16,4 +16,4 @@ mod read;
 pub use own::{OwnFile, OwnFiles};
 pub use pseudo::host_view;
 pub(crate) use pseudo::{host_view_at, host_view_of_path};
-pub use read::{read_bounded, read_bounded_text};
+pub use read::{read_bounded, read_bounded_no_link, read_bounded_text};

@@ -12,6 +12,13 @@ pub fn read_bounded(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     read_opened(open_regular(path)?, max)
 }
 
+/// [`read_bounded`], but a symbolic link at `path` itself is refused rather than followed: for
+/// a directory others may write (the compile cache), where a planted link must not send the
+/// read elsewhere.
+pub fn read_bounded_no_link(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_opened(open_regular_with(path, rustix::fs::OFlags::NOFOLLOW)?, max)
+}
+
 /// [`read_bounded`], as UTF-8 text.
 pub fn read_bounded_text(path: &Path, max: u64) -> io::Result<String> {
     String::from_utf8(read_bounded(path, max)?)
@@ -21,10 +28,15 @@ pub fn read_bounded_text(path: &Path, max: u64) -> io::Result<String> {
 /// `path` opened for reading, if it is a regular file. Opened without blocking (a FIFO with no
 /// writer would otherwise wait forever in `open`), then checked by what was opened.
 pub(crate) fn open_regular(path: &Path) -> io::Result<std::fs::File> {
+    open_regular_with(path, rustix::fs::OFlags::empty())
+}
+
+/// [`open_regular`], with `flags` besides (`NOFOLLOW`).
+fn open_regular_with(path: &Path, flags: rustix::fs::OFlags) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | flags).bits() as i32)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::new(

@@ -352,7 +352,7 @@ impl Runtime {
     /// any is alive, so its saved rules are one set.
     pub fn workspace(&self, path: impl AsRef<Path>) -> std::io::Result<Arc<Workspace>> {
         let canonical = path.as_ref().canonicalize()?;
-        let mut open = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = crate::sync::lock(&self.workspaces);
         if let Some(workspace) = open.get(&canonical).and_then(Weak::upgrade) {
             return Ok(workspace);
         }

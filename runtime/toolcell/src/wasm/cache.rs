@@ -26,7 +26,7 @@ use crate::digest::{hex, random};
 use hmac::{Hmac, Mac as _};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -188,7 +188,7 @@ impl CompileCache {
     /// The cache entry of the component whose sha256 is `digest` (lowercase hex), when its
     /// digest is known without its bytes (from the [`Index`]); `None` if `digest` is not one.
     pub(crate) fn entry_for_digest(&self, engine: &Engine, digest: &str) -> Option<CacheEntry> {
-        let bytes = unhex(digest)?;
+        let bytes = crate::digest::unhex(digest)?;
         Some(self.entry_for(engine, bytes.try_into().ok()?))
     }
 
@@ -356,22 +356,9 @@ fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, String> {
 
 /// A file's bytes, if it is a regular file (not followed through a link, and opened without
 /// waiting on it: a FIFO planted in the cache directory holds up nothing) of at most `max`
-/// bytes, checked before anything is read.
+/// bytes.
 pub(crate) fn read_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > max {
-        return Err(std::io::Error::other("not a cache entry"));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    std::io::Read::by_ref(&mut file)
-        .take(max)
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
+    crate::hostfs::read_bounded_no_link(path, max)
 }
 
 /// Create `dir` (and its parents) if missing, mode 0700.
@@ -477,17 +464,6 @@ fn engine_hash(engine: &Engine) -> [u8; 32] {
     let mut hasher = Sha256Hasher::default();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     hasher.0.finalize().into()
-}
-
-/// The bytes lowercase (or uppercase) hex `text` spells, if it spells any.
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 /// Feeds `Hash` output into sha256, so the key does not depend on the std hasher's algorithm.

@@ -72,7 +72,7 @@ impl EpochTicker {
 
     /// Mark one call as running until the guard is dropped.
     pub(crate) fn running(&self) -> Running {
-        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = crate::sync::lock(&self.shared.state);
         state.running += 1;
         if state.parked {
             self.shared.wake.notify_one();
@@ -85,7 +85,7 @@ impl EpochTicker {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = crate::sync::lock(&self.shared.state);
         state.running = state.running.saturating_sub(1);
         if state.running == 0 {
             state.idle_since = Instant::now();
@@ -95,11 +95,7 @@ impl Drop for Running {
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .shutdown = true;
+        crate::sync::lock(&self.shared.state).shutdown = true;
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             // The thread only sleeps and ticks; if it panicked there is nothing to recover.
@@ -111,7 +107,7 @@ impl Drop for EpochTicker {
 fn tick(engine: &Engine, shared: &Shared) {
     loop {
         {
-            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = crate::sync::lock(&shared.state);
             if state.running == 0 && state.idle_since.elapsed() >= EPOCH_LINGER {
                 state.parked = true;
                 while state.running == 0 && !state.shutdown {

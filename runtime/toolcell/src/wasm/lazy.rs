@@ -16,7 +16,6 @@ use crate::wasm::bindings::GuestPre;
 use crate::wasm::cache::{CacheEntry, CacheOutcome, CacheStats};
 use crate::wasm::load::{code_size, link};
 use crate::wasm::sandbox::CallState;
-use sha2::{Digest as _, Sha256};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -53,7 +52,7 @@ impl Origin {
                     .canonicalize()
                     .map_err(|error| format!("{}: {error}", root.display()))?;
                 let bytes = crate::wasm::files::read_component_file(&root, path)?;
-                if hex_digest(&bytes) != digest {
+                if crate::digest::sha256_hex(&bytes) != digest {
                     return Err(format!(
                         "{} has changed since it was loaded (its sha256 is no longer {digest}); \
                          it is not run until it is loaded again",
@@ -64,10 +63,6 @@ impl Origin {
             }
         }
     }
-}
-
-fn hex_digest(bytes: &[u8]) -> String {
-    crate::digest::hex(&Sha256::digest(bytes))
 }
 
 /// One component's code: resident or not, and how to get it.
@@ -122,9 +117,7 @@ impl LazyCode {
     }
 
     fn resident(&self) -> Option<GuestPre<CallState>> {
-        self.resident
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.resident)
             .as_ref()
             .map(|(pre, _)| pre.clone())
     }
@@ -143,9 +136,7 @@ impl LazyCode {
     }
 
     fn evict(&self) -> usize {
-        self.resident
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.resident)
             .take()
             .map_or(0, |(_, bytes)| bytes)
     }
@@ -174,19 +165,16 @@ impl CodeMemory {
 
     /// How each component's code was obtained, so far.
     pub(crate) fn stats(&self) -> CacheStats {
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+        *crate::sync::lock(&self.stats)
     }
 
     /// Count a description read from the index.
     pub(crate) fn described_from_index(&self) {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).indexed += 1;
+        crate::sync::lock(&self.stats).indexed += 1;
     }
 
     pub(crate) fn record(&self, outcome: CacheOutcome) {
-        self.stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(outcome);
+        crate::sync::lock(&self.stats).record(outcome);
     }
 
     /// How many bytes of code are resident.
@@ -226,13 +214,9 @@ impl CodeMemory {
     /// used least recently until all of it fits the budget again (never `code`'s own).
     pub(crate) fn admit(&self, code: &Arc<LazyCode>, pre: GuestPre<CallState>, size: usize) {
         code.last_used.store(self.tick(), Ordering::Relaxed);
-        let previous = code
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace((pre, size));
-        *code.counted_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&self.bytes));
-        let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = crate::sync::lock(&code.resident).replace((pre, size));
+        *crate::sync::lock(&code.counted_in) = Some(Arc::clone(&self.bytes));
+        let mut resident = crate::sync::lock(&self.resident);
         if let Some((_, before)) = previous {
             self.bytes.fetch_sub(before, Ordering::Relaxed);
         } else {

@@ -175,7 +175,7 @@ impl CapturePipe {
     }
 
     fn append(&self, bytes: &[u8]) {
-        let mut capture = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut capture = crate::sync::lock(&self.inner);
         let room = capture.capacity.saturating_sub(capture.bytes.len());
         let kept = bytes.len().min(room);
         capture.bytes.extend_from_slice(&bytes[..kept]);
@@ -184,7 +184,7 @@ impl CapturePipe {
 
     /// What was kept, as text (invalid UTF-8 replaced), and whether anything was dropped.
     pub(crate) fn captured(&self) -> Captured {
-        let capture = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let capture = crate::sync::lock(&self.inner);
         Captured {
             text: String::from_utf8_lossy(&capture.bytes).into_owned(),
             truncated: capture.truncated,
