@@ -83,6 +83,8 @@ mod talking;
 mod traces;
 #[cfg(test)]
 mod typed;
+#[cfg(test)]
+mod vendored;
 
 /// Every test guest must have a test of its own name somewhere in these modules: a new guest
 /// without one does not compile.
