@@ -51,10 +51,11 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, DescriptorStat, DescriptorType, ErrorCode, HostDescriptor,
+    DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry, ErrorCode, HostDescriptor,
     HostDirectoryEntryStream, MetadataHashValue, NewTimestamp, OpenFlags, PathFlags,
 };
 use wasmtime_wasi::p2::{FsResult, ReaddirIterator};
@@ -74,289 +75,350 @@ pub(crate) fn link(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     linked
 }
 
+/// Each shadowed function, linked by its WIT name; the rest of `wasi:filesystem/types` stays
+/// wasmtime-wasi's (and a file's output stream, `wasm/guest_write.rs`).
 fn shadow(linker: &mut Linker<CallState>) -> anyhow::Result<()> {
     let mut types = linker.instance(WASI_FILESYSTEM_TYPES)?;
-    types.func_wrap_async(
-        "[method]descriptor.symlink-at",
-        |_store, (_fd, _target, _link): (Resource<Descriptor>, String, String)| {
-            Box::new(async { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store,
-         (fd, path_flags, path, open_flags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
-                    return absent();
-                }
-                if would_block(store.data_mut(), &fd, &path, follows(path_flags)) {
-                    return Ok((Err(ErrorCode::NotPermitted),));
-                }
-                let opened_from = OpenedFrom::new(store.data_mut(), &fd);
-                let mut view = store.data_mut().filesystem();
-                let opened =
-                    HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
-                        .await;
-                // What was opened, checked again now that it cannot change: a name swapped
-                // for a link between the check above and the open is caught here.
-                if let (Ok(new), Some(from)) = (&opened, opened_from)
-                    && from.hides(view.table.get(new).ok())
-                {
-                    if let Ok(new) = opened {
-                        let _ = view.table.delete(new);
-                    }
-                    return absent();
-                }
-                answer(opened)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.stat-at",
-        |mut store, (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
-                    return absent::<DescriptorStat>();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(
-                    HostDescriptor::stat_at(&mut view, fd, path_flags, path)
-                        .await
-                        .map(without_birth_time),
-                )
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.stat",
-        |mut store, (fd,): (Resource<Descriptor>,)| {
-            Box::new(async move {
-                let mut view = store.data_mut().filesystem();
-                answer(
-                    HostDescriptor::stat(&mut view, fd)
-                        .await
-                        .map(without_birth_time),
-                )
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.metadata-hash-at",
-        |mut store, (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
-                    return absent::<MetadataHashValue>();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::metadata_hash_at(&mut view, fd, path_flags, path).await)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.set-times-at",
-        |mut store,
-         (fd, path_flags, path, accessed, modified): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            NewTimestamp,
-            NewTimestamp,
-        )| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(
-                    HostDescriptor::set_times_at(
-                        &mut view, fd, path_flags, path, accessed, modified,
-                    )
-                    .await,
-                )
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.readlink-at",
-        |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, false).await {
-                    return absent::<String>();
-                }
-                let deny = store.data().deny_read.clone();
-                let mut view = store.data_mut().filesystem();
-                match HostDescriptor::readlink_at(&mut view, fd, path).await {
-                    // The link's text names a hidden file: it says one is there.
-                    Ok(target) if deny.part_matching(Path::new(&target)).is_some() => absent(),
-                    result => answer(result),
-                }
-            })
-        },
-    )?;
+    types.func_wrap_async("[method]descriptor.symlink-at", symlink_at)?;
+    types.func_wrap_async("[method]descriptor.open-at", open_at)?;
+    types.func_wrap_async("[method]descriptor.stat-at", stat_at)?;
+    types.func_wrap_async("[method]descriptor.stat", stat)?;
+    types.func_wrap_async("[method]descriptor.metadata-hash-at", metadata_hash_at)?;
+    types.func_wrap_async("[method]descriptor.set-times-at", set_times_at)?;
+    types.func_wrap_async("[method]descriptor.readlink-at", readlink_at)?;
     types.func_wrap_async(
         "[method]descriptor.create-directory-at",
-        |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, false).await {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::create_directory_at(&mut view, fd, path).await)
-            })
-        },
+        create_directory_at,
     )?;
     types.func_wrap_async(
         "[method]descriptor.remove-directory-at",
-        |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, false).await {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::remove_directory_at(&mut view, fd, path).await)
-            })
-        },
+        remove_directory_at,
     )?;
-    types.func_wrap_async(
-        "[method]descriptor.unlink-file-at",
-        |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &path, false).await {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::unlink_file_at(&mut view, fd, path).await)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.rename-at",
-        |mut store,
-         (fd, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &old_path, false).await
-                    || hidden(store.data_mut(), &new_fd, &new_path, false).await
-                {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await)
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.link-at",
-        |mut store,
-         (fd, old_flags, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                if hidden(store.data_mut(), &fd, &old_path, follows(old_flags)).await
-                    || hidden(store.data_mut(), &new_fd, &new_path, false).await
-                {
-                    return absent();
-                }
-                let mut view = store.data_mut().filesystem();
-                answer(
-                    HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path)
-                        .await,
-                )
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.read-directory",
-        |mut store, (fd,): (Resource<Descriptor>,)| {
-            Box::new(async move {
-                // Where the listed directory is, for its entries to be checked against the
-                // host's own files and views (by what they are, not by name).
-                let listed = match store.data_mut().filesystem().table.get(&fd) {
-                    Ok(Descriptor::Dir(dir)) => fd_path(&dir.dir),
-                    _ => None,
-                };
-                let mut view = store.data_mut().filesystem();
-                let stream = HostDescriptor::read_directory(&mut view, fd).await;
-                if let Ok(stream) = &stream {
-                    // Keyed by the stream's slot: a slot reused by a later stream is
-                    // overwritten, so this holds at most one entry per live resource.
-                    let rep = stream.rep();
-                    let listings = &mut store.data_mut().listings;
-                    match listed {
-                        Some(path) => {
-                            listings.insert(rep, path);
-                        }
-                        None => {
-                            listings.remove(&rep);
-                        }
-                    }
-                }
-                answer(stream)
-            })
-        },
-    )?;
+    types.func_wrap_async("[method]descriptor.unlink-file-at", unlink_file_at)?;
+    types.func_wrap_async("[method]descriptor.rename-at", rename_at)?;
+    types.func_wrap_async("[method]descriptor.link-at", link_at)?;
+    types.func_wrap_async("[method]descriptor.read-directory", read_directory)?;
     types.func_wrap_async(
         "[method]directory-entry-stream.read-directory-entry",
-        |mut store, (stream,): (Resource<ReaddirIterator>,)| {
-            Box::new(async move {
-                let deny = store.data().deny_read.clone();
-                let protected = Arc::clone(&store.data().protected);
-                let credentials = Arc::clone(&store.data().credentials);
-                let listed = store.data().listings.get(&stream.rep()).cloned();
-                let mut view = store.data_mut().filesystem();
-                // Each hidden name is skipped: the stream holds a bounded list, read once.
-                loop {
-                    let next = HostDirectoryEntryStream::read_directory_entry(
-                        &mut view,
-                        Resource::new_borrow(stream.rep()),
-                    )
-                    .await;
-                    match next {
-                        Ok(Some(entry))
-                            if deny.matching(OsStr::new(&entry.name)).is_some()
-                                || listed.as_ref().is_some_and(|dir| {
-                                    let path = dir.join(&entry.name);
-                                    deny.place_matching(&path).is_some()
-                                        || crate::hostfs::own::covers_path(&protected, &path)
-                                        // A mount point of procfs, sysfs or devfs (under a
-                                        // workspace of `/`): a directory, asked of the kernel.
-                                        || (entry.type_ == DescriptorType::Directory
-                                            && crate::hostfs::host_view_of_path(&path).is_some())
-                                        // Another name (a hard link) of the host's own file
-                                        // or of a credential: by what it is.
-                                        || (entry.type_ == DescriptorType::RegularFile
-                                            && std::fs::symlink_metadata(&path).is_ok_and(
-                                                |meta| {
-                                                    other_name_of_hidden(
-                                                        &meta,
-                                                        &protected,
-                                                        &credentials,
-                                                    )
-                                                },
-                                            ))
-                                }) => {}
-                        next => return answer(next),
-                    }
-                }
-            })
-        },
+        read_directory_entry,
     )?;
     crate::wasm::guest_write::link(&mut types)
+}
+
+/// A call's store, as a shadowed function receives it.
+type Store<'a> = StoreContextMut<'a, CallState>;
+
+/// What a shadowed function hands wasmtime: the future of its [`Answer`].
+type Shadowed<'a, T> = Box<dyn Future<Output = Answer<T>> + Send + 'a>;
+
+/// `descriptor.symlink-at`: refused (`not-permitted`), whatever the link.
+fn symlink_at(
+    _store: Store<'_>,
+    (_fd, _target, _link): (Resource<Descriptor>, String, String),
+) -> Shadowed<'_, ()> {
+    Box::new(async { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) })
+}
+
+/// `descriptor.open-at`: a hidden path is absent, something an open could wait on is refused,
+/// and what the open made is checked again by the path the kernel gives it.
+fn open_at(
+    mut store: Store<'_>,
+    (fd, path_flags, path, open_flags, flags): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        OpenFlags,
+        DescriptorFlags,
+    ),
+) -> Shadowed<'_, Resource<Descriptor>> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+            return absent();
+        }
+        if would_block(store.data_mut(), &fd, &path, follows(path_flags)) {
+            return Ok((Err(ErrorCode::NotPermitted),));
+        }
+        let opened_from = OpenedFrom::new(store.data_mut(), &fd);
+        let mut view = store.data_mut().filesystem();
+        let opened =
+            HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags).await;
+        // What was opened, checked again now that it cannot change: a name swapped
+        // for a link between the check above and the open is caught here.
+        if let (Ok(new), Some(from)) = (&opened, opened_from)
+            && from.hides(view.table.get(new).ok())
+        {
+            if let Ok(new) = opened {
+                let _ = view.table.delete(new);
+            }
+            return absent();
+        }
+        answer(opened)
+    })
+}
+
+/// `descriptor.stat-at`: a hidden path is absent; a directory's stat has no birth time.
+fn stat_at(
+    mut store: Store<'_>,
+    (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String),
+) -> Shadowed<'_, DescriptorStat> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+            return absent::<DescriptorStat>();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(
+            HostDescriptor::stat_at(&mut view, fd, path_flags, path)
+                .await
+                .map(without_birth_time),
+        )
+    })
+}
+
+/// `descriptor.stat`: a directory's stat has no birth time.
+fn stat(mut store: Store<'_>, (fd,): (Resource<Descriptor>,)) -> Shadowed<'_, DescriptorStat> {
+    Box::new(async move {
+        let mut view = store.data_mut().filesystem();
+        answer(
+            HostDescriptor::stat(&mut view, fd)
+                .await
+                .map(without_birth_time),
+        )
+    })
+}
+
+/// `descriptor.metadata-hash-at`: a hidden path is absent.
+fn metadata_hash_at(
+    mut store: Store<'_>,
+    (fd, path_flags, path): (Resource<Descriptor>, PathFlags, String),
+) -> Shadowed<'_, MetadataHashValue> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+            return absent::<MetadataHashValue>();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::metadata_hash_at(&mut view, fd, path_flags, path).await)
+    })
+}
+
+/// `descriptor.set-times-at`: a hidden path is absent.
+fn set_times_at(
+    mut store: Store<'_>,
+    (fd, path_flags, path, accessed, modified): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        NewTimestamp,
+        NewTimestamp,
+    ),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, follows(path_flags)).await {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(
+            HostDescriptor::set_times_at(&mut view, fd, path_flags, path, accessed, modified).await,
+        )
+    })
+}
+
+/// `descriptor.readlink-at`: a hidden path is absent, and so is a link whose text names a
+/// hidden file.
+fn readlink_at(
+    mut store: Store<'_>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> Shadowed<'_, String> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, false).await {
+            return absent::<String>();
+        }
+        let deny = store.data().deny_read.clone();
+        let mut view = store.data_mut().filesystem();
+        match HostDescriptor::readlink_at(&mut view, fd, path).await {
+            // The link's text names a hidden file: it says one is there.
+            Ok(target) if deny.part_matching(Path::new(&target)).is_some() => absent(),
+            result => answer(result),
+        }
+    })
+}
+
+/// `descriptor.create-directory-at`: a hidden path is absent.
+fn create_directory_at(
+    mut store: Store<'_>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, false).await {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::create_directory_at(&mut view, fd, path).await)
+    })
+}
+
+/// `descriptor.remove-directory-at`: a hidden path is absent.
+fn remove_directory_at(
+    mut store: Store<'_>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, false).await {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::remove_directory_at(&mut view, fd, path).await)
+    })
+}
+
+/// `descriptor.unlink-file-at`: a hidden path is absent.
+fn unlink_file_at(
+    mut store: Store<'_>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &path, false).await {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::unlink_file_at(&mut view, fd, path).await)
+    })
+}
+
+/// `descriptor.rename-at`: absent when either path is hidden (the old one checked first).
+fn rename_at(
+    mut store: Store<'_>,
+    (fd, old_path, new_fd, new_path): (Resource<Descriptor>, String, Resource<Descriptor>, String),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &old_path, false).await
+            || hidden(store.data_mut(), &new_fd, &new_path, false).await
+        {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await)
+    })
+}
+
+/// `descriptor.link-at`: absent when either path is hidden (the old one checked first).
+fn link_at(
+    mut store: Store<'_>,
+    (fd, old_flags, old_path, new_fd, new_path): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        Resource<Descriptor>,
+        String,
+    ),
+) -> Shadowed<'_, ()> {
+    Box::new(async move {
+        if hidden(store.data_mut(), &fd, &old_path, follows(old_flags)).await
+            || hidden(store.data_mut(), &new_fd, &new_path, false).await
+        {
+            return absent();
+        }
+        let mut view = store.data_mut().filesystem();
+        answer(HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path).await)
+    })
+}
+
+/// `descriptor.read-directory`: the stream, with where the listed directory is noted for
+/// [`read_directory_entry`].
+fn read_directory(
+    mut store: Store<'_>,
+    (fd,): (Resource<Descriptor>,),
+) -> Shadowed<'_, Resource<ReaddirIterator>> {
+    Box::new(async move {
+        // Where the listed directory is, for its entries to be checked against the
+        // host's own files and views (by what they are, not by name).
+        let listed = match store.data_mut().filesystem().table.get(&fd) {
+            Ok(Descriptor::Dir(dir)) => fd_path(&dir.dir),
+            _ => None,
+        };
+        let mut view = store.data_mut().filesystem();
+        let stream = HostDescriptor::read_directory(&mut view, fd).await;
+        if let Ok(stream) = &stream {
+            // Keyed by the stream's slot: a slot reused by a later stream is
+            // overwritten, so this holds at most one entry per live resource.
+            let rep = stream.rep();
+            let listings = &mut store.data_mut().listings;
+            match listed {
+                Some(path) => {
+                    listings.insert(rep, path);
+                }
+                None => {
+                    listings.remove(&rep);
+                }
+            }
+        }
+        answer(stream)
+    })
+}
+
+/// `directory-entry-stream.read-directory-entry`: the next entry the call does not hide.
+fn read_directory_entry(
+    mut store: Store<'_>,
+    (stream,): (Resource<ReaddirIterator>,),
+) -> Shadowed<'_, Option<DirectoryEntry>> {
+    Box::new(async move {
+        let listing = Listing {
+            deny: store.data().deny_read.clone(),
+            protected: Arc::clone(&store.data().protected),
+            credentials: Arc::clone(&store.data().credentials),
+            listed: store.data().listings.get(&stream.rep()).cloned(),
+        };
+        let mut view = store.data_mut().filesystem();
+        // Each hidden name is skipped: the stream holds a bounded list, read once.
+        loop {
+            let next = HostDirectoryEntryStream::read_directory_entry(
+                &mut view,
+                Resource::new_borrow(stream.rep()),
+            )
+            .await;
+            match next {
+                Ok(Some(entry)) if listing.hides(&entry) => {}
+                next => return answer(next),
+            }
+        }
+    })
+}
+
+/// What a directory listing hides, and where the listed directory is (`None` when unknown).
+struct Listing {
+    deny: DenyRead,
+    protected: Arc<[crate::hostfs::OwnFile]>,
+    credentials: crate::gate::secrets::Identities,
+    listed: Option<std::path::PathBuf>,
+}
+
+impl Listing {
+    /// Whether `entry` is hidden: by its name, or (where the listed directory is known) by its
+    /// path, by being one of the host's own files, a host-view mount point or another name of
+    /// a hidden file.
+    fn hides(&self, entry: &DirectoryEntry) -> bool {
+        let Listing {
+            deny,
+            protected,
+            credentials,
+            listed,
+        } = self;
+        deny.matching(OsStr::new(&entry.name)).is_some()
+            || listed.as_ref().is_some_and(|dir| {
+                let path = dir.join(&entry.name);
+                deny.place_matching(&path).is_some()
+                    || crate::hostfs::own::covers_path(protected, &path)
+                    // A mount point of procfs, sysfs or devfs (under a
+                    // workspace of `/`): a directory, asked of the kernel.
+                    || (entry.type_ == DescriptorType::Directory
+                        && crate::hostfs::host_view_of_path(&path).is_some())
+                    // Another name (a hard link) of the host's own file
+                    // or of a credential: by what it is.
+                    || (entry.type_ == DescriptorType::RegularFile
+                        && std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+                            other_name_of_hidden(&meta, protected, credentials)
+                        }))
+            })
+    }
 }
 
 /// A directory's stat with its data-modification time where wasmtime-wasi puts its creation
