@@ -11,8 +11,9 @@ use crate::call::proto::{DenyReason, FailureKind, ToolResponse};
 use crate::call::report::GateDecision;
 use crate::call::report::{CallReport, Granted};
 use crate::gate::grants::Grants;
+use crate::gate::staging::Staging;
 use crate::gate::{Answers, Refusal, Scope};
-use crate::pipeline::catalog::{Catalog, Executable};
+use crate::pipeline::catalog::{Catalog, Executable, Schemas, Tool};
 use crate::pipeline::context::CallContext;
 use crate::pipeline::native::ToolContext;
 use crate::policy::{Access, ToolPolicy};
@@ -164,7 +165,8 @@ impl Runtime {
         report
     }
 
-    /// Stages 2 to 4 for the tool (or offer) `name`: validate, gate, execute.
+    /// Stages 2 to 4 for the tool (or offer) `name`: validate, gate, execute. Each step either
+    /// passes the call on or ends it with its report.
     pub(super) async fn decide_and_run(
         &self,
         catalog: &Catalog,
@@ -174,78 +176,113 @@ impl Runtime {
         context: &CallContext,
         options: &CallOptions,
     ) -> CallReport {
-        let found = match namespace {
-            Namespace::Tools => catalog.tools.get(name),
-            Namespace::Offers => catalog.offers.get(name),
+        let Some(tool) = found(catalog, (name, namespace)) else {
+            return unknown_tool(catalog, name);
         };
-        let Some(tool) = found else {
-            return CallReport::host_answer(ToolResponse::failed(
-                FailureKind::UnknownTool,
-                catalog.registry.unknown_tool(name),
-            ));
-        };
-        if arguments.len() > MAX_ARGUMENT_BYTES {
-            return CallReport::host_answer(ToolResponse::failed(
-                FailureKind::InvalidInput,
-                format!(
-                    "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
-                    arguments.len()
-                ),
-            ));
+        if let Some(report) = too_long(arguments) {
+            return report;
         }
-        // The call's own policy (a tenant's), or the runtime's.
-        let tool_policy = match context.policy() {
-            Some(policy) => policy.entry(name).map(Cow::Borrowed).unwrap_or_default(),
-            None => Cow::Borrowed(&tool.policy),
+        let call = Call {
+            id,
+            name,
+            tool,
+            context,
+            options,
         };
-        if let Some(pin) = &tool_policy.sha256
-            && tool.digest.as_ref() != Some(pin)
-        {
-            return refused(
-                DenyReason::Capability {
-                    capability: "run".to_owned(),
-                    resource: name.to_owned(),
-                    why: match &tool.digest {
-                        Some(digest) => format!(
-                            "its component's sha256 is {digest}, but this call's policy pins \
-                             it to {pin}"
-                        ),
-                        None => format!(
-                            "this call's policy pins it to the sha256 {pin}, but it is a \
-                             native tool"
-                        ),
-                    },
-                }
-                .into(),
-            );
+        let tool_policy = call.policy();
+        if let Some(report) = call.pin_broken(&tool_policy) {
+            return report;
         }
         let limits = tool_policy.limits.overridden_by(options);
-        if limits.fuel.is_some() && !self.wasm.meters_fuel() {
-            return CallReport::host_answer(ToolResponse::failed(
-                FailureKind::Internal,
-                "the call asks for a fuel limit, but this runtime does not meter fuel \
-                 (build it with RuntimeBuilder::fuel_metering(true))",
-            ));
+        if let Some(report) = self.unmetered(&limits) {
+            return report;
         }
         // The call's deadline starts here: validation is its first stage. What validation
         // spends, execution no longer has (waiting for a person's approval is not counted).
-        let limit_ms = u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX);
+        let limit_ms = millis(limits.timeout);
         tracing::Span::current().record("deadline_ms", limit_ms);
         let validating = Instant::now();
-        let schemas = match tool.schemas().await {
+        let (schemas, mut checked) =
+            match self.validate(&call, arguments, &limits, validating).await {
+                Ok(validated) => validated,
+                Err(report) => return *report,
+            };
+        let limits = Limits {
+            timeout: limits.timeout.saturating_sub(validating.elapsed()),
+            ..limits
+        };
+        if let Some(report) = call.client_lacks() {
+            return report;
+        }
+        let (mut grants, granted) = match self
+            .gate_for(&call, &tool_policy, &limits, &mut checked)
+            .await
+        {
+            Ok(decided) => decided,
+            Err(report) => return *report,
+        };
+        self.hand_client(&call, &mut grants, &limits);
+        let _exclusive = match self.exclusive_unless_safe(&call, &granted, &limits).await {
+            Ok(guards) => guards,
+            Err(response) => {
+                return CallReport {
+                    gate: GateDecision::Allow,
+                    granted,
+                    ..CallReport::host_answer(response)
+                };
+            }
+        };
+        if let Err(refusal) = crate::gate::finish_staging(&mut grants) {
+            return refused(refusal);
+        }
+        let staged = grants.staged.clone();
+        let mut report = self.execute(&call, &mut grants, &limits, checked).await;
+        self.check_result(&call, &mut report, schemas, &limits)
+            .await;
+        commit_staged(&mut report, staged);
+        allowed(&call, report, limit_ms, granted, &tool_policy)
+    }
+
+    /// The answer to a call that asks for a fuel limit this runtime cannot keep (it does not
+    /// meter fuel), if it does.
+    fn unmetered(&self, limits: &Limits) -> Option<CallReport> {
+        if limits.fuel.is_some() && !self.wasm.meters_fuel() {
+            return Some(CallReport::host_answer(ToolResponse::failed(
+                FailureKind::Internal,
+                "the call asks for a fuel limit, but this runtime does not meter fuel \
+                 (build it with RuntimeBuilder::fuel_metering(true))",
+            )));
+        }
+        None
+    }
+
+    /// Stage 2: the tool's schemas, and its arguments checked against its input schema within
+    /// the call's deadline (from `validating`) and until its stop; else the report that ends
+    /// the call.
+    async fn validate<'t>(
+        &self,
+        call: &Call<'t>,
+        arguments: &str,
+        limits: &Limits,
+        validating: Instant,
+    ) -> Result<(&'t Schemas, Value), Box<CallReport>> {
+        let schemas = match call.tool.schemas().await {
             Ok(schemas) => schemas,
             Err(why) => {
-                return CallReport::host_answer(ToolResponse::failed(FailureKind::Internal, why));
+                return Err(Box::new(CallReport::host_answer(ToolResponse::failed(
+                    FailureKind::Internal,
+                    why,
+                ))));
             }
         };
         let checked = schemas
             .input
             .check_within(
                 self.io.handle(),
-                name,
+                call.name,
                 arguments,
                 validating + limits.timeout,
-                options.stop.as_ref(),
+                call.options.stop.as_ref(),
             )
             .await;
         record_micros(
@@ -253,68 +290,50 @@ impl Runtime {
             "validate_us",
             validating.elapsed(),
         );
-        let mut checked = match checked {
-            Checked::Valid(checked) => checked,
-            Checked::Invalid(why) => {
-                return CallReport::host_answer(ToolResponse::failed(
-                    FailureKind::InvalidInput,
-                    why,
-                ));
-            }
-            Checked::TimedOut => {
-                return CallReport::host_answer(ToolResponse::TimedOut { limit_ms });
-            }
-            Checked::Stopped => return CallReport::host_answer(ToolResponse::Cancelled),
+        let response = match checked {
+            Checked::Valid(checked) => return Ok((schemas, checked)),
+            Checked::Invalid(why) => ToolResponse::failed(FailureKind::InvalidInput, why),
+            Checked::TimedOut => ToolResponse::TimedOut {
+                limit_ms: millis(limits.timeout),
+            },
+            Checked::Stopped => ToolResponse::Cancelled,
         };
-        let limits = Limits {
-            timeout: limits.timeout.saturating_sub(validating.elapsed()),
-            ..limits
-        };
-        // A tool that cannot work without a way of talking to its client that this request's
-        // client does not offer is refused before the gate asks anyone anything.
-        let offered = context
-            .client()
-            .map(|link| link.offers())
-            .unwrap_or_default();
-        if let Some(kind) = tool
-            .info
-            .required_client
-            .iter()
-            .find(|kind| !crate::gate::grants::offers(&offered, **kind))
-        {
-            return CallReport {
-                gate: GateDecision::Deny,
-                ..CallReport::host_answer(ToolResponse::Denied {
-                    reason: DenyReason::ClientLacks {
-                        capability: kind.name().to_owned(),
-                    },
-                })
-            };
+        Err(Box::new(CallReport::host_answer(response)))
+    }
+
+    /// Stage 3 for a tool that asks for capabilities ([`Runtime::decide`], in the gate's span):
+    /// its grants and what they grant, or the report that ends the call. A tool that asks for
+    /// none is granted nothing, and nothing is decided.
+    async fn gate_for(
+        &self,
+        call: &Call<'_>,
+        tool_policy: &ToolPolicy,
+        limits: &Limits,
+        checked: &mut Value,
+    ) -> Result<(Grants, Vec<Granted>), Box<CallReport>> {
+        if call.tool.info.capabilities.is_empty() {
+            return Ok((Grants::default(), Vec::new()));
         }
-        let (mut grants, granted) = if tool.info.capabilities.is_empty() {
-            (Grants::default(), Vec::new())
-        } else {
-            match self
-                .decide(
-                    name,
-                    &tool.info,
-                    &tool_policy,
-                    context,
-                    &limits,
-                    options,
-                    &mut checked,
-                )
-                .instrument(tracing::info_span!(target: CALL_SPAN_TARGET, "gate"))
-                .await
-            {
-                Ok(decided) => decided,
-                Err(report) => return *report,
-            }
-        };
-        // The request's client, for the ways of talking to it the gate granted (or will ask
-        // about): only a tool that may talk to it is handed the link.
+        self.decide(
+            call.name,
+            &call.tool.info,
+            tool_policy,
+            call.context,
+            limits,
+            call.options,
+            checked,
+        )
+        .instrument(tracing::info_span!(target: CALL_SPAN_TARGET, "gate"))
+        .await
+    }
+
+    /// The request's client, for the ways of talking to it the gate granted (or will ask
+    /// about): only a tool that may talk to it is handed the link, and who approves a gated
+    /// way (the context's approver, else the runtime's).
+    fn hand_client(&self, call: &Call<'_>, grants: &mut Grants, limits: &Limits) {
+        let context = call.context;
         if !grants.client.granted.is_empty() || !grants.client.gated.is_empty() {
-            grants.client.tool = name.to_owned();
+            grants.client.tool = call.name.to_owned();
             grants.client.link = context.client().cloned();
         }
         grants.client.approval = context
@@ -327,30 +346,37 @@ impl Runtime {
                 workspace: context.workspace().cloned(),
                 wait: limits.timeout,
             });
-        // A tool that is not concurrency-safe writes each path it was granted alone: two such
-        // calls on one file (a read-compare-write edit, say) run one after the other.
-        let _exclusive = if tool.info.concurrency_safe {
-            Vec::new()
-        } else {
-            match self.exclusive(context, &granted, &limits, options).await {
-                Ok(guards) => guards,
-                Err(response) => {
-                    return CallReport {
-                        gate: GateDecision::Allow,
-                        granted,
-                        ..CallReport::host_answer(response)
-                    };
-                }
-            }
-        };
-        if let Err(refusal) = crate::gate::finish_staging(&mut grants) {
-            return refused(refusal);
+    }
+
+    /// A tool that is not concurrency-safe writes each path it was granted alone: two such
+    /// calls on one file (a read-compare-write edit, say) run one after the other. Its write
+    /// locks ([`Runtime::exclusive`]); none for a tool that is safe.
+    async fn exclusive_unless_safe(
+        &self,
+        call: &Call<'_>,
+        granted: &[Granted],
+        limits: &Limits,
+    ) -> Result<Vec<tokio::sync::OwnedMutexGuard<()>>, ToolResponse> {
+        if call.tool.info.concurrency_safe {
+            return Ok(Vec::new());
         }
-        let staged = grants.staged.clone();
+        self.exclusive(call.context, granted, limits, call.options)
+            .await
+    }
+
+    /// Stage 4, in the call's `execute` span: a component run with `grants` (borrowed: they
+    /// go when the call's stages end), or a native tool handed them (taken).
+    async fn execute(
+        &self,
+        call: &Call<'_>,
+        grants: &mut Grants,
+        limits: &Limits,
+        checked: Value,
+    ) -> CallReport {
         let executing = tracing::info_span!(target: CALL_SPAN_TARGET, "execute");
-        let mut report = match &tool.executable {
+        match &call.tool.executable {
             Executable::Wasm(code) | Executable::Typed(code, _) | Executable::Offer(code, _) => {
-                let what = match &tool.executable {
+                let what = match &call.tool.executable {
                     Executable::Typed(_, function) => What::Function(function),
                     Executable::Offer(_, offer) => What::Offer(&offer.operation),
                     _ => What::Call,
@@ -360,14 +386,12 @@ impl Runtime {
                 // which another parser could read differently (a duplicate key, a number
                 // beyond f64) from the one that validated it.
                 let text = checked.to_string();
+                let stop = call.options.stop.as_ref();
+                let grants = &*grants;
                 async {
                     // Its code, loaded now if this is its first call (or it was dropped).
                     match self.wasm.prepare(code).await {
-                        Ok(pre) => {
-                            self.wasm
-                                .run(&pre, what, &grants, &limits, options.stop.as_ref(), &text)
-                                .await
-                        }
+                        Ok(pre) => self.wasm.run(&pre, what, grants, limits, stop, &text).await,
                         Err(why) => CallReport::host_answer(ToolResponse::failed(
                             FailureKind::Internal,
                             format!("its code could not be loaded: {why}"),
@@ -378,21 +402,33 @@ impl Runtime {
                 .await
             }
             Executable::Native(native) => {
+                let context = call.context;
                 let context = ToolContext {
-                    call_id: id.to_owned(),
+                    call_id: call.id.to_owned(),
                     agent: context.agent().to_owned(),
                     workspace: context.workspace().map(|w| w.root().to_owned()),
                     cwd: context.cwd().to_owned(),
                     // Set when the call starts, by `native::run`.
                     deadline: Instant::now(),
-                    stop: options.stop.clone().unwrap_or_default(),
-                    grants,
+                    stop: call.options.stop.clone().unwrap_or_default(),
+                    grants: std::mem::take(grants),
                 };
                 crate::pipeline::native::run(native, checked, context, limits.timeout)
                     .instrument(executing)
                     .await
             }
-        };
+        }
+    }
+
+    /// What the tool answered, held to the host's rules before anything of the call is kept:
+    /// a result of parts to the parts' rules, every result to a declared output schema.
+    async fn check_result(
+        &self,
+        call: &Call<'_>,
+        report: &mut CallReport,
+        schemas: &Schemas,
+        limits: &Limits,
+    ) {
         // A result of parts keeps the host's rules (media types true to their bytes, plain
         // URIs, the cap counted as the model receives it) or is a failure, checked before
         // anything of the call is kept.
@@ -407,38 +443,18 @@ impl Runtime {
         if let Some(output) = &schemas.output {
             let response = std::mem::replace(&mut report.response, ToolResponse::Cancelled);
             let (response, structured) = self
-                .check_output(name, output, response, &report.parts, &limits, options)
+                .check_output(
+                    call.name,
+                    output,
+                    response,
+                    &report.parts,
+                    limits,
+                    call.options,
+                )
                 .await;
             report.response = response;
             report.structured = structured;
         }
-        // What the tool wrote to granted files in their staging directories lands now, and
-        // only if the call answered with a result.
-        if matches!(report.response, ToolResponse::Result { .. })
-            && let Some(error) = staged.iter().find_map(|staging| staging.commit().err())
-        {
-            report.response = ToolResponse::failed(
-                FailureKind::Tool,
-                format!("the tool's changes to its granted files could not be kept: {error}"),
-            );
-        }
-        drop(staged);
-        if let ToolResponse::TimedOut { limit_ms: spent } = &mut report.response {
-            // The executor had what validation left; the call's limit is the whole.
-            *spent = limit_ms;
-        }
-        report.gate = GateDecision::Allow;
-        report.granted = granted;
-        if let ToolResponse::Result {
-            class, untrusted, ..
-        } = &mut report.response
-        {
-            // Set by the policy and by what the tool declares, never by the tool's answer:
-            // text from the network is data, not instructions.
-            *class = tool_policy.class;
-            *untrusted = tool.info.uses_network();
-        }
-        report
     }
 
     /// Check a result of the tool `name` against its output schema: the response as it stands
@@ -792,4 +808,159 @@ fn refused(refusal: Refusal) -> CallReport {
             resource: request.resource,
         })),
     }
+}
+
+/// One call as stages 2 to 4 see it ([`Runtime::decide_and_run`]): what every step reads.
+struct Call<'a> {
+    /// The call's id.
+    id: &'a str,
+    /// The tool's (or offer's) name.
+    name: &'a str,
+    /// The tool it runs.
+    tool: &'a Tool,
+    /// Who calls, where, under which policy.
+    context: &'a CallContext,
+    /// The caller's limits and stop.
+    options: &'a CallOptions,
+}
+
+impl Call<'_> {
+    /// The call's own policy for the tool (a tenant's), or the runtime's.
+    fn policy(&self) -> Cow<'_, ToolPolicy> {
+        match self.context.policy() {
+            Some(policy) => policy
+                .entry(self.name)
+                .map(Cow::Borrowed)
+                .unwrap_or_default(),
+            None => Cow::Borrowed(&self.tool.policy),
+        }
+    }
+
+    /// The refusal of a tool whose component is not the one `tool_policy` pins (by sha256),
+    /// if it is not.
+    fn pin_broken(&self, tool_policy: &ToolPolicy) -> Option<CallReport> {
+        let pin = tool_policy.sha256.as_ref()?;
+        if self.tool.digest.as_ref() == Some(pin) {
+            return None;
+        }
+        Some(refused(
+            DenyReason::Capability {
+                capability: "run".to_owned(),
+                resource: self.name.to_owned(),
+                why: match &self.tool.digest {
+                    Some(digest) => format!(
+                        "its component's sha256 is {digest}, but this call's policy pins \
+                         it to {pin}"
+                    ),
+                    None => format!(
+                        "this call's policy pins it to the sha256 {pin}, but it is a \
+                         native tool"
+                    ),
+                },
+            }
+            .into(),
+        ))
+    }
+
+    /// A tool that cannot work without a way of talking to its client that this request's
+    /// client does not offer is refused before the gate asks anyone anything: that refusal,
+    /// if it is one.
+    fn client_lacks(&self) -> Option<CallReport> {
+        let offered = self
+            .context
+            .client()
+            .map(|link| link.offers())
+            .unwrap_or_default();
+        let kind = self
+            .tool
+            .info
+            .required_client
+            .iter()
+            .find(|kind| !crate::gate::grants::offers(&offered, **kind))?;
+        Some(CallReport {
+            gate: GateDecision::Deny,
+            ..CallReport::host_answer(ToolResponse::Denied {
+                reason: DenyReason::ClientLacks {
+                    capability: kind.name().to_owned(),
+                },
+            })
+        })
+    }
+}
+
+/// The tool (or offer) `name` in `catalog`, looked up in its namespace.
+fn found<'c>(catalog: &'c Catalog, (name, namespace): (&str, Namespace)) -> Option<&'c Tool> {
+    let found = match namespace {
+        Namespace::Tools => catalog.tools.get(name),
+        Namespace::Offers => catalog.offers.get(name),
+    };
+    found.map(Arc::as_ref)
+}
+
+/// The answer to a call of a tool the catalog does not have.
+fn unknown_tool(catalog: &Catalog, name: &str) -> CallReport {
+    CallReport::host_answer(ToolResponse::failed(
+        FailureKind::UnknownTool,
+        catalog.registry.unknown_tool(name),
+    ))
+}
+
+/// The answer to arguments longer than a call may carry ([`MAX_ARGUMENT_BYTES`]), if they are.
+fn too_long(arguments: &str) -> Option<CallReport> {
+    if arguments.len() <= MAX_ARGUMENT_BYTES {
+        return None;
+    }
+    Some(CallReport::host_answer(ToolResponse::failed(
+        FailureKind::InvalidInput,
+        format!(
+            "the arguments are {} bytes; a call may carry at most {MAX_ARGUMENT_BYTES}",
+            arguments.len()
+        ),
+    )))
+}
+
+/// What the tool wrote to granted files in their staging directories (`staged`) lands now,
+/// and only if the call answered with a result; a failure to keep it fails the call.
+fn commit_staged(report: &mut CallReport, staged: Vec<Arc<Staging>>) {
+    if matches!(report.response, ToolResponse::Result { .. })
+        && let Some(error) = staged.iter().find_map(|staging| staging.commit().err())
+    {
+        report.response = ToolResponse::failed(
+            FailureKind::Tool,
+            format!("the tool's changes to its granted files could not be kept: {error}"),
+        );
+    }
+    drop(staged);
+}
+
+/// The report of a call the gate allowed, as it ends: its whole limit on a timeout, what was
+/// granted, and a result's class and trust set by the policy and the tool's declaration.
+fn allowed(
+    call: &Call<'_>,
+    mut report: CallReport,
+    limit_ms: u64,
+    granted: Vec<Granted>,
+    tool_policy: &ToolPolicy,
+) -> CallReport {
+    if let ToolResponse::TimedOut { limit_ms: spent } = &mut report.response {
+        // The executor had what validation left; the call's limit is the whole.
+        *spent = limit_ms;
+    }
+    report.gate = GateDecision::Allow;
+    report.granted = granted;
+    if let ToolResponse::Result {
+        class, untrusted, ..
+    } = &mut report.response
+    {
+        // Set by the policy and by what the tool declares, never by the tool's answer:
+        // text from the network is data, not instructions.
+        *class = tool_policy.class;
+        *untrusted = call.tool.info.uses_network();
+    }
+    report
+}
+
+/// `timeout` in whole milliseconds, as a timed-out call reports its limit.
+fn millis(timeout: std::time::Duration) -> u64 {
+    u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)
 }
