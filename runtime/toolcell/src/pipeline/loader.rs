@@ -21,7 +21,7 @@ use crate::policy::{Policy, ToolPolicy};
 use crate::tool::info::ToolInfo;
 use crate::tool::offer::Offers;
 use crate::wasm::WasmExecutor;
-use crate::wasm::cache::CompileCache;
+use crate::wasm::cache::{CacheEntry, CompileCache};
 use crate::wasm::files::{ComponentFile, read_component_file, scan_tools_dir};
 use crate::wasm::index::{Index, IndexEntry, file_identity};
 use crate::wasm::lazy::{LazyCode, Origin};
@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use wasmtime::Engine;
 
 /// The index place of the built-in tools.
 const BUILTIN_PLACE: &str = "builtin";
@@ -94,80 +95,13 @@ impl Loader {
         let mut indexes: Vec<Index> = Vec::new();
         let mut found: Vec<Found> = Vec::new();
         if self.builtin {
-            let slot = self.cache.index(&engine, BUILTIN_PLACE).map(|index| {
-                indexes.push(index);
-                indexes.len() - 1
-            });
-            for ((name, bytes), digest) in BUILTIN_TOOLS.iter().zip(BUILTIN_DIGESTS) {
-                found.push(Found {
-                    source: format!("builtin:{name}"),
-                    origin: Origin::Static(bytes),
-                    digest: Some((*digest).to_owned()),
-                    indexed: slot.map(|slot| (slot, format!("sha256:{digest}"))),
-                    provenance: None,
-                });
-            }
+            self.found_builtin(&engine, &mut indexes, &mut found);
         }
-        for (dir, scan) in self.dirs.iter().zip(scans) {
-            let (files, refused) = scan.map_err(|source| BuildError::ToolsDir {
-                dir: dir.clone(),
-                source,
-            })?;
-            errors.extend(refused);
-            let sources: Vec<String> = files
-                .iter()
-                .map(|(path, _)| path.display().to_string())
-                .collect();
-            let place = dir
-                .canonicalize()
-                .unwrap_or_else(|_| dir.clone())
-                .display()
-                .to_string();
-            let slot = self.cache.index(&engine, &place).map(|mut index| {
-                let present: std::collections::HashSet<&str> =
-                    sources.iter().map(String::as_str).collect();
-                index.retain(|source| present.contains(source));
-                indexes.push(index);
-                indexes.len() - 1
-            });
-            for ((path, identity), source) in files.into_iter().zip(sources) {
-                found.push(Found {
-                    source,
-                    origin: Origin::File(path),
-                    digest: None,
-                    indexed: slot.map(|slot| (slot, identity)),
-                    provenance: None,
-                });
-            }
-        }
-        for (source, bytes) in &self.components {
-            found.push(Found {
-                source: source.clone(),
-                origin: Origin::Shared(Arc::clone(bytes)),
-                digest: None,
-                indexed: None,
-                provenance: None,
-            });
-        }
+        self.found_in_dirs(&engine, scans, (&mut indexes, &mut found), &mut errors)?;
+        self.found_given(&mut found);
         self.pulled_sources(&mut found, &mut errors);
         let mut by_digest = self.cache.index(&engine, DIGEST_PLACE);
-
-        // A component of typed exports served several tools: they are its, together.
-        let mut old_by_source: HashMap<&str, Vec<&Arc<Tool>>> = HashMap::new();
-        for tool in old
-            .iter()
-            .flat_map(|old| old.tools.values().chain(old.offers.values()))
-        {
-            if matches!(
-                tool.executable,
-                Executable::Wasm(_) | Executable::Typed(..) | Executable::Offer(..)
-            ) {
-                old_by_source
-                    .entry(tool.source.as_str())
-                    .or_default()
-                    .push(tool);
-            }
-        }
+        let old_by_source = old_by_source(old);
         let mut tools = Vec::new();
         let total = found.len();
         for (at, found) in found.into_iter().enumerate() {
@@ -203,21 +137,85 @@ impl Loader {
             index.save();
         }
         if self.load_code_at_start {
-            for tool in &tools {
-                if let Executable::Wasm(code)
-                | Executable::Typed(code, _)
-                | Executable::Offer(code, _) = &tool.executable
-                    && let Err(message) = wasm.prepare(code).await
-                {
-                    errors.push(LoadError {
-                        source: tool.source.clone(),
-                        message,
-                        guest_stderr: String::new(),
-                    });
-                }
-            }
+            prepare_all(wasm, &tools, &mut errors).await;
         }
         Ok(Loaded { tools, errors })
+    }
+
+    /// The built-in tools, into `found`, remembered in the index of their place (pushed to
+    /// `indexes`, if the cache keeps one).
+    fn found_builtin(&self, engine: &Engine, indexes: &mut Vec<Index>, found: &mut Vec<Found>) {
+        let slot = self.cache.index(engine, BUILTIN_PLACE).map(|index| {
+            indexes.push(index);
+            indexes.len() - 1
+        });
+        for ((name, bytes), digest) in BUILTIN_TOOLS.iter().zip(BUILTIN_DIGESTS) {
+            found.push(Found {
+                source: format!("builtin:{name}"),
+                origin: Origin::Static(bytes),
+                digest: Some((*digest).to_owned()),
+                indexed: slot.map(|slot| (slot, format!("sha256:{digest}"))),
+                provenance: None,
+            });
+        }
+    }
+
+    /// The component files of each tools directory (`scans`, one per directory), into
+    /// `found`, each directory's index (pushed to `indexes`) forgetting the files no longer
+    /// there; the files a scan refused go to `errors`. Fails when a directory cannot be listed.
+    fn found_in_dirs(
+        &self,
+        engine: &Engine,
+        scans: Vec<std::io::Result<(Vec<ComponentFile>, Vec<LoadError>)>>,
+        (indexes, found): (&mut Vec<Index>, &mut Vec<Found>),
+        errors: &mut Vec<LoadError>,
+    ) -> Result<(), BuildError> {
+        for (dir, scan) in self.dirs.iter().zip(scans) {
+            let (files, refused) = scan.map_err(|source| BuildError::ToolsDir {
+                dir: dir.clone(),
+                source,
+            })?;
+            errors.extend(refused);
+            let sources: Vec<String> = files
+                .iter()
+                .map(|(path, _)| path.display().to_string())
+                .collect();
+            let place = dir
+                .canonicalize()
+                .unwrap_or_else(|_| dir.clone())
+                .display()
+                .to_string();
+            let slot = self.cache.index(engine, &place).map(|mut index| {
+                let present: std::collections::HashSet<&str> =
+                    sources.iter().map(String::as_str).collect();
+                index.retain(|source| present.contains(source));
+                indexes.push(index);
+                indexes.len() - 1
+            });
+            for ((path, identity), source) in files.into_iter().zip(sources) {
+                found.push(Found {
+                    source,
+                    origin: Origin::File(path),
+                    digest: None,
+                    indexed: slot.map(|slot| (slot, identity)),
+                    provenance: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The components the embedder gave as bytes, into `found`.
+    fn found_given(&self, found: &mut Vec<Found>) {
+        for (source, bytes) in &self.components {
+            found.push(Found {
+                source: source.clone(),
+                origin: Origin::Shared(Arc::clone(bytes)),
+                digest: None,
+                indexed: None,
+                provenance: None,
+            });
+        }
     }
 
     /// Make one found component its tool (or, for one of plain typed exports, its tools, and
@@ -236,84 +234,32 @@ impl Loader {
         previous: &'p [&'p Arc<Tool>],
     ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), (LoadError, &'p [&'p Arc<Tool>])> {
         let source = found.source.clone();
-        // A refusal as it stands (what the guest wrote to stderr included), saying that the
-        // version loaded before keeps serving if there is one.
-        let refused = |mut error: LoadError| {
-            if !previous.is_empty() {
-                error.message =
-                    format!("{}; the version loaded before keeps serving", error.message);
-            }
-            (error, previous)
-        };
+        let refused = |error: LoadError| keeps_serving(error, previous);
         let refuse = |message: String| refused(LoadError::new(source.clone(), message));
         let place = FoundPlace {
             source: &found.source,
             indexed: found.indexed.as_ref(),
             provenance: found.provenance.as_ref(),
         };
-        let known = found
-            .indexed
-            .as_ref()
-            .and_then(|(slot, identity)| indexes.get(*slot)?.get(&found.source, identity))
-            .cloned();
         // Its digest and description, without reading it if the index knows it.
-        let (digest, mut info, typed, mut offers, bytes) = match known {
-            Some(entry) => (entry.sha256, entry.info, entry.typed, entry.offers, None),
-            None => {
-                let bytes = match &found.origin {
-                    Origin::Static(bytes) => std::borrow::Cow::Borrowed(*bytes),
-                    Origin::Shared(bytes) => std::borrow::Cow::Borrowed(bytes.as_ref()),
-                    Origin::File(path) => {
-                        let root = path.parent().unwrap_or(path);
-                        let root = root
-                            .canonicalize()
-                            .map_err(|error| refuse(format!("cannot be read: {error}")))?;
-                        std::borrow::Cow::Owned(read_component_file(&root, path).map_err(&refuse)?)
-                    }
-                };
-                let digest = match &found.digest {
-                    Some(digest) => digest.clone(),
-                    None => crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
-                };
-                let (info, typed, offers) = by_digest
-                    .as_deref()
-                    .and_then(|index| index.get(&digest, &digest))
-                    .map(|entry| {
-                        (
-                            entry.info.clone(),
-                            entry.typed.clone(),
-                            entry.offers.clone(),
-                        )
-                    })
-                    .unwrap_or_default();
-                (digest, info, typed, offers, Some(bytes))
-            }
+        let known = known_entry(indexes, &found);
+        let Identified {
+            digest,
+            mut info,
+            typed,
+            mut offers,
+            bytes,
+        } = match known {
+            Some(entry) => Identified::known(entry),
+            None => Identified::read(&found.origin, found.digest.as_deref(), by_digest.as_deref())
+                .map_err(&refuse)?,
         };
-        // An unchanged component keeps its tools, unless it is read by its types: its tools'
-        // grants come from a policy.yaml too, which may have changed beside it (the
-        // fingerprint notices that), so its functions are described again.
-        if !previous.is_empty()
-            && previous.iter().all(|tool| {
-                tool.digest.as_deref() == Some(digest.as_str())
-                    && !matches!(tool.executable, Executable::Typed(..))
-            })
-        {
-            return Ok((
-                previous.iter().map(|tool| Arc::clone(tool)).collect(),
-                Vec::new(),
-            ));
+        if unchanged(previous, &digest) {
+            return Ok((kept(previous), Vec::new()));
         }
-        let entry = match &bytes {
-            Some(bytes) if !self.cache.in_use() => wasm.cache_entry(&self.cache, bytes),
-            _ => self
-                .cache
-                .entry_for_digest(wasm.engine(), &digest)
-                .ok_or_else(|| {
-                    refuse(format!(
-                        "the index holds a digest that is not one: {digest}"
-                    ))
-                })?,
-        };
+        let entry = self
+            .cache_entry(wasm, bytes.as_deref(), &digest)
+            .map_err(&refuse)?;
         let evictable = self.cache.in_use();
         // A typed component the index knows: its tools from what the index kept, its code
         // compiled (or read from the cache) on its first call, as a contract tool's is.
@@ -322,22 +268,9 @@ impl Loader {
             && let Some(reflected) = typed.and_then(crate::wasm::typed::Indexed::reflected)
         {
             wasm.code().described_from_index();
-            let code = Arc::new(LazyCode::new(
-                digest.clone(),
-                entry,
-                found.origin,
-                evictable,
-            ));
-            let beside = self.policy_yaml_of(&found.source, &code);
+            let code = lazy_code(&digest, entry, found.origin, evictable);
             return self
-                .typed_tools(
-                    &found.source,
-                    found.provenance,
-                    code,
-                    reflected,
-                    digest,
-                    beside,
-                )
+                .typed_tools_of(&found.source, found.provenance, code, reflected, digest)
                 .map_err(refused);
         }
         if typed_known {
@@ -345,112 +278,46 @@ impl Loader {
             info = None;
         }
         let described = info.is_some() || offers.is_some();
-        let (code, schemas) = match bytes.as_deref() {
+        let (code, schemas) = if described && self.cache.in_use() {
             // Known: nothing is compiled, linked or instantiated now.
-            _ if described && self.cache.in_use() => {
-                wasm.code().described_from_index();
-                let origin = found.origin;
-                (
-                    Arc::new(LazyCode::new(digest.clone(), entry, origin, evictable)),
-                    tokio::sync::OnceCell::new(),
-                )
-            }
-            maybe_bytes => {
-                let read;
-                let bytes = match maybe_bytes {
-                    Some(bytes) => bytes,
-                    None => {
-                        read = match &found.origin {
-                            Origin::Static(bytes) => bytes.to_vec(),
-                            Origin::Shared(bytes) => bytes.to_vec(),
-                            Origin::File(path) => {
-                                let root =
-                                    path.parent().unwrap_or(path).canonicalize().map_err(
-                                        |error| refuse(format!("cannot be read: {error}")),
-                                    )?;
-                                read_component_file(&root, path).map_err(&refuse)?
-                            }
-                        };
-                        &read
-                    }
-                };
-                if !entry.exists()
-                    && let Some(report) = &mut self.progress
-                {
-                    report(Compiling {
-                        index: at,
-                        total,
-                        source: &found.source,
-                    });
+            wasm.code().described_from_index();
+            let code = lazy_code(&digest, entry, found.origin, evictable);
+            (code, tokio::sync::OnceCell::new())
+        } else {
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => component_bytes(&found.origin).map_err(&refuse)?,
+            };
+            let loaded = self
+                .compile(wasm, &entry, &found.source, &bytes, (at, total))
+                .await
+                .map_err(refused)?;
+            let code = lazy_code(&digest, entry, found.origin, evictable);
+            match admit(wasm, &code, loaded) {
+                Compiled::Contract(contract) => {
+                    let (described, described_offers, schemas) = *contract;
+                    info = Some(described);
+                    offers = described_offers;
+                    (code, tokio::sync::OnceCell::new_with(Some(schemas)))
                 }
-                let (loaded, outcome) = wasm
-                    .load(&entry, &found.source, bytes)
-                    .await
-                    .map_err(refused)?;
-                wasm.code().record(outcome);
-                let code = Arc::new(LazyCode::new(
-                    digest.clone(),
-                    entry,
-                    found.origin,
-                    evictable,
-                ));
-                let loaded = match loaded {
-                    crate::wasm::load::Loaded::Contract(loaded) => *loaded,
-                    crate::wasm::load::Loaded::Provider(provider) => {
-                        // Offers and no tool: nothing to describe, no schema to compile.
-                        wasm.code().admit(&code, provider.pre, provider.code_bytes);
-                        offers = Some(provider.offers);
-                        return self
-                            .finish((indexes, by_digest), &place, (digest, code), None, offers)
-                            .map_err(refused);
-                    }
-                    crate::wasm::load::Loaded::Typed(typed) => {
-                        wasm.code().admit(&code, typed.pre, typed.code_bytes);
-                        // Remembered, as a contract component's description is.
-                        let kept = crate::wasm::typed::Indexed::of(&typed.reflected);
-                        if let Some(first) = kept.functions.first() {
-                            let entry = |source: &str, identity: &str| IndexEntry {
-                                source: source.to_owned(),
-                                identity: identity.to_owned(),
-                                sha256: digest.clone(),
-                                info: Some(first.info.clone()),
-                                typed: Some(kept.clone()),
-                                offers: None,
-                            };
-                            if let Some((slot, identity)) = &found.indexed
-                                && let Some(index) = indexes.get_mut(*slot)
-                            {
-                                index.put(entry(&found.source, identity));
-                            }
-                            if let Some(index) = by_digest
-                                && found.indexed.is_none()
-                            {
-                                index.put(entry(&digest, &digest));
-                            }
-                        }
-                        let beside = self.policy_yaml_of(&found.source, &code);
-                        return self
-                            .typed_tools(
-                                &found.source,
-                                found.provenance,
-                                code,
-                                typed.reflected,
-                                digest,
-                                beside,
-                            )
-                            .map_err(refused);
-                    }
-                };
-                wasm.code().admit(&code, loaded.pre, loaded.code_bytes);
-                info = Some(loaded.info);
-                offers = loaded.offers;
-                (
-                    code,
-                    tokio::sync::OnceCell::new_with(Some(Schemas {
-                        input: loaded.schema,
-                        output: loaded.output,
-                    })),
-                )
+                // Offers and no tool: nothing to describe, no schema to compile.
+                Compiled::Provider(offers) => {
+                    return self
+                        .finish(
+                            (indexes, by_digest),
+                            &place,
+                            (digest, code),
+                            None,
+                            Some(offers),
+                        )
+                        .map_err(refused);
+                }
+                Compiled::Typed(reflected) => {
+                    remember_typed((indexes, by_digest), &place, &digest, &reflected);
+                    return self
+                        .typed_tools_of(&found.source, found.provenance, code, reflected, digest)
+                        .map_err(refused);
+                }
             }
         };
         if info.is_none() && offers.is_none() {
@@ -465,6 +332,62 @@ impl Loader {
             offers,
         )
         .map_err(refused)
+    }
+
+    /// Where the component of `digest` compiled for this engine is (or would be) cached: by
+    /// its `bytes` when they were read and the cache is not in use, else by its digest.
+    fn cache_entry(
+        &self,
+        wasm: &WasmExecutor,
+        bytes: Option<&[u8]>,
+        digest: &str,
+    ) -> Result<CacheEntry, String> {
+        match bytes {
+            Some(bytes) if !self.cache.in_use() => Ok(wasm.cache_entry(&self.cache, bytes)),
+            _ => self
+                .cache
+                .entry_for_digest(wasm.engine(), digest)
+                .ok_or_else(|| format!("the index holds a digest that is not one: {digest}")),
+        }
+    }
+
+    /// Compile (or read compiled from its cache `entry`) and describe the component `source`,
+    /// telling the progress report first when it is not in the cache (it is component `at` of
+    /// `total`), and count how it went.
+    async fn compile(
+        &mut self,
+        wasm: &WasmExecutor,
+        entry: &CacheEntry,
+        source: &str,
+        bytes: &[u8],
+        (at, total): (usize, usize),
+    ) -> Result<crate::wasm::load::Loaded, LoadError> {
+        if !entry.exists()
+            && let Some(report) = &mut self.progress
+        {
+            report(Compiling {
+                index: at,
+                total,
+                source,
+            });
+        }
+        let (loaded, outcome) = wasm.load(entry, source, bytes).await?;
+        wasm.code().record(outcome);
+        Ok(loaded)
+    }
+
+    /// [`Loader::typed_tools`] of the component loaded as `source`, with the `policy.yaml` its
+    /// embedder named or the one beside its file.
+    fn typed_tools_of(
+        &self,
+        source: &str,
+        provenance: Option<Provenance>,
+        code: Arc<LazyCode>,
+        reflected: crate::wasm::typed::Reflected,
+        digest: String,
+    ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
+        let beside = self.policy_yaml_of(source, &code);
+        self.typed_tools(source, provenance, code, reflected, digest, beside)
     }
 
     /// The tool (if `described` holds one) and the offers of a component of the contract,
@@ -1263,6 +1186,224 @@ fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
         cause = next.source();
     }
     text
+}
+
+/// A found component's digest and what the indexes say of it, and its bytes if they were read
+/// to learn its digest.
+struct Identified<'f> {
+    digest: String,
+    info: Option<ToolInfo>,
+    typed: Option<crate::wasm::typed::Indexed>,
+    offers: Option<Offers>,
+    bytes: Option<std::borrow::Cow<'f, [u8]>>,
+}
+
+impl<'f> Identified<'f> {
+    /// What the index that remembers a component knows of it: nothing is read.
+    fn known(entry: IndexEntry) -> Identified<'f> {
+        Identified {
+            digest: entry.sha256,
+            info: entry.info,
+            typed: entry.typed,
+            offers: entry.offers,
+            bytes: None,
+        }
+    }
+
+    /// A component the index does not know: read from `origin` and hashed (unless its
+    /// `digest` is known: a built-in tool's), and described by what `by_digest` keeps under
+    /// that digest, if anything. The error says why it cannot be read.
+    fn read(
+        origin: &'f Origin,
+        digest: Option<&str>,
+        by_digest: Option<&Index>,
+    ) -> Result<Identified<'f>, String> {
+        let bytes = component_bytes(origin)?;
+        let digest = match digest {
+            Some(digest) => digest.to_owned(),
+            None => crate::digest::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+        };
+        let (info, typed, offers) = by_digest
+            .and_then(|index| index.get(&digest, &digest))
+            .map(|entry| {
+                (
+                    entry.info.clone(),
+                    entry.typed.clone(),
+                    entry.offers.clone(),
+                )
+            })
+            .unwrap_or_default();
+        Ok(Identified {
+            digest,
+            info,
+            typed,
+            offers,
+            bytes: Some(bytes),
+        })
+    }
+}
+
+/// The bytes of a component from `origin`: borrowed when they are in memory, read (inside the
+/// directory of its file) when it is a file. The error says why it cannot be read.
+fn component_bytes(origin: &Origin) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    Ok(match origin {
+        Origin::Static(bytes) => std::borrow::Cow::Borrowed(*bytes),
+        Origin::Shared(bytes) => std::borrow::Cow::Borrowed(bytes.as_ref()),
+        Origin::File(path) => {
+            let root = path.parent().unwrap_or(path);
+            let root = root
+                .canonicalize()
+                .map_err(|error| format!("cannot be read: {error}"))?;
+            std::borrow::Cow::Owned(read_component_file(&root, path)?)
+        }
+    })
+}
+
+/// Whether what was loaded before from a source (`previous`, if anything) is still the
+/// component of `digest`, and is kept as it is. A component read by its types is described
+/// again: its tools' grants come from a policy.yaml too, which may have changed beside it (the
+/// fingerprint notices that).
+fn unchanged(previous: &[&Arc<Tool>], digest: &str) -> bool {
+    !previous.is_empty()
+        && previous.iter().all(|tool| {
+            tool.digest.as_deref() == Some(digest)
+                && !matches!(tool.executable, Executable::Typed(..))
+        })
+}
+
+/// Remember a component of plain typed exports (its digest, its functions as `reflected`) in
+/// the index of its place, or in `by_digest` when it has none, as a contract component's
+/// description is remembered.
+fn remember_typed(
+    (indexes, by_digest): (&mut [Index], Option<&mut Index>),
+    place: &FoundPlace<'_>,
+    digest: &str,
+    reflected: &crate::wasm::typed::Reflected,
+) {
+    let kept = crate::wasm::typed::Indexed::of(reflected);
+    let Some(first) = kept.functions.first() else {
+        return;
+    };
+    let entry = |source: &str, identity: &str| IndexEntry {
+        source: source.to_owned(),
+        identity: identity.to_owned(),
+        sha256: digest.to_owned(),
+        info: Some(first.info.clone()),
+        typed: Some(kept.clone()),
+        offers: None,
+    };
+    if let Some((slot, identity)) = place.indexed
+        && let Some(index) = indexes.get_mut(*slot)
+    {
+        index.put(entry(place.source, identity));
+    }
+    if let Some(index) = by_digest
+        && place.indexed.is_none()
+    {
+        index.put(entry(digest, digest));
+    }
+}
+
+/// The wasm tools and offers of `old`, by source: a component of typed exports served several
+/// tools, and they are its, together.
+fn old_by_source(old: Option<&Catalog>) -> HashMap<&str, Vec<&Arc<Tool>>> {
+    let mut old_by_source: HashMap<&str, Vec<&Arc<Tool>>> = HashMap::new();
+    for tool in old
+        .iter()
+        .flat_map(|old| old.tools.values().chain(old.offers.values()))
+    {
+        if matches!(
+            tool.executable,
+            Executable::Wasm(_) | Executable::Typed(..) | Executable::Offer(..)
+        ) {
+            old_by_source
+                .entry(tool.source.as_str())
+                .or_default()
+                .push(tool);
+        }
+    }
+    old_by_source
+}
+
+/// Load the code of every wasm tool now (not on its first call); what fails goes to `errors`.
+async fn prepare_all(wasm: &WasmExecutor, tools: &[Arc<Tool>], errors: &mut Vec<LoadError>) {
+    for tool in tools {
+        if let Executable::Wasm(code) | Executable::Typed(code, _) | Executable::Offer(code, _) =
+            &tool.executable
+            && let Err(message) = wasm.prepare(code).await
+        {
+            errors.push(LoadError {
+                source: tool.source.clone(),
+                message,
+                guest_stderr: String::new(),
+            });
+        }
+    }
+}
+
+/// What a component compiled now turned out to be, its code admitted to the executor.
+enum Compiled {
+    /// A component of the contract: its description and offers, and its schemas.
+    Contract(Box<(ToolInfo, Option<Offers>, Schemas)>),
+    /// A component that offers prompts, resources or completion, and no tool.
+    Provider(Offers),
+    /// A component of plain typed exports: its functions.
+    Typed(crate::wasm::typed::Reflected),
+}
+
+/// Admit the prepared instance `loaded` holds as `code`'s, and say what the component is.
+fn admit(wasm: &WasmExecutor, code: &Arc<LazyCode>, loaded: crate::wasm::load::Loaded) -> Compiled {
+    match loaded {
+        crate::wasm::load::Loaded::Contract(loaded) => {
+            let loaded = *loaded;
+            wasm.code().admit(code, loaded.pre, loaded.code_bytes);
+            let schemas = Schemas {
+                input: loaded.schema,
+                output: loaded.output,
+            };
+            Compiled::Contract(Box::new((loaded.info, loaded.offers, schemas)))
+        }
+        crate::wasm::load::Loaded::Provider(provider) => {
+            wasm.code().admit(code, provider.pre, provider.code_bytes);
+            Compiled::Provider(provider.offers)
+        }
+        crate::wasm::load::Loaded::Typed(typed) => {
+            wasm.code().admit(code, typed.pre, typed.code_bytes);
+            Compiled::Typed(typed.reflected)
+        }
+    }
+}
+
+/// The code of the component of `digest`, from `origin`, loaded (from its cache `entry`) on
+/// its first call.
+fn lazy_code(digest: &str, entry: CacheEntry, origin: Origin, evictable: bool) -> Arc<LazyCode> {
+    Arc::new(LazyCode::new(digest.to_owned(), entry, origin, evictable))
+}
+
+/// A refusal as it stands (what the guest wrote to stderr included), saying that the version
+/// loaded before keeps serving if there is one, and carrying that version (`previous`) back.
+fn keeps_serving<'p>(
+    mut error: LoadError,
+    previous: &'p [&'p Arc<Tool>],
+) -> (LoadError, &'p [&'p Arc<Tool>]) {
+    if !previous.is_empty() {
+        error.message = format!("{}; the version loaded before keeps serving", error.message);
+    }
+    (error, previous)
+}
+
+/// What the index of `found`'s place remembers of it, if its identity there is unchanged.
+fn known_entry(indexes: &[Index], found: &Found) -> Option<IndexEntry> {
+    found
+        .indexed
+        .as_ref()
+        .and_then(|(slot, identity)| indexes.get(*slot)?.get(&found.source, identity))
+        .cloned()
+}
+
+/// The tools loaded before from a source, kept as they are.
+fn kept(previous: &[&Arc<Tool>]) -> Vec<Arc<Tool>> {
+    previous.iter().map(|tool| Arc::clone(tool)).collect()
 }
 
 #[cfg(test)]
