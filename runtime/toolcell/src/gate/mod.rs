@@ -176,7 +176,8 @@ impl Gate {
 
     /// Decide one call in `scope`: the grants it holds and why each was given, or why it may
     /// not run. May rewrite path arguments in `arguments` to the canonical paths (relative to
-    /// the workspace) that were checked.
+    /// the workspace) that were checked. Each capability is decided in the order the tool
+    /// declares them; the first refusal ends the decision.
     pub(crate) fn decide(
         &self,
         tool: &str,
@@ -185,209 +186,299 @@ impl Gate {
         scope: &Scope<'_>,
         arguments: &mut Value,
     ) -> Result<(Grants, Vec<Granted>), Refusal> {
-        let mut grants = Grants::default();
-        let own = self.own.snapshot();
-        let mut granted = Vec::new();
-        // Staging directories for granted files, by the directory path the guest knows.
-        let mut staged: Vec<(String, Staging)> = Vec::new();
-        let mut record = |kind, resource: &str, by| {
-            granted.push(Granted {
-                capability: capability_name(kind).to_owned(),
-                resource: resource.to_owned(),
-                by,
-            });
+        let call = Call {
+            tool,
+            info,
+            policy,
+            scope,
+            own: self.own.snapshot(),
         };
+        let mut deciding = Deciding::default();
         for capability in &info.capabilities {
             let kind = capability.kind;
             let rule = policy.rule(kind);
             match kind {
-                // A way to talk to the client: granted whole, by the policy's rule or the
-                // feature's default. An optional one refused is withheld (the tool runs and is
-                // told `denied` when it asks); a required one refused refuses the call.
                 CapabilityKind::ClientLog
                 | CapabilityKind::ClientProgress
                 | CapabilityKind::ClientSample
                 | CapabilityKind::ClientElicit
                 | CapabilityKind::ClientElicitUrl
                 | CapabilityKind::ClientListRoots => {
-                    let fallback = Rule::new(crate::policy::client_default(kind));
-                    let rule = rule.unwrap_or(&fallback);
-                    let required = info.required_client.contains(&kind);
-                    let resource = client_resource(kind);
-                    // An optional gated question is decided when the call first asks one
-                    // (`wasm/client.rs`), unless a saved rule already covers it; gated log
-                    // messages and progress are decided here, before the call, as any
-                    // capability.
-                    let a_question = !matches!(
-                        kind,
-                        CapabilityKind::ClientLog | CapabilityKind::ClientProgress
-                    );
-                    if rule.access == Access::Gated
-                        && a_question
-                        && !required
-                        && !scope.workspace.is_some_and(|workspace| {
-                            workspace.saved_rule_covers(tool, kind.name(), resource)
-                        })
-                    {
-                        grants.client.gated.push(kind);
-                        continue;
-                    }
-                    match self.allowed(tool, kind, resource, Some(rule), scope, |_| true) {
-                        Ok(by) => {
-                            grants.client.granted.push(kind);
-                            record(kind, resource, by);
-                        }
-                        Err(Refusal::Ask(request)) => return Err(Refusal::Ask(request)),
-                        Err(refusal) if required => return Err(refusal),
-                        Err(_) => {}
-                    }
+                    self.decide_client(&call, kind, rule, &mut deciding)?;
                 }
-                CapabilityKind::Clock => {
-                    grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
-                    if grants.clock {
-                        record(kind, "", GrantedBy::Policy);
-                    }
-                }
+                CapabilityKind::Clock => deciding.clock(rule),
                 CapabilityKind::FilesystemRead | CapabilityKind::FilesystemWrite => {
-                    let (grant, shown, by) =
-                        self.filesystem(tool, capability, rule, scope, arguments, &own)?;
-                    match grant {
-                        // Two capabilities on one directory share one preopen: a call holds
-                        // at most one descriptor per directory it was granted.
-                        FsGrant::Dir(preopen) => {
-                            match grants
-                                .preopens
-                                .iter_mut()
-                                .find(|p| p.guest == preopen.guest)
-                            {
-                                // Read and write granted on it: it is writable.
-                                Some(held) => held.writable |= preopen.writable,
-                                None => grants.preopens.push(preopen),
-                            }
-                        }
-                        FsGrant::File {
-                            guest,
-                            dir,
-                            name,
-                            writable,
-                        } => {
-                            let staging = match staged.iter_mut().find(|(at, _)| *at == guest) {
-                                Some((_, staging)) => staging,
-                                None => {
-                                    let grants_dir = scope
-                                        .workspace
-                                        .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
-                                        .staging_pool()
-                                        .and_then(|pool| Staging::new(pool, dir))
-                                        .map_err(|error| {
-                                            open_failed(kind, &shown, "cannot stage it", &error)
-                                        })?;
-                                    staged.push((guest, grants_dir));
-                                    let last = staged.len() - 1;
-                                    &mut staged[last].1
-                                }
-                            };
-                            staging.add(&name, writable);
-                        }
-                    }
-                    record(kind, &shown, by);
+                    self.decide_filesystem(&call, capability, rule, arguments, &mut deciding)?;
                 }
                 CapabilityKind::Env => {
-                    let name = resource_text(&capability.target, arguments)
-                        .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
-                    if name.starts_with(HOST_ENV_PREFIX) {
-                        return Err(refuse(
-                            kind,
-                            &name,
-                            "TOOLCELL_ variables configure the host itself (a seal key, a \
-                             cache key): no tool is given one",
-                        )
-                        .into());
-                    }
-                    let by = self.allowed(tool, kind, &name, rule, scope, |rule| {
-                        rule.vars.iter().any(|var| var == &name)
-                    })?;
-                    record(kind, &name, by);
-                    if let Ok(value) = std::env::var(&name) {
-                        grants.env.push((name, value));
-                    }
+                    self.decide_env(&call, capability, rule, arguments, &mut deciding)?;
                 }
                 CapabilityKind::Config => {
-                    let key = resource_text(&capability.target, arguments)
-                        .ok_or_else(|| refuse(kind, "", "the tool names no config key"))?;
-                    let by = self.allowed(tool, kind, &key, rule, scope, |rule| {
-                        rule.vars.iter().any(|var| var == &key)
-                    })?;
-                    record(kind, &key, by);
-                    // The operator's value, or the server's variable of the key's name; never
-                    // recorded (the audit names the key only).
-                    let value = match policy.config_values.get(&key) {
-                        Some(source) => source.resolve(),
-                        None if !key.starts_with(HOST_ENV_PREFIX) => std::env::var(&key).ok(),
-                        None => None,
-                    };
-                    if let Some(value) = value {
-                        grants.config.push((key, value));
-                    }
+                    self.decide_config(&call, capability, rule, arguments, &mut deciding)?;
                 }
-                // The hosts the rule names, whole (a typed tool's network rule, or its
-                // policy.yaml's): granted as the policy allows them; a person asked sees them.
                 CapabilityKind::Network if capability.target == ResourceRef::Whole => {
-                    let hosts = rule.map(|rule| rule.hosts.join(", ")).unwrap_or_default();
-                    let by = self.allowed(tool, kind, &hosts, rule, scope, |rule| {
-                        !rule.hosts.is_empty()
-                    })?;
-                    record(kind, &hosts, by);
-                    let allow_private = rule.is_some_and(|rule| rule.allow_private);
-                    grants.network = Arc::new(
-                        rule.map(|rule| {
-                            rule.hosts
-                                .iter()
-                                .filter_map(|h| HostPattern::parse(h).ok())
-                                .map(|pattern| pattern.allowing_private(allow_private))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    );
+                    self.decide_hosts(&call, rule, &mut deciding)?;
                 }
                 CapabilityKind::Network => {
-                    let url = resource_text(&capability.target, arguments)
-                        .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
-                    let (scheme, host, port) = url_destination(&url)
-                        .ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
-                    let allow_private = rule.is_some_and(|rule| rule.allow_private);
-                    let patterns: Vec<HostPattern> = rule
-                        .map(|rule| {
-                            rule.hosts
-                                .iter()
-                                .filter_map(|h| HostPattern::parse(h).ok())
-                                .map(|pattern| pattern.allowing_private(allow_private))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let destination = format!("{scheme}://{host}:{port}");
-                    let by = self.allowed(tool, kind, &destination, rule, scope, |_| {
-                        patterns.iter().any(|p| p.matches(&scheme, &host, port))
-                    })?;
-                    record(kind, &destination, by);
-                    // The policy's own allowance covers its hosts (redirects among them
-                    // included); a person's approval, or a rule saved from one, covers the
-                    // destination they saw and nothing else.
-                    grants.network = Arc::new(if by == GrantedBy::Policy {
-                        patterns
-                    } else {
-                        let bracketed = if host.contains(':') {
-                            format!("[{host}]")
-                        } else {
-                            host.clone()
-                        };
-                        HostPattern::parse(&format!("{scheme}://{bracketed}:{port}"))
-                            .map(|exact| vec![exact.allowing_private(allow_private)])
-                            .unwrap_or_default()
-                    });
+                    self.decide_url(&call, capability, rule, arguments, &mut deciding)?;
                 }
             }
         }
+        Ok(self.finish(call, deciding))
+    }
+
+    /// A way to talk to the client: granted whole, by the policy's rule or the feature's
+    /// default. An optional one refused is withheld (the tool runs and is told `denied` when it
+    /// asks); a required one refused refuses the call.
+    fn decide_client(
+        &self,
+        call: &Call<'_>,
+        kind: CapabilityKind,
+        rule: Option<&Rule>,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let (tool, scope) = (call.tool, call.scope);
+        let fallback = Rule::new(crate::policy::client_default(kind));
+        let rule = rule.unwrap_or(&fallback);
+        let required = call.info.required_client.contains(&kind);
+        let resource = client_resource(kind);
+        // An optional gated question is decided when the call first asks one
+        // (`wasm/client.rs`), unless a saved rule already covers it; gated log
+        // messages and progress are decided here, before the call, as any
+        // capability.
+        let a_question = !matches!(
+            kind,
+            CapabilityKind::ClientLog | CapabilityKind::ClientProgress
+        );
+        if rule.access == Access::Gated
+            && a_question
+            && !required
+            && !scope
+                .workspace
+                .is_some_and(|workspace| workspace.saved_rule_covers(tool, kind.name(), resource))
+        {
+            deciding.grants.client.gated.push(kind);
+            return Ok(());
+        }
+        match self.allowed(tool, kind, resource, Some(rule), scope, |_| true) {
+            Ok(by) => {
+                deciding.grants.client.granted.push(kind);
+                deciding.record(kind, resource, by);
+            }
+            Err(Refusal::Ask(request)) => return Err(Refusal::Ask(request)),
+            Err(refusal) if required => return Err(refusal),
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A file system capability: a directory preopened (two capabilities on one directory
+    /// share one preopen), or one file added to the staging directory of its directory.
+    fn decide_filesystem(
+        &self,
+        call: &Call<'_>,
+        capability: &crate::tool::info::Capability,
+        rule: Option<&Rule>,
+        arguments: &mut Value,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let kind = capability.kind;
+        let (grant, shown, by) = self.filesystem(
+            call.tool, capability, rule, call.scope, arguments, &call.own,
+        )?;
+        match grant {
+            // Two capabilities on one directory share one preopen: a call holds
+            // at most one descriptor per directory it was granted.
+            FsGrant::Dir(preopen) => {
+                match deciding
+                    .grants
+                    .preopens
+                    .iter_mut()
+                    .find(|p| p.guest == preopen.guest)
+                {
+                    // Read and write granted on it: it is writable.
+                    Some(held) => held.writable |= preopen.writable,
+                    None => deciding.grants.preopens.push(preopen),
+                }
+            }
+            FsGrant::File {
+                guest,
+                dir,
+                name,
+                writable,
+            } => {
+                let staged = &mut deciding.staged;
+                let staging = match staged.iter_mut().find(|(at, _)| *at == guest) {
+                    Some((_, staging)) => staging,
+                    None => {
+                        let grants_dir = call
+                            .scope
+                            .workspace
+                            .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
+                            .staging_pool()
+                            .and_then(|pool| Staging::new(pool, dir))
+                            .map_err(|error| {
+                                open_failed(kind, &shown, "cannot stage it", &error)
+                            })?;
+                        staged.push((guest, grants_dir));
+                        let last = staged.len() - 1;
+                        &mut staged[last].1
+                    }
+                };
+                staging.add(&name, writable);
+            }
+        }
+        deciding.record(kind, &shown, by);
+        Ok(())
+    }
+
+    /// An environment variable the tool names: never one of the host's own (`TOOLCELL_`),
+    /// granted with its value if the server has it.
+    fn decide_env(
+        &self,
+        call: &Call<'_>,
+        capability: &crate::tool::info::Capability,
+        rule: Option<&Rule>,
+        arguments: &Value,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let kind = capability.kind;
+        let name = resource_text(&capability.target, arguments)
+            .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
+        if name.starts_with(HOST_ENV_PREFIX) {
+            return Err(refuse(
+                kind,
+                &name,
+                "TOOLCELL_ variables configure the host itself (a seal key, a \
+                 cache key): no tool is given one",
+            )
+            .into());
+        }
+        let by = self.allowed(call.tool, kind, &name, rule, call.scope, |rule| {
+            rule.vars.iter().any(|var| var == &name)
+        })?;
+        deciding.record(kind, &name, by);
+        if let Ok(value) = std::env::var(&name) {
+            deciding.grants.env.push((name, value));
+        }
+        Ok(())
+    }
+
+    /// A `wasi:config` key the tool names, granted with the operator's value, or the server's
+    /// variable of the key's name.
+    fn decide_config(
+        &self,
+        call: &Call<'_>,
+        capability: &crate::tool::info::Capability,
+        rule: Option<&Rule>,
+        arguments: &Value,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let kind = capability.kind;
+        let key = resource_text(&capability.target, arguments)
+            .ok_or_else(|| refuse(kind, "", "the tool names no config key"))?;
+        let by = self.allowed(call.tool, kind, &key, rule, call.scope, |rule| {
+            rule.vars.iter().any(|var| var == &key)
+        })?;
+        deciding.record(kind, &key, by);
+        // The operator's value, or the server's variable of the key's name; never
+        // recorded (the audit names the key only).
+        let value = match call.policy.config_values.get(&key) {
+            Some(source) => source.resolve(),
+            None if !key.starts_with(HOST_ENV_PREFIX) => std::env::var(&key).ok(),
+            None => None,
+        };
+        if let Some(value) = value {
+            deciding.grants.config.push((key, value));
+        }
+        Ok(())
+    }
+
+    /// The hosts the rule names, whole (a typed tool's network rule, or its
+    /// policy.yaml's): granted as the policy allows them; a person asked sees them.
+    fn decide_hosts(
+        &self,
+        call: &Call<'_>,
+        rule: Option<&Rule>,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let kind = CapabilityKind::Network;
+        let hosts = rule.map(|rule| rule.hosts.join(", ")).unwrap_or_default();
+        let by = self.allowed(call.tool, kind, &hosts, rule, call.scope, |rule| {
+            !rule.hosts.is_empty()
+        })?;
+        deciding.record(kind, &hosts, by);
+        let allow_private = rule.is_some_and(|rule| rule.allow_private);
+        deciding.grants.network = Arc::new(
+            rule.map(|rule| {
+                rule.hosts
+                    .iter()
+                    .filter_map(|h| HostPattern::parse(h).ok())
+                    .map(|pattern| pattern.allowing_private(allow_private))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        );
+        Ok(())
+    }
+
+    /// The http or https URL the tool names: its destination (scheme, host, port) granted if
+    /// the policy's hosts cover it, or a person approves it.
+    fn decide_url(
+        &self,
+        call: &Call<'_>,
+        capability: &crate::tool::info::Capability,
+        rule: Option<&Rule>,
+        arguments: &Value,
+        deciding: &mut Deciding,
+    ) -> Result<(), Refusal> {
+        let kind = capability.kind;
+        let url = resource_text(&capability.target, arguments)
+            .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
+        let (scheme, host, port) =
+            url_destination(&url).ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
+        let allow_private = rule.is_some_and(|rule| rule.allow_private);
+        let patterns: Vec<HostPattern> = rule
+            .map(|rule| {
+                rule.hosts
+                    .iter()
+                    .filter_map(|h| HostPattern::parse(h).ok())
+                    .map(|pattern| pattern.allowing_private(allow_private))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let destination = format!("{scheme}://{host}:{port}");
+        let by = self.allowed(call.tool, kind, &destination, rule, call.scope, |_| {
+            patterns.iter().any(|p| p.matches(&scheme, &host, port))
+        })?;
+        deciding.record(kind, &destination, by);
+        // The policy's own allowance covers its hosts (redirects among them
+        // included); a person's approval, or a rule saved from one, covers the
+        // destination they saw and nothing else.
+        deciding.grants.network = Arc::new(if by == GrantedBy::Policy {
+            patterns
+        } else {
+            let bracketed = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.clone()
+            };
+            HostPattern::parse(&format!("{scheme}://{bracketed}:{port}"))
+                .map(|exact| vec![exact.allowing_private(allow_private)])
+                .unwrap_or_default()
+        });
+        Ok(())
+    }
+
+    /// The grants decided, with what no grant reaches: the staging directories still to fill,
+    /// the deny-read list, the credential files with other names, the host's own files.
+    fn finish(&self, call: Call<'_>, deciding: Deciding) -> (Grants, Vec<Granted>) {
+        let Deciding {
+            mut grants,
+            granted,
+            staged,
+        } = deciding;
+        let scope = call.scope;
         grants.pending = staged;
         // What the rules deny reading is not there inside the directories granted either, nor
         // are the credential files with other names in the workspace (a hard link planted
@@ -399,8 +490,8 @@ impl Gate {
         {
             grants.credentials = workspace.credential_identities(&grants.deny_read);
         }
-        grants.protected = own;
-        Ok((grants, granted))
+        grants.protected = call.own;
+        (grants, granted)
     }
 
     fn filesystem(
@@ -634,6 +725,45 @@ fn refuse(kind: CapabilityKind, resource: &str, why: &str) -> DenyReason {
         capability: capability_name(kind).to_owned(),
         resource: resource.to_owned(),
         why: why.to_owned(),
+    }
+}
+
+/// One call as the gate decides it: the tool, its policy, where its paths resolve, and the
+/// host's own files as they were when the decision began.
+struct Call<'a> {
+    tool: &'a str,
+    info: &'a ToolInfo,
+    policy: &'a ToolPolicy,
+    scope: &'a Scope<'a>,
+    own: Arc<[crate::hostfs::OwnFile]>,
+}
+
+/// What one call's decision has granted so far.
+#[derive(Default)]
+struct Deciding {
+    grants: Grants,
+    /// Why each grant was given, in the order given.
+    granted: Vec<Granted>,
+    /// Staging directories for granted files, by the directory path the guest knows.
+    staged: Vec<(String, Staging)>,
+}
+
+impl Deciding {
+    /// Note that `kind` on `resource` was granted, and `by` what.
+    fn record(&mut self, kind: CapabilityKind, resource: &str, by: GrantedBy) {
+        self.granted.push(Granted {
+            capability: capability_name(kind).to_owned(),
+            resource: resource.to_owned(),
+            by,
+        });
+    }
+
+    /// The real wall clock, if the rule allows it; else the tool runs with the fixed one.
+    fn clock(&mut self, rule: Option<&Rule>) {
+        self.grants.clock = rule.is_some_and(|rule| rule.access == Access::Allow);
+        if self.grants.clock {
+            self.record(CapabilityKind::Clock, "", GrantedBy::Policy);
+        }
     }
 }
 
