@@ -16,193 +16,238 @@ pub const MAX_VALUE_ERROR_CHARS: usize = 300;
 /// `value`, which should be a `shape`, as a component value; or why not, naming where
 /// (`at`, a JSON pointer).
 pub(crate) fn to_val(shape: &Shape, value: &Value, at: &mut String) -> Result<Val, String> {
-    let refuse = |at: &str, what: &str| -> String {
-        let at = if at.is_empty() { "/" } else { at };
-        let mut message = format!("{at}: {what}");
-        if message.chars().count() > MAX_VALUE_ERROR_CHARS {
-            message = message
-                .chars()
-                .take(MAX_VALUE_ERROR_CHARS)
-                .collect::<String>()
-                + "…";
-        }
-        message
-    };
-    macro_rules! integer {
-        ($variant:ident, $ty:ty) => {{
-            let number = match value {
-                Value::Number(number) => number,
-                _ => return Err(refuse(at, "expected an integer")),
-            };
-            let fits = number
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| number.as_u64().map(i128::from))
-                .and_then(|n| <$ty>::try_from(n).ok());
-            match fits {
-                Some(n) => Val::$variant(n),
-                None => {
-                    return Err(refuse(
-                        at,
-                        &format!(
-                            "{number} is not an integer from {} to {}",
-                            <$ty>::MIN,
-                            <$ty>::MAX
-                        ),
-                    ));
-                }
-            }
-        }};
-    }
     Ok(match shape {
         Shape::Bool => match value {
             Value::Bool(b) => Val::Bool(*b),
             _ => return Err(refuse(at, "expected true or false")),
         },
-        Shape::S8 => integer!(S8, i8),
-        Shape::U8 => integer!(U8, u8),
-        Shape::S16 => integer!(S16, i16),
-        Shape::U16 => integer!(U16, u16),
-        Shape::S32 => integer!(S32, i32),
-        Shape::U32 => integer!(U32, u32),
-        Shape::S64 => integer!(S64, i64),
-        Shape::U64 => integer!(U64, u64),
+        Shape::S8 => integer(value, at, Val::S8, (i8::MIN, i8::MAX))?,
+        Shape::U8 => integer(value, at, Val::U8, (u8::MIN, u8::MAX))?,
+        Shape::S16 => integer(value, at, Val::S16, (i16::MIN, i16::MAX))?,
+        Shape::U16 => integer(value, at, Val::U16, (u16::MIN, u16::MAX))?,
+        Shape::S32 => integer(value, at, Val::S32, (i32::MIN, i32::MAX))?,
+        Shape::U32 => integer(value, at, Val::U32, (u32::MIN, u32::MAX))?,
+        Shape::S64 => integer(value, at, Val::S64, (i64::MIN, i64::MAX))?,
+        Shape::U64 => integer(value, at, Val::U64, (u64::MIN, u64::MAX))?,
         Shape::F64 => Val::Float64(float(value).ok_or_else(|| refuse(at, "expected a number"))?),
-        Shape::F32 => {
-            let x = float(value).ok_or_else(|| refuse(at, "expected a number"))?;
-            #[allow(clippy::cast_possible_truncation)]
-            let narrow = x as f32;
-            if x.is_finite() && !narrow.is_finite() {
-                return Err(refuse(
-                    at,
-                    &format!("{x:e} is beyond a 32-bit float's range"),
-                ));
-            }
-            Val::Float32(narrow)
-        }
-        Shape::Char => match value {
-            Value::String(text) => {
-                let mut chars = text.chars();
-                match (chars.next(), chars.next()) {
-                    (Some(c), None) => Val::Char(c),
-                    _ => return Err(refuse(at, "expected exactly one character")),
-                }
-            }
-            _ => return Err(refuse(at, "expected a string of one character")),
-        },
+        Shape::F32 => float32(value, at)?,
+        Shape::Char => char_of(value, at)?,
         Shape::String => match value {
             Value::String(text) => Val::String(text.clone()),
             _ => return Err(refuse(at, "expected a string")),
         },
-        Shape::List(item) => match value {
-            Value::Array(items) => {
-                let mut list = Vec::with_capacity(items.len());
-                for (index, value) in items.iter().enumerate() {
-                    list.push(nested_at(at, index, |at| to_val(item, value, at))?);
-                }
-                Val::List(list)
-            }
-            _ => return Err(refuse(at, "expected an array")),
-        },
-        Shape::Tuple(items) => match value {
-            Value::Array(values) if values.len() == items.len() => {
-                let mut tuple = Vec::with_capacity(items.len());
-                for (index, (shape, value)) in items.iter().zip(values).enumerate() {
-                    tuple.push(nested_at(at, index, |at| to_val(shape, value, at))?);
-                }
-                Val::Tuple(tuple)
-            }
-            _ => {
-                return Err(refuse(
-                    at,
-                    &format!("expected an array of exactly {} values", items.len()),
-                ));
-            }
-        },
-        Shape::Record(fields) => {
-            let Value::Object(object) = value else {
-                return Err(refuse(at, "expected an object"));
-            };
-            // Every field present and no more keys than fields: no key is extra (field names are
-            // distinct), so the search for one is made only when the counts differ.
-            if object.len() > fields.len()
-                && let Some(extra) = object
-                    .keys()
-                    .find(|key| !fields.iter().any(|(f, _)| f == *key))
-            {
-                let extra = pointer_part(extra);
-                return Err(refuse(at, &format!("no field named {extra}")));
-            }
-            // In the record's own order: wasmtime takes its fields in declaration order.
-            let mut record = Vec::with_capacity(fields.len());
-            for (name, shape) in fields {
-                let Some(value) = object.get(name) else {
-                    return Err(refuse(at, &format!("the field {name} is missing")));
-                };
-                record.push((
-                    name.clone(),
-                    nested(at, name, |at| to_val(shape, value, at))?,
-                ));
-            }
-            Val::Record(record)
-        }
-        Shape::Variant(cases) => {
-            let (case, payload) = one_key(value).ok_or_else(|| {
-                refuse(
-                    at,
-                    "expected an object of one key, the case: {\"case\": value}",
-                )
-            })?;
-            let Some((name, shape)) = cases.iter().find(|(name, _)| name == case) else {
-                let case = pointer_part(case);
-                return Err(refuse(at, &format!("no case named {case}")));
-            };
-            Val::Variant(name.clone(), payload_of(shape.as_ref(), payload, at, name)?)
-        }
+        Shape::List(item) => list_of(item, value, at)?,
+        Shape::Tuple(items) => tuple_of(items, value, at)?,
+        Shape::Record(fields) => record_of(fields, value, at)?,
+        Shape::Variant(cases) => variant_of(cases, value, at)?,
         Shape::Enum(names) => match value {
             Value::String(text) if names.iter().any(|name| name == text) => Val::Enum(text.clone()),
             _ => return Err(refuse(at, "expected one of the enum's names")),
         },
-        Shape::Option(inner) => match value {
-            Value::Null => Val::Option(None),
-            some if inner.nullable() => {
-                let Value::Object(object) = some else {
-                    return Err(refuse(at, "expected null or {\"some\": value}"));
-                };
-                match (object.get("some"), object.len()) {
-                    (Some(value), 1) => Val::Option(Some(Box::new(nested(at, "some", |at| {
-                        to_val(inner, value, at)
-                    })?))),
-                    _ => return Err(refuse(at, "expected null or {\"some\": value}")),
-                }
-            }
-            some => Val::Option(Some(Box::new(to_val(inner, some, at)?))),
-        },
-        Shape::Result(ok, err) => {
-            let (side, payload) = one_key(value)
-                .ok_or_else(|| refuse(at, "expected {\"ok\": value} or {\"err\": value}"))?;
-            match side {
-                "ok" => Val::Result(Ok(payload_of(ok.as_deref(), payload, at, "ok")?)),
-                "err" => Val::Result(Err(payload_of(err.as_deref(), payload, at, "err")?)),
-                _ => return Err(refuse(at, "expected {\"ok\": value} or {\"err\": value}")),
+        Shape::Option(inner) => option_of(inner, value, at)?,
+        Shape::Result(ok, err) => result_of((ok.as_deref(), err.as_deref()), value, at)?,
+        Shape::Flags(names) => flags_of(names, value, at)?,
+    })
+}
+
+/// Why a value does not fit, where it is (`at`): the message the model reads, cut to
+/// [`MAX_VALUE_ERROR_CHARS`].
+fn refuse(at: &str, what: &str) -> String {
+    let at = if at.is_empty() { "/" } else { at };
+    let mut message = format!("{at}: {what}");
+    if message.chars().count() > MAX_VALUE_ERROR_CHARS {
+        message = message
+            .chars()
+            .take(MAX_VALUE_ERROR_CHARS)
+            .collect::<String>()
+            + "…";
+    }
+    message
+}
+
+/// An integer of the type whose range is `min..=max`, made a value by `make`.
+fn integer<T: TryFrom<i128> + std::fmt::Display>(
+    value: &Value,
+    at: &str,
+    make: fn(T) -> Val,
+    (min, max): (T, T),
+) -> Result<Val, String> {
+    let number = match value {
+        Value::Number(number) => number,
+        _ => return Err(refuse(at, "expected an integer")),
+    };
+    let fits = number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
+        .and_then(|n| T::try_from(n).ok());
+    match fits {
+        Some(n) => Ok(make(n)),
+        None => Err(refuse(
+            at,
+            &format!("{number} is not an integer from {min} to {max}"),
+        )),
+    }
+}
+
+/// A 32-bit float: a number (or a name JSON has none for) within its range.
+fn float32(value: &Value, at: &str) -> Result<Val, String> {
+    let x = float(value).ok_or_else(|| refuse(at, "expected a number"))?;
+    #[allow(clippy::cast_possible_truncation)]
+    let narrow = x as f32;
+    if x.is_finite() && !narrow.is_finite() {
+        return Err(refuse(
+            at,
+            &format!("{x:e} is beyond a 32-bit float's range"),
+        ));
+    }
+    Ok(Val::Float32(narrow))
+}
+
+/// A character: a string of exactly one.
+fn char_of(value: &Value, at: &str) -> Result<Val, String> {
+    match value {
+        Value::String(text) => {
+            let mut chars = text.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Ok(Val::Char(c)),
+                _ => Err(refuse(at, "expected exactly one character")),
             }
         }
-        Shape::Flags(names) => match value {
-            Value::Array(set) => {
-                let mut flags: Vec<String> = Vec::with_capacity(set.len());
-                for value in set {
-                    match value {
-                        Value::String(name) if names.contains(name) && !flags.contains(name) => {
-                            flags.push(name.clone());
-                        }
-                        _ => return Err(refuse(at, "expected the flags' names, each once")),
-                    }
-                }
-                Val::Flags(flags)
+        _ => Err(refuse(at, "expected a string of one character")),
+    }
+}
+
+/// A list: an array, each item an `item`.
+fn list_of(item: &Shape, value: &Value, at: &mut String) -> Result<Val, String> {
+    let Value::Array(items) = value else {
+        return Err(refuse(at, "expected an array"));
+    };
+    let mut list = Vec::with_capacity(items.len());
+    for (index, value) in items.iter().enumerate() {
+        list.push(nested_at(at, index, |at| to_val(item, value, at))?);
+    }
+    Ok(Val::List(list))
+}
+
+/// A tuple: an array of exactly as many values as it has `items`, each of its own shape.
+fn tuple_of(items: &[Shape], value: &Value, at: &mut String) -> Result<Val, String> {
+    match value {
+        Value::Array(values) if values.len() == items.len() => {
+            let mut tuple = Vec::with_capacity(items.len());
+            for (index, (shape, value)) in items.iter().zip(values).enumerate() {
+                tuple.push(nested_at(at, index, |at| to_val(shape, value, at))?);
             }
-            _ => return Err(refuse(at, "expected an array of flag names")),
-        },
+            Ok(Val::Tuple(tuple))
+        }
+        _ => Err(refuse(
+            at,
+            &format!("expected an array of exactly {} values", items.len()),
+        )),
+    }
+}
+
+/// A record: an object with every one of its `fields` and no other key.
+fn record_of(fields: &[(String, Shape)], value: &Value, at: &mut String) -> Result<Val, String> {
+    let Value::Object(object) = value else {
+        return Err(refuse(at, "expected an object"));
+    };
+    // Every field present and no more keys than fields: no key is extra (field names are
+    // distinct), so the search for one is made only when the counts differ.
+    if object.len() > fields.len()
+        && let Some(extra) = object
+            .keys()
+            .find(|key| !fields.iter().any(|(f, _)| f == *key))
+    {
+        let extra = pointer_part(extra);
+        return Err(refuse(at, &format!("no field named {extra}")));
+    }
+    // In the record's own order: wasmtime takes its fields in declaration order.
+    let mut record = Vec::with_capacity(fields.len());
+    for (name, shape) in fields {
+        let Some(value) = object.get(name) else {
+            return Err(refuse(at, &format!("the field {name} is missing")));
+        };
+        record.push((
+            name.clone(),
+            nested(at, name, |at| to_val(shape, value, at))?,
+        ));
+    }
+    Ok(Val::Record(record))
+}
+
+/// A variant: an object of one key, one of its `cases`, and that case's payload.
+fn variant_of(
+    cases: &[(String, Option<Shape>)],
+    value: &Value,
+    at: &mut String,
+) -> Result<Val, String> {
+    let (case, payload) = one_key(value).ok_or_else(|| {
+        refuse(
+            at,
+            "expected an object of one key, the case: {\"case\": value}",
+        )
+    })?;
+    let Some((name, shape)) = cases.iter().find(|(name, _)| name == case) else {
+        let case = pointer_part(case);
+        return Err(refuse(at, &format!("no case named {case}")));
+    };
+    Ok(Val::Variant(
+        name.clone(),
+        payload_of(shape.as_ref(), payload, at, name)?,
+    ))
+}
+
+/// An option: `null`, or its value (written `{"some": value}` when its `inner` shape can be
+/// null itself).
+fn option_of(inner: &Shape, value: &Value, at: &mut String) -> Result<Val, String> {
+    Ok(match value {
+        Value::Null => Val::Option(None),
+        some if inner.nullable() => {
+            let Value::Object(object) = some else {
+                return Err(refuse(at, "expected null or {\"some\": value}"));
+            };
+            match (object.get("some"), object.len()) {
+                (Some(value), 1) => Val::Option(Some(Box::new(nested(at, "some", |at| {
+                    to_val(inner, value, at)
+                })?))),
+                _ => return Err(refuse(at, "expected null or {\"some\": value}")),
+            }
+        }
+        some => Val::Option(Some(Box::new(to_val(inner, some, at)?))),
     })
+}
+
+/// A result: `{"ok": value}` or `{"err": value}`, each side's payload of its own shape.
+fn result_of(
+    (ok, err): (Option<&Shape>, Option<&Shape>),
+    value: &Value,
+    at: &mut String,
+) -> Result<Val, String> {
+    let (side, payload) =
+        one_key(value).ok_or_else(|| refuse(at, "expected {\"ok\": value} or {\"err\": value}"))?;
+    match side {
+        "ok" => Ok(Val::Result(Ok(payload_of(ok, payload, at, "ok")?))),
+        "err" => Ok(Val::Result(Err(payload_of(err, payload, at, "err")?))),
+        _ => Err(refuse(at, "expected {\"ok\": value} or {\"err\": value}")),
+    }
+}
+
+/// Flags: an array of the flags' `names`, each at most once.
+fn flags_of(names: &[String], value: &Value, at: &str) -> Result<Val, String> {
+    let Value::Array(set) = value else {
+        return Err(refuse(at, "expected an array of flag names"));
+    };
+    let mut flags: Vec<String> = Vec::with_capacity(set.len());
+    for value in set {
+        match value {
+            Value::String(name) if names.contains(name) && !flags.contains(name) => {
+                flags.push(name.clone());
+            }
+            _ => return Err(refuse(at, "expected the flags' names, each once")),
+        }
+    }
+    Ok(Val::Flags(flags))
 }
 
 /// A payload's value (`null` for a case that has none).
