@@ -3,7 +3,7 @@
 
 use crate::audit::files::*;
 use std::io::{BufRead as _, Read as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What [`verify`] found: a whole, unbroken chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,18 +78,45 @@ pub enum Broken {
 /// head says; and the witness, if given, is in the chain. The error names the first line that
 /// breaks.
 pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Verified, Broken> {
-    let mut expected: Option<Head> = None;
-    let mut verified = Verified {
-        lines: 0,
-        first_seq: None,
-        last: None,
-        head_checked: false,
-        witnessed: false,
+    let mut chain = Chain {
+        expected: None,
+        verified: Verified {
+            lines: 0,
+            first_seq: None,
+            last: None,
+            head_checked: false,
+            witnessed: false,
+        },
     };
     for (index, path) in files.iter().enumerate() {
         let name = path.display().to_string();
+        let lines = chain.file(path, &name, options)?;
+        let last_file = index + 1 == files.len();
+        chain.end(path, &name, (lines, last_file), options)?;
+    }
+    chain.witness_found(files, options)?;
+    let Chain {
+        expected,
+        mut verified,
+    } = chain;
+    verified.last = expected;
+    Ok(verified)
+}
+
+/// A chain as far as [`verify`] has checked it.
+struct Chain {
+    /// The last line checked: what the next one must go on from.
+    expected: Option<Head>,
+    /// What was found so far.
+    verified: Verified,
+}
+
+impl Chain {
+    /// Check every line of the file at `path` (called `name` in errors), each going on from
+    /// the one before: how many lines it has.
+    fn file(&mut self, path: &Path, name: &str, options: &VerifyOptions) -> Result<u64, Broken> {
         let unreadable = |why: String| Broken::Unreadable {
-            file: name.clone(),
+            file: name.to_owned(),
             why,
         };
         let file = open_to_read(path, false).map_err(|error| unreadable(error.to_string()))?;
@@ -103,87 +130,73 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Verified, Br
                 .read_until(b'\n', &mut buffer)
                 .map_err(|error| unreadable(error.to_string()))?;
             if read == 0 {
-                break;
+                return Ok(number);
             }
             number += 1;
-            let broken = |seq: Option<u64>, why: String| Broken::Line {
-                file: name.clone(),
-                line: number,
-                seq,
-                why,
-            };
-            let Some(line) = buffer.strip_suffix(b"\n") else {
-                return Err(broken(
-                    None,
-                    if buffer.len() > MAX_LINE_BYTES {
-                        format!("longer than {MAX_LINE_BYTES} bytes: not an audit record")
-                    } else {
-                        "the file ends in half a line".to_owned()
-                    },
-                ));
-            };
-            let (seq, prev) = link_of(line).map_err(|why| broken(None, why))?;
-            let broken = |why: String| broken(Some(seq), why);
-            match &expected {
-                None if prev == GENESIS => {
-                    if seq != 0 {
-                        return Err(broken(format!(
-                            "it starts the chain (its prev is the genesis hash), but its seq \
-                             is {seq}, not 0"
-                        )));
-                    }
-                }
-                None if options.start_anywhere
-                    || options.start_after.as_deref() == Some(prev.as_str()) => {}
-                None => {
-                    return Err(broken(format!(
-                        "it goes on from a line that is not here (its prev is {prev}): give \
-                         the rotated files before it, oldest first, or the hash it starts \
-                         after (--start-after)"
-                    )));
-                }
-                Some(before) => {
-                    if prev != before.hash {
-                        return Err(broken(format!(
-                            "its prev is {prev}, but the line before it (seq {}) hashes to {}: \
-                             a line was changed, removed, inserted or reordered here",
-                            before.seq, before.hash
-                        )));
-                    }
-                    if Some(seq) != before.seq.checked_add(1) {
-                        return Err(broken(format!(
-                            "its seq is {seq}, but the line before it is seq {}",
-                            before.seq
-                        )));
-                    }
-                }
-            }
-            let hash = crate::digest::sha256_hex(line);
-            if let Some(witness) = &options.witness
-                && witness.seq == seq
-            {
-                if witness.hash != hash {
-                    return Err(broken(format!(
-                        "the signed head says seq {seq} hashes to {}, but this line hashes \
-                         to {hash}: it was changed after the head was signed",
-                        witness.hash
-                    )));
-                }
-                verified.witnessed = true;
-            }
-            verified.first_seq.get_or_insert(seq);
-            verified.lines += 1;
-            expected = Some(Head { seq, hash });
+            self.line(&buffer, options)
+                .map_err(|(seq, why)| Broken::Line {
+                    file: name.to_owned(),
+                    line: number,
+                    seq,
+                    why,
+                })?;
         }
-        let end = Broken::End {
-            file: name.clone(),
-            why: String::new(),
+    }
+
+    /// Check one line as read (`buffer`, its newline included): a whole record that goes on
+    /// from the line before, and, if it is the witness's, the line the witness signed. The
+    /// error: the line's `seq` if it has one, and what is wrong.
+    fn line(
+        &mut self,
+        buffer: &[u8],
+        options: &VerifyOptions,
+    ) -> Result<(), (Option<u64>, String)> {
+        let Some(line) = buffer.strip_suffix(b"\n") else {
+            return Err((
+                None,
+                if buffer.len() > MAX_LINE_BYTES {
+                    format!("longer than {MAX_LINE_BYTES} bytes: not an audit record")
+                } else {
+                    "the file ends in half a line".to_owned()
+                },
+            ));
         };
-        let end = |why: String| match end.clone() {
-            Broken::End { file, .. } => Broken::End { file, why },
-            other => other,
+        let (seq, prev) = link_of(line).map_err(|why| (None, why))?;
+        let broken = |why: String| (Some(seq), why);
+        goes_on(self.expected.as_ref(), (seq, &prev), options).map_err(broken)?;
+        let hash = crate::digest::sha256_hex(line);
+        if let Some(witness) = &options.witness
+            && witness.seq == seq
+        {
+            if witness.hash != hash {
+                return Err(broken(format!(
+                    "the signed head says seq {seq} hashes to {}, but this line hashes \
+                     to {hash}: it was changed after the head was signed",
+                    witness.hash
+                )));
+            }
+            self.verified.witnessed = true;
+        }
+        self.verified.first_seq.get_or_insert(seq);
+        self.verified.lines += 1;
+        self.expected = Some(Head { seq, hash });
+        Ok(())
+    }
+
+    /// Check that the file at `path` (called `name`, of `lines` lines) ends where its head
+    /// file says. A head file may be missing only for a file before the last (`last_file`
+    /// says which), or when the options check without heads.
+    fn end(
+        &mut self,
+        path: &Path,
+        name: &str,
+        (lines, last_file): (u64, bool),
+        options: &VerifyOptions,
+    ) -> Result<(), Broken> {
+        let end = |why: String| Broken::End {
+            file: name.to_owned(),
+            why,
         };
-        let last_file = index + 1 == files.len();
         let head = Head::read(&head_path(path)).map_err(|error| end(error.to_string()))?;
         match head {
             None if last_file && !options.without_head => {
@@ -195,33 +208,82 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Verified, Br
             }
             None => {}
             Some(head) => {
-                check_end(&head, expected.as_ref(), number).map_err(end)?;
+                check_end(&head, self.expected.as_ref(), lines).map_err(end)?;
                 if last_file {
-                    verified.head_checked = true;
+                    self.verified.head_checked = true;
                 }
             }
         }
+        Ok(())
     }
-    if let Some(witness) = &options.witness
-        && !verified.witnessed
-    {
-        let ends = expected.as_ref().map_or_else(
-            || "has no lines".to_owned(),
-            |last| format!("ends at seq {}", last.seq),
-        );
-        return Err(Broken::End {
-            file: files
-                .last()
-                .map(|path| path.display().to_string())
-                .unwrap_or_default(),
-            why: format!(
-                "the signed head is seq {}, but the chain {ends}: lines were cut",
-                witness.seq
-            ),
-        });
+
+    /// Check that the witness, if one was given, was found in the chain (of `files`): if not,
+    /// lines were cut before it.
+    fn witness_found(&self, files: &[PathBuf], options: &VerifyOptions) -> Result<(), Broken> {
+        if let Some(witness) = &options.witness
+            && !self.verified.witnessed
+        {
+            let ends = self.expected.as_ref().map_or_else(
+                || "has no lines".to_owned(),
+                |last| format!("ends at seq {}", last.seq),
+            );
+            return Err(Broken::End {
+                file: files
+                    .last()
+                    .map(|path| path.display().to_string())
+                    .unwrap_or_default(),
+                why: format!(
+                    "the signed head is seq {}, but the chain {ends}: lines were cut",
+                    witness.seq
+                ),
+            });
+        }
+        Ok(())
     }
-    verified.last = expected;
-    Ok(verified)
+}
+
+/// Check that a line of `seq` whose `prev` is given goes on from `before`, the line before it
+/// (`None`: it is the first line checked, which starts the chain or goes on from where the
+/// options say).
+fn goes_on(
+    before: Option<&Head>,
+    (seq, prev): (u64, &str),
+    options: &VerifyOptions,
+) -> Result<(), String> {
+    match before {
+        None if prev == GENESIS => {
+            if seq != 0 {
+                return Err(format!(
+                    "it starts the chain (its prev is the genesis hash), but its seq \
+                     is {seq}, not 0"
+                ));
+            }
+        }
+        None if options.start_anywhere || options.start_after.as_deref() == Some(prev) => {}
+        None => {
+            return Err(format!(
+                "it goes on from a line that is not here (its prev is {prev}): give \
+                 the rotated files before it, oldest first, or the hash it starts \
+                 after (--start-after)"
+            ));
+        }
+        Some(before) => {
+            if prev != before.hash {
+                return Err(format!(
+                    "its prev is {prev}, but the line before it (seq {}) hashes to {}: \
+                     a line was changed, removed, inserted or reordered here",
+                    before.seq, before.hash
+                ));
+            }
+            if Some(seq) != before.seq.checked_add(1) {
+                return Err(format!(
+                    "its seq is {seq}, but the line before it is seq {}",
+                    before.seq
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether a file whose last line is `last` (of `lines` lines) ends where `head` says.
