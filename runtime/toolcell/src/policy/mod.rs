@@ -430,65 +430,10 @@ impl Policy {
             };
         }
         if let Some(files) = file.files {
-            for path in &files.protected {
-                // Lexically normal: `./deploy/` is `deploy`.
-                let normal: PathBuf = Path::new(path)
-                    .components()
-                    .filter(|part| !matches!(part, std::path::Component::CurDir))
-                    .collect();
-                let inside = normal
-                    .components()
-                    .all(|part| matches!(part, std::path::Component::Normal(_)));
-                if !inside || normal.as_os_str().is_empty() {
-                    return Err(PolicyError::in_section(
-                        text,
-                        "files",
-                        format!("files.protected: {path:?} must be a path inside the workspace"),
-                    ));
-                }
-                policy.files.protected.push(normal);
-            }
-            if let Some(deny_read) = files.deny_read {
-                policy.files.deny_read = deny_read.into();
-            }
-            if let Some(deny_write) = files.deny_write {
-                policy.files.deny_write = deny_write.into();
-            }
-            policy.files.max_read_bytes = files.max_read_bytes;
+            policy.read_files(text, files)?;
         }
         for (name, entry) in file.tools {
-            for host in entry.network.iter().flat_map(|rule| &rule.hosts) {
-                HostPattern::parse(host).map_err(|why| {
-                    PolicyError::in_section(
-                        text,
-                        &format!("tools.{name}"),
-                        format!("tools.{name}: {why}"),
-                    )
-                })?;
-            }
-            if let Some(source) = &entry.source {
-                // What the reference means is the component source's to say (toolcell-oci
-                // parses `oci://` ones when the runtime is built); here only its shape.
-                if !source.contains("://") || source.len() > MAX_SOURCE_BYTES {
-                    return Err(PolicyError::in_section(
-                        text,
-                        &format!("tools.{name}"),
-                        format!(
-                            "tools.{name}.source: {source:?} is not a reference \
-                             (SCHEME://..., at most {MAX_SOURCE_BYTES} bytes)"
-                        ),
-                    ));
-                }
-                policy.sources.push((name.clone(), source.clone()));
-            }
-            let tool = entry.into_policy(base).map_err(|why| {
-                PolicyError::in_section(
-                    text,
-                    &format!("tools.{name}"),
-                    format!("tools.{name}.{why}"),
-                )
-            })?;
-            policy.tools.insert(name, tool);
+            policy.read_tool(text, base, name, entry)?;
         }
         if !file.config.is_empty() {
             let values = std::sync::Arc::new(file.config);
@@ -497,7 +442,90 @@ impl Policy {
             }
             policy.config_values = values;
         }
-        let keyless = policy
+        policy.check_signers(text)?;
+        Ok(policy)
+    }
+
+    /// The `[files]` section of the policy file `text`: every protected path lies inside the
+    /// workspace (kept lexically normal); the lists given replace the defaults.
+    fn read_files(&mut self, text: &str, files: FilesEntry) -> Result<(), PolicyError> {
+        for path in &files.protected {
+            // Lexically normal: `./deploy/` is `deploy`.
+            let normal: PathBuf = Path::new(path)
+                .components()
+                .filter(|part| !matches!(part, std::path::Component::CurDir))
+                .collect();
+            let inside = normal
+                .components()
+                .all(|part| matches!(part, std::path::Component::Normal(_)));
+            if !inside || normal.as_os_str().is_empty() {
+                return Err(PolicyError::in_section(
+                    text,
+                    "files",
+                    format!("files.protected: {path:?} must be a path inside the workspace"),
+                ));
+            }
+            self.files.protected.push(normal);
+        }
+        if let Some(deny_read) = files.deny_read {
+            self.files.deny_read = deny_read.into();
+        }
+        if let Some(deny_write) = files.deny_write {
+            self.files.deny_write = deny_write.into();
+        }
+        self.files.max_read_bytes = files.max_read_bytes;
+        Ok(())
+    }
+
+    /// The `[tools.name]` section of the policy file `text` (key files relative to `base`):
+    /// its network hosts parse, its `source` has a reference's shape, and its entry is a tool's
+    /// policy.
+    fn read_tool(
+        &mut self,
+        text: &str,
+        base: &Path,
+        name: String,
+        entry: ToolEntry,
+    ) -> Result<(), PolicyError> {
+        for host in entry.network.iter().flat_map(|rule| &rule.hosts) {
+            HostPattern::parse(host).map_err(|why| {
+                PolicyError::in_section(
+                    text,
+                    &format!("tools.{name}"),
+                    format!("tools.{name}: {why}"),
+                )
+            })?;
+        }
+        if let Some(source) = &entry.source {
+            // What the reference means is the component source's to say (toolcell-oci
+            // parses `oci://` ones when the runtime is built); here only its shape.
+            if !source.contains("://") || source.len() > MAX_SOURCE_BYTES {
+                return Err(PolicyError::in_section(
+                    text,
+                    &format!("tools.{name}"),
+                    format!(
+                        "tools.{name}.source: {source:?} is not a reference \
+                         (SCHEME://..., at most {MAX_SOURCE_BYTES} bytes)"
+                    ),
+                ));
+            }
+            self.sources.push((name.clone(), source.clone()));
+        }
+        let tool = entry.into_policy(base).map_err(|why| {
+            PolicyError::in_section(
+                text,
+                &format!("tools.{name}"),
+                format!("tools.{name}.{why}"),
+            )
+        })?;
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// Every keyless signer (of a tool or of the registry) names a non-empty issuer and
+    /// subject, and can be checked: the registry has a `trust_root`.
+    fn check_signers(&self, text: &str) -> Result<(), PolicyError> {
+        let keyless = self
             .tools
             .iter()
             .flat_map(|(name, tool)| {
@@ -506,18 +534,17 @@ impl Policy {
                     .map(move |signer| (name.as_str(), signer))
             })
             .chain(
-                policy
-                    .registry
+                self.registry
                     .signed_by
                     .iter()
                     .map(|signer| ("registry", signer)),
             )
             .find(|(_, signer)| matches!(signer, Signer::Identity(_)));
-        let empty = policy
+        let empty = self
             .tools
             .values()
             .flat_map(|tool| &tool.signed_by)
-            .chain(&policy.registry.signed_by)
+            .chain(&self.registry.signed_by)
             .any(|signer| {
                 matches!(signer, Signer::Identity(identity)
                     if identity.issuer.trim().is_empty() || identity.subject.trim().is_empty())
@@ -528,7 +555,7 @@ impl Policy {
             ));
         }
         if let Some((name, signer)) = keyless
-            && policy.registry.trust_root.is_none()
+            && self.registry.trust_root.is_none()
         {
             let section = if name == "registry" {
                 "registry".to_owned()
@@ -544,7 +571,7 @@ impl Policy {
                 ),
             ));
         }
-        Ok(policy)
+        Ok(())
     }
 
     /// Read and parse the policy file at `path`.
