@@ -10,6 +10,7 @@
 //! never the answer) and the call's span.
 
 use crate::call::limits::CallOptions;
+use crate::call::names::echoed;
 use crate::call::proto::{FailureKind, ToolResponse};
 use crate::call::report::CallReport;
 use crate::pipeline::Namespace;
@@ -180,7 +181,6 @@ enum Resolved {
 
 /// The catalog key `request` asks for and the arguments its guest gets, or why there is none.
 fn resolve(catalog: &Catalog, request: &OfferRequest) -> Result<Resolved, (FailureKind, String)> {
-    let echoed = crate::call::names::echoed;
     match request {
         OfferRequest::GetPrompt { name, arguments } => {
             let key = format!("prompt:{name}");
@@ -192,113 +192,121 @@ fn resolve(catalog: &Catalog, request: &OfferRequest) -> Result<Resolved, (Failu
             }
             Ok(Resolved::Run(key, arguments.clone()))
         }
-        OfferRequest::ReadResource { uri } => {
-            // What is not a URI (too long, a control character, no scheme) is read by nothing,
-            // and is never matched against a template.
-            if let Err(why) = crate::call::content::check_uri(uri) {
-                return Err((FailureKind::InvalidInput, why));
-            }
-            let key = format!("resource:{uri}");
-            let variables = if catalog.offers.contains_key(&key) {
-                return Ok(Resolved::Run(key, read_arguments(uri, Map::new())));
-            } else {
-                let mut matched: Vec<(&str, Vec<(String, String)>)> = catalog
-                    .offers
-                    .iter()
-                    .filter_map(|(key, tool)| match listed(tool) {
-                        Some(Listed::Template(_, template)) => {
-                            Some((key.as_str(), template.matches(uri)?))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                matched.sort_by(|a, b| a.0.cmp(b.0));
-                match matched.len() {
-                    0 => {
-                        return Err((
-                            FailureKind::NotFound,
-                            format!("no resource {}", echoed(uri)),
-                        ));
-                    }
-                    1 => matched.swap_remove(0),
-                    _ => {
-                        let names: Vec<&str> = matched.iter().map(|(key, _)| *key).collect();
-                        return Err((
-                            FailureKind::InvalidInput,
-                            format!(
-                                "{} matches more than one URI template ({}): nothing is read",
-                                echoed(uri),
-                                names.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            };
-            let (key, variables) = variables;
-            let variables = variables
-                .into_iter()
-                .map(|(name, value)| (name, Value::String(value)))
-                .collect();
-            Ok(Resolved::Run(
-                key.to_owned(),
-                read_arguments(uri, variables),
-            ))
-        }
+        OfferRequest::ReadResource { uri } => resolve_read(catalog, uri),
         OfferRequest::Complete {
             reference,
             argument,
             value,
             context,
-        } => {
-            let (owner, key) = match reference {
-                Reference::Prompt(name) => (
-                    format!("prompt:{name}"),
-                    format!("completion:prompt:{name}"),
-                ),
-                Reference::ResourceTemplate(uri_template) => {
-                    let found = catalog
-                        .offers
-                        .iter()
-                        .find_map(|(key, tool)| match listed(tool) {
-                            Some(Listed::Template(template, _))
-                                if template.uri_template == *uri_template =>
-                            {
-                                Some((key.clone(), format!("completion:{key}")))
-                            }
-                            _ => None,
-                        });
-                    found.unwrap_or_else(|| (String::new(), String::new()))
-                }
-            };
-            if !catalog.offers.contains_key(&owner) {
-                return Err((
-                    FailureKind::UnknownTool,
-                    match reference {
-                        Reference::Prompt(name) => format!("no prompt named {}", echoed(name)),
-                        Reference::ResourceTemplate(uri) => {
-                            format!("no URI template {}", echoed(uri))
-                        }
-                    },
-                ));
-            }
-            if !catalog.offers.contains_key(&key) {
-                // Its component completes nothing: no values, as MCP answers it.
-                return Ok(Resolved::Answered(Box::new(CallReport {
-                    offered: Some(Answered::Completion {
-                        values: Vec::new(),
-                        total: None,
-                        has_more: false,
-                    }),
-                    ..CallReport::host_answer(ToolResponse::text(String::new()))
-                })));
-            }
-            let mut arguments = Map::new();
-            arguments.insert("argument".to_owned(), Value::String(argument.clone()));
-            arguments.insert("value".to_owned(), Value::String(value.clone()));
-            arguments.insert("context".to_owned(), Value::Object(context.clone()));
-            Ok(Resolved::Run(key, arguments))
-        }
+        } => resolve_complete(catalog, reference, (argument, value, context)),
     }
+}
+
+/// A read of the resource `uri`: the resource of that URI, else the one URI template that
+/// matches it (with what its variables matched).
+fn resolve_read(catalog: &Catalog, uri: &str) -> Result<Resolved, (FailureKind, String)> {
+    // What is not a URI (too long, a control character, no scheme) is read by nothing,
+    // and is never matched against a template.
+    if let Err(why) = crate::call::content::check_uri(uri) {
+        return Err((FailureKind::InvalidInput, why));
+    }
+    let key = format!("resource:{uri}");
+    if catalog.offers.contains_key(&key) {
+        return Ok(Resolved::Run(key, read_arguments(uri, Map::new())));
+    }
+    let mut matched: Vec<(&str, Vec<(String, String)>)> = catalog
+        .offers
+        .iter()
+        .filter_map(|(key, tool)| match listed(tool) {
+            Some(Listed::Template(_, template)) => Some((key.as_str(), template.matches(uri)?)),
+            _ => None,
+        })
+        .collect();
+    matched.sort_by(|a, b| a.0.cmp(b.0));
+    let (key, variables) = match matched.len() {
+        0 => {
+            return Err((
+                FailureKind::NotFound,
+                format!("no resource {}", echoed(uri)),
+            ));
+        }
+        1 => matched.swap_remove(0),
+        _ => {
+            let names: Vec<&str> = matched.iter().map(|(key, _)| *key).collect();
+            return Err((
+                FailureKind::InvalidInput,
+                format!(
+                    "{} matches more than one URI template ({}): nothing is read",
+                    echoed(uri),
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    let variables = variables
+        .into_iter()
+        .map(|(name, value)| (name, Value::String(value)))
+        .collect();
+    Ok(Resolved::Run(
+        key.to_owned(),
+        read_arguments(uri, variables),
+    ))
+}
+
+/// A completion of an argument of the prompt or URI template `reference`: its owner must be
+/// offered; a component that completes nothing answers no values.
+fn resolve_complete(
+    catalog: &Catalog,
+    reference: &Reference,
+    (argument, value, context): (&String, &String, &Map<String, Value>),
+) -> Result<Resolved, (FailureKind, String)> {
+    let (owner, key) = match reference {
+        Reference::Prompt(name) => (
+            format!("prompt:{name}"),
+            format!("completion:prompt:{name}"),
+        ),
+        Reference::ResourceTemplate(uri_template) => {
+            let found = catalog
+                .offers
+                .iter()
+                .find_map(|(key, tool)| match listed(tool) {
+                    Some(Listed::Template(template, _))
+                        if template.uri_template == *uri_template =>
+                    {
+                        Some((key.clone(), format!("completion:{key}")))
+                    }
+                    _ => None,
+                });
+            found.unwrap_or_else(|| (String::new(), String::new()))
+        }
+    };
+    if !catalog.offers.contains_key(&owner) {
+        return Err((
+            FailureKind::UnknownTool,
+            match reference {
+                Reference::Prompt(name) => format!("no prompt named {}", echoed(name)),
+                Reference::ResourceTemplate(uri) => {
+                    format!("no URI template {}", echoed(uri))
+                }
+            },
+        ));
+    }
+    if !catalog.offers.contains_key(&key) {
+        // Its component completes nothing: no values, as MCP answers it.
+        return Ok(Resolved::Answered(Box::new(CallReport {
+            offered: Some(Answered::Completion {
+                values: Vec::new(),
+                total: None,
+                has_more: false,
+            }),
+            ..CallReport::host_answer(ToolResponse::text(String::new()))
+        })));
+    }
+    let mut arguments = Map::new();
+    arguments.insert("argument".to_owned(), Value::String(argument.clone()));
+    arguments.insert("value".to_owned(), Value::String(value.clone()));
+    arguments.insert("context".to_owned(), Value::Object(context.clone()));
+    Ok(Resolved::Run(key, arguments))
 }
 
 /// A read's arguments: the URI, and what a template's variables matched.
