@@ -351,131 +351,30 @@ impl OAuth {
                     parsed.resource
                 ))
             })?;
-        let algorithms: Vec<Algorithm> = parsed
-            .algorithms
-            .unwrap_or_else(|| vec!["ES256".to_owned(), "RS256".to_owned()])
-            .iter()
-            .map(|name| {
-                name.parse::<Algorithm>()
-                    .ok()
-                    .filter(|alg| {
-                        !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
-                    })
-                    .ok_or_else(|| {
-                        why(format!(
-                            "algorithm {name:?} is not an asymmetric JWS algorithm"
-                        ))
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        let algorithms = algorithms_of(parsed.algorithms.as_deref()).map_err(&why)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let (jwks, jwks_url, source) = match (&parsed.jwks_file, &parsed.jwks_url) {
-            (Some(file), None) => {
-                let file = base.join(file);
-                runtime.protect(&file);
-                let jwks = parse_jwks(read_bounded(runtime, &file).map_err(&why)?.as_bytes())
-                    .map_err(|error| why(format!("the key set: {error}")))?;
-                (jwks, None, file.display().to_string())
-            }
-            (None, Some(url)) => {
-                check_jwks_url(url, parsed.jwks_allow_http).map_err(&why)?;
-                let every = parsed
-                    .jwks_refresh_secs
-                    .map_or(DEFAULT_JWKS_REFRESH, |secs| {
-                        Duration::from_secs(secs.max(1))
-                    });
-                let max_age = parsed
-                    .jwks_max_age_secs
-                    .map_or(DEFAULT_JWKS_MAX_AGE, Duration::from_secs);
-                if max_age < 2 * every {
-                    return Err(crate::ConfigError(why(format!(
-                        "jwks_max_age_secs ({}) must be at least twice jwks_refresh_secs ({}): \
-                         one failed refresh would refuse every token",
-                        max_age.as_secs(),
-                        every.as_secs()
-                    ))));
-                }
-                let jwks = fetch_jwks_blocking(url).map_err(&why)?;
-                (jwks, Some((url.clone(), every)), url.clone())
-            }
-            _ => {
-                return Err(crate::ConfigError(why(
-                    "give jwks_file or jwks_url (one of them)".to_owned(),
-                )));
-            }
-        };
+        let (jwks, jwks_url, source) = key_set(&parsed, base, runtime).map_err(&why)?;
         if parsed.jwks_max_age_secs.is_some() && jwks_url.is_none() {
             return Err(crate::ConfigError(why(
                 "jwks_max_age_secs applies to a jwks_url only (a key file does not age)".to_owned(),
             )));
         }
-        let token_types: Vec<String> = match parsed.token_types {
-            Some(types) if types.is_empty() => {
-                return Err(crate::ConfigError(why(
-                    "token_types is empty: no token could be accepted".to_owned(),
-                )));
-            }
-            Some(types) => types.iter().map(|typ| typ.to_ascii_lowercase()).collect(),
-            None => DEFAULT_TOKEN_TYPES
-                .iter()
-                .map(|typ| (*typ).to_owned())
-                .collect(),
-        };
+        let token_types = token_types_of(parsed.token_types.as_deref()).map_err(&why)?;
         let keys = usable_keys(&jwks, &algorithms);
         if keys.is_empty() {
             return Err(crate::ConfigError(why(format!(
                 "{source} holds no key usable with {algorithms:?}"
             ))));
         }
-        let mut validation = Validation::new(algorithms[0]);
-        validation.algorithms = algorithms;
-        validation.set_audience(&[&resource]);
-        validation.set_issuer(&[&parsed.issuer]);
-        validation.leeway = CLOCK_LEEWAY_SECS;
-        validation.validate_nbf = true;
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        let mut tenants = HashMap::new();
+        let validation = validation_of(algorithms, &resource, &parsed.issuer);
         runtime.protect(path);
-        for (name, entry) in parsed.tenants {
-            let quota = match &entry.quota {
-                Some(config) => Some(
-                    crate::http::tenant::limiter(
-                        runtime,
-                        &name,
-                        crate::http::quota::Scope::Tenant,
-                        config,
-                        None,
-                    )
-                    .map_err(|error| why(format!("[tenants.{name}.quota]: {error}")))?,
-                ),
-                None => None,
-            };
-            let (tenant, policy) = crate::http::tenant::tenant(
-                runtime,
-                &name,
-                entry.workspace.as_deref(),
-                entry.policy.as_deref(),
-                base,
-                quota,
-            )
-            .map_err(&why)?;
-            if let Some(policy) = policy {
-                runtime.protect(&policy);
-            }
-            tenants.insert(name, tenant);
-        }
+        let tenants = tenants_of(runtime, parsed.tenants, base).map_err(&why)?;
         if tenants.is_empty() {
             return Err(crate::ConfigError(why(
                 "no [tenants.NAME] tables: no token could name a tenant".to_owned(),
             )));
         }
-        // A scope for a name no tool has (a typo: `Read_File`) would leave the tool it meant
-        // behind the server's scope alone.
-        if let Some(unknown) = parsed.tool_scopes.keys().find(|tool| {
-            runtime.registry().get(tool).is_none()
-                && tool.as_str() != toolcell::registry::CALL_TOOL
-                && tool.as_str() != toolcell::registry::FIND_TOOL
-        }) {
+        if let Some(unknown) = unknown_tool_scope(runtime, &parsed.tool_scopes) {
             return Err(crate::ConfigError(why(format!(
                 "[tool_scopes] names {unknown:?}, which is no tool of this server"
             ))));
@@ -745,6 +644,142 @@ fn metadata_url(resource: &str) -> Option<String> {
         "{scheme}://{authority}{METADATA_PATH}{}",
         path.trim_end_matches('/')
     ))
+}
+
+/// The algorithms a configuration accepts (`names`, ES256 and RS256 if it names none): each
+/// an asymmetric JWS algorithm, or the error says which is not.
+fn algorithms_of(names: Option<&[String]>) -> Result<Vec<Algorithm>, String> {
+    let default = ["ES256".to_owned(), "RS256".to_owned()];
+    names
+        .unwrap_or(&default)
+        .iter()
+        .map(|name| {
+            name.parse::<Algorithm>()
+                .ok()
+                .filter(|alg| {
+                    !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
+                })
+                .ok_or_else(|| format!("algorithm {name:?} is not an asymmetric JWS algorithm"))
+        })
+        .collect()
+}
+
+/// A key set read at start: the keys, their URL and refresh interval if they are fetched,
+/// and where they came from (for messages).
+type LoadedKeys = (JwkSet, Option<(String, Duration)>, String);
+
+/// The key set a configuration names, with its URL and refresh interval if it is fetched, and
+/// where it came from (for messages): a key file (relative to `base`, registered among the
+/// host's own files), or a URL fetched now.
+fn key_set(parsed: &OAuthFile, base: &Path, runtime: &mut Runtime) -> Result<LoadedKeys, String> {
+    match (&parsed.jwks_file, &parsed.jwks_url) {
+        (Some(file), None) => {
+            let file = base.join(file);
+            runtime.protect(&file);
+            let jwks = parse_jwks(read_bounded(runtime, &file)?.as_bytes())
+                .map_err(|error| format!("the key set: {error}"))?;
+            Ok((jwks, None, file.display().to_string()))
+        }
+        (None, Some(url)) => {
+            check_jwks_url(url, parsed.jwks_allow_http)?;
+            let every = parsed
+                .jwks_refresh_secs
+                .map_or(DEFAULT_JWKS_REFRESH, |secs| {
+                    Duration::from_secs(secs.max(1))
+                });
+            let max_age = parsed
+                .jwks_max_age_secs
+                .map_or(DEFAULT_JWKS_MAX_AGE, Duration::from_secs);
+            if max_age < 2 * every {
+                return Err(format!(
+                    "jwks_max_age_secs ({}) must be at least twice jwks_refresh_secs ({}): \
+                     one failed refresh would refuse every token",
+                    max_age.as_secs(),
+                    every.as_secs()
+                ));
+            }
+            let jwks = fetch_jwks_blocking(url)?;
+            Ok((jwks, Some((url.clone(), every)), url.clone()))
+        }
+        _ => Err("give jwks_file or jwks_url (one of them)".to_owned()),
+    }
+}
+
+/// The token types a configuration accepts (`types`, lowercase; the defaults if it names
+/// none); none at all is an error.
+fn token_types_of(types: Option<&[String]>) -> Result<Vec<String>, String> {
+    match types {
+        Some([]) => Err("token_types is empty: no token could be accepted".to_owned()),
+        Some(types) => Ok(types.iter().map(|typ| typ.to_ascii_lowercase()).collect()),
+        None => Ok(DEFAULT_TOKEN_TYPES
+            .iter()
+            .map(|typ| (*typ).to_owned())
+            .collect()),
+    }
+}
+
+/// How a token is checked: signed with one of `algorithms` (the first is the default), for
+/// `resource`, from `issuer`, not before its time, with its expiry, issuer and audience.
+fn validation_of(algorithms: Vec<Algorithm>, resource: &str, issuer: &str) -> Validation {
+    let mut validation = Validation::new(algorithms[0]);
+    validation.algorithms = algorithms;
+    validation.set_audience(&[resource]);
+    validation.set_issuer(&[issuer]);
+    validation.leeway = CLOCK_LEEWAY_SECS;
+    validation.validate_nbf = true;
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation
+}
+
+/// Each `[tenants.NAME]` table made a tenant (relative to `base`): its quota, its workspace
+/// opened in `runtime`, its policy registered among the host's own files.
+fn tenants_of(
+    runtime: &mut Runtime,
+    entries: BTreeMap<String, TenantEntry>,
+    base: &Path,
+) -> Result<HashMap<String, Arc<Tenant>>, String> {
+    let mut tenants = HashMap::new();
+    for (name, entry) in entries {
+        let quota = match &entry.quota {
+            Some(config) => Some(
+                crate::http::tenant::limiter(
+                    runtime,
+                    &name,
+                    crate::http::quota::Scope::Tenant,
+                    config,
+                    None,
+                )
+                .map_err(|error| format!("[tenants.{name}.quota]: {error}"))?,
+            ),
+            None => None,
+        };
+        let (tenant, policy) = crate::http::tenant::tenant(
+            runtime,
+            &name,
+            entry.workspace.as_deref(),
+            entry.policy.as_deref(),
+            base,
+            quota,
+        )?;
+        if let Some(policy) = policy {
+            runtime.protect(&policy);
+        }
+        tenants.insert(name, tenant);
+    }
+    Ok(tenants)
+}
+
+/// A tool `[tool_scopes]` names that this server has not (a typo: `Read_File`), which would
+/// leave the tool it meant behind the server's scope alone.
+fn unknown_tool_scope<'s>(
+    runtime: &Runtime,
+    tool_scopes: &'s BTreeMap<String, String>,
+) -> Option<&'s String> {
+    tool_scopes.keys().find(|tool| {
+        runtime.registry().get(tool).is_none()
+            && tool.as_str() != toolcell::registry::CALL_TOOL
+            && tool.as_str() != toolcell::registry::FIND_TOOL
+    })
 }
 
 #[cfg(test)]
