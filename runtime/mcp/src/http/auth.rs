@@ -160,131 +160,27 @@ impl Tokens {
         let why = |what: String| format!("the tokens file {}: {what}", path.display());
         let text = read_own(runtime, path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
-        if parsed.token.is_empty() {
-            return Err(crate::ConfigError(why(
-                "no [[token]] tables: nobody could call".to_owned(),
-            )));
-        }
-        if let Some(name) = parsed
-            .quota
-            .keys()
-            .find(|name| !parsed.token.iter().any(|entry| entry.tenant == **name))
-        {
-            return Err(crate::ConfigError(why(format!(
-                "[quota.{name}]: no [[token]] names the tenant {name:?}"
-            ))));
-        }
+        check_tables(&parsed).map_err(why)?;
         let mut entries: Vec<Entry> = Vec::new();
-        // Each tenant once, with the workspace and policy its first table named.
-        let mut tenants: Vec<(Arc<Tenant>, Option<PathBuf>, Option<PathBuf>)> = Vec::new();
-        let mut policies = Vec::new();
-        let base = path.parent().unwrap_or(Path::new("."));
-        for entry in parsed.token {
-            let hash = parse_hash(&entry.sha256).ok_or_else(|| {
-                why(format!(
-                    "tenant {:?}: sha256 must be 64 hex digits (the SHA-256 of the token)",
-                    entry.tenant
-                ))
-            })?;
-            if entries.iter().any(|known| known.hash == hash) {
-                return Err(crate::ConfigError(why(format!(
-                    "tenant {:?}: a token is listed twice",
-                    entry.tenant
-                ))));
-            }
-            let tenant = match tenants
-                .iter()
-                .find(|(tenant, ..)| tenant.name == entry.tenant)
-            {
-                Some((tenant, workspace, policy)) => {
-                    if *workspace != entry.workspace || *policy != entry.policy {
-                        return Err(crate::ConfigError(why(format!(
-                            "tenant {:?} is given two workspaces or policies",
-                            entry.tenant
-                        ))));
-                    }
-                    Arc::clone(tenant)
-                }
-                None => {
-                    let quota = match parsed.quota.get(&entry.tenant) {
-                        Some(config) => {
-                            let before = previous.and_then(|tokens| {
-                                tokens
-                                    .entries
-                                    .iter()
-                                    .find(|known| known.tenant.name == entry.tenant)
-                                    .and_then(|known| known.tenant.quota.as_deref())
-                            });
-                            let retired = previous.and_then(|tokens| {
-                                tokens.retired(&Holder::Tenant(entry.tenant.clone()))
-                            });
-                            Some(
-                                limiter_after(
-                                    runtime,
-                                    &format!("tenant:{}", entry.tenant),
-                                    &entry.tenant,
-                                    Scope::Tenant,
-                                    config,
-                                    before,
-                                    retired,
-                                )
-                                .map_err(|error| {
-                                    why(format!("[quota.{}]: {error}", entry.tenant))
-                                })?,
-                            )
-                        }
-                        None => None,
-                    };
-                    let (tenant, policy) = tenant(
-                        runtime,
-                        &entry.tenant,
-                        entry.workspace.as_deref(),
-                        entry.policy.as_deref(),
-                        base,
-                        quota,
-                    )
-                    .map_err(why)?;
-                    policies.extend(policy);
-                    tenants.push((Arc::clone(&tenant), entry.workspace, entry.policy));
-                    tenant
-                }
-            };
-            let quota = match &entry.quota {
-                Some(config) => {
-                    let before = previous.and_then(|tokens| {
-                        tokens
-                            .entries
-                            .iter()
-                            .find(|known| known.hash == hash)
-                            .and_then(|known| known.quota.as_deref())
-                    });
-                    let retired = previous.and_then(|tokens| tokens.retired(&Holder::Token(hash)));
-                    Some(
-                        limiter_after(
-                            runtime,
-                            &format!("token:{}", toolcell::digest::hex(&hash)),
-                            &tenant.name,
-                            Scope::Token,
-                            config,
-                            before,
-                            retired,
-                        )
-                        .map_err(|error| {
-                            why(format!(
-                                "tenant {:?}: a token's quota: {error}",
-                                tenant.name
-                            ))
-                        })?,
-                    )
-                }
-                None => None,
-            };
+        let mut reading = Reading {
+            runtime,
+            previous,
+            base: path.parent().unwrap_or(Path::new(".")),
+            quotas: &parsed.quota,
+            tenants: Vec::new(),
+            policies: Vec::new(),
+        };
+        for entry in &parsed.token {
+            let hash = token_hash(entry, &entries).map_err(why)?;
+            let tenant = reading.tenant(entry).map_err(why)?;
+            let quota = reading.token_quota(entry, hash, &tenant).map_err(why)?;
             entries.push(Entry {
                 hash,
                 tenant,
                 quota,
             });
         }
+        let policies = reading.policies;
         let retired = previous.map(|previous| previous.retire(&entries));
         let tokens = Tokens {
             entries,
@@ -450,6 +346,154 @@ pub fn new_token(tenant: &str, workspace: Option<&Path>) -> std::io::Result<(Str
 fn toml_string(text: &str) -> String {
     // A TOML basic string is JSON's string syntax for everything we write here.
     serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// A tokens file has at least one `[[token]]` table, and every `[quota.TENANT]` table names a
+/// tenant one of them names.
+fn check_tables(parsed: &TokensFile) -> Result<(), String> {
+    if parsed.token.is_empty() {
+        return Err("no [[token]] tables: nobody could call".to_owned());
+    }
+    if let Some(name) = parsed
+        .quota
+        .keys()
+        .find(|name| !parsed.token.iter().any(|entry| entry.tenant == **name))
+    {
+        return Err(format!(
+            "[quota.{name}]: no [[token]] names the tenant {name:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The SHA-256 of the token a `[[token]]` table names: 64 hex digits, not one of `entries`'
+/// already.
+fn token_hash(entry: &TokenEntry, entries: &[Entry]) -> Result<[u8; 32], String> {
+    let hash = parse_hash(&entry.sha256).ok_or_else(|| {
+        format!(
+            "tenant {:?}: sha256 must be 64 hex digits (the SHA-256 of the token)",
+            entry.tenant
+        )
+    })?;
+    if entries.iter().any(|known| known.hash == hash) {
+        return Err(format!(
+            "tenant {:?}: a token is listed twice",
+            entry.tenant
+        ));
+    }
+    Ok(hash)
+}
+
+/// One reading of a tokens file ([`Tokens::read`]): where it is read, and the tenants it has
+/// made so far.
+struct Reading<'a> {
+    runtime: &'a Runtime,
+    /// The tokens read before, whose quotas' state carries over.
+    previous: Option<&'a Tokens>,
+    /// The directory of the file: what its paths are relative to.
+    base: &'a Path,
+    /// The file's `[quota.TENANT]` tables.
+    quotas: &'a BTreeMap<String, QuotaConfig>,
+    /// Each tenant once, with the workspace and policy its first table named.
+    tenants: Vec<(Arc<Tenant>, Option<PathBuf>, Option<PathBuf>)>,
+    /// The policy files the tenants name.
+    policies: Vec<PathBuf>,
+}
+
+impl Reading<'_> {
+    /// The tenant a `[[token]]` table names: the one made already (which must have the same
+    /// workspace and policy), or a new one with its `[quota.TENANT]`, its state carried over.
+    fn tenant(&mut self, entry: &TokenEntry) -> Result<Arc<Tenant>, String> {
+        if let Some((tenant, workspace, policy)) = self
+            .tenants
+            .iter()
+            .find(|(tenant, ..)| tenant.name == entry.tenant)
+        {
+            if *workspace != entry.workspace || *policy != entry.policy {
+                return Err(format!(
+                    "tenant {:?} is given two workspaces or policies",
+                    entry.tenant
+                ));
+            }
+            return Ok(Arc::clone(tenant));
+        }
+        let quota = match self.quotas.get(&entry.tenant) {
+            Some(config) => {
+                let before = self.previous.and_then(|tokens| {
+                    tokens
+                        .entries
+                        .iter()
+                        .find(|known| known.tenant.name == entry.tenant)
+                        .and_then(|known| known.tenant.quota.as_deref())
+                });
+                let retired = self
+                    .previous
+                    .and_then(|tokens| tokens.retired(&Holder::Tenant(entry.tenant.clone())));
+                Some(
+                    limiter_after(
+                        self.runtime,
+                        &format!("tenant:{}", entry.tenant),
+                        &entry.tenant,
+                        Scope::Tenant,
+                        config,
+                        before,
+                        retired,
+                    )
+                    .map_err(|error| format!("[quota.{}]: {error}", entry.tenant))?,
+                )
+            }
+            None => None,
+        };
+        let (tenant, policy) = tenant(
+            self.runtime,
+            &entry.tenant,
+            entry.workspace.as_deref(),
+            entry.policy.as_deref(),
+            self.base,
+            quota,
+        )?;
+        self.policies.extend(policy);
+        self.tenants.push((
+            Arc::clone(&tenant),
+            entry.workspace.clone(),
+            entry.policy.clone(),
+        ));
+        Ok(tenant)
+    }
+
+    /// The token's own quota, if its table gives one, its state carried over from the same
+    /// token's before.
+    fn token_quota(
+        &self,
+        entry: &TokenEntry,
+        hash: [u8; 32],
+        tenant: &Tenant,
+    ) -> Result<Option<Arc<Limiter>>, String> {
+        let Some(config) = &entry.quota else {
+            return Ok(None);
+        };
+        let before = self.previous.and_then(|tokens| {
+            tokens
+                .entries
+                .iter()
+                .find(|known| known.hash == hash)
+                .and_then(|known| known.quota.as_deref())
+        });
+        let retired = self
+            .previous
+            .and_then(|tokens| tokens.retired(&Holder::Token(hash)));
+        limiter_after(
+            self.runtime,
+            &format!("token:{}", toolcell::digest::hex(&hash)),
+            &tenant.name,
+            Scope::Token,
+            config,
+            before,
+            retired,
+        )
+        .map(Some)
+        .map_err(|error| format!("tenant {:?}: a token's quota: {error}", tenant.name))
+    }
 }
 
 #[cfg(test)]
