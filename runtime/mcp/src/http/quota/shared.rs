@@ -2,10 +2,10 @@
 //! under all its quotas; its places are leases this replica renews while the call runs,
 //! given back with the call's charge when it ends.
 
-use super::{Admission, Held, Kind, Leases, Limiter, NotAdmitted, Refused, lock};
-use crate::state::scripts::{ADMIT, RELEASE, RENEW, USAGE};
+use super::bucket::lock;
+use super::{Admission, Held, Kind, Leases, Limiter, NotAdmitted, Refused};
+use crate::state::scripts::{ADMIT, RELEASE, USAGE};
 use crate::state::{LEASE_TTL, Store, Unavailable};
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -123,6 +123,9 @@ fn keys(limiter: &Limiter) -> [String; 2] {
     ]
 }
 
+/// Admit a call under `limiters` (with what it `reserve`s of the daily budgets) in one
+/// script call: its [`Admission`] holding a lease this replica renews while the call runs, or
+/// the quota that refused it, or the store out of reach.
 pub(super) async fn admit(
     store: &Arc<Store>,
     leases: &Arc<Leases>,
@@ -130,11 +133,45 @@ pub(super) async fn admit(
     reserve: super::Reserve,
 ) -> Result<Admission, NotAdmitted> {
     let member = member(store, reserve);
-    let [epoch_key, grace_key] = crate::state::epoch_keys();
-    let (seen, candidate, grace) = store.epoch_arguments().map_err(NotAdmitted::Unavailable)?;
-    let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
+    let epoch_keys = crate::state::epoch_keys();
+    let epoch = store.epoch_arguments().map_err(NotAdmitted::Unavailable)?;
     let keys: Vec<String> = limiters.iter().flat_map(|limiter| keys(limiter)).collect();
-    let arguments: Vec<String> = limiters
+    let arguments = quota_arguments(limiters);
+    let lease = hold(store, leases, limiters, &member, &keys);
+    let script = AdmitScript {
+        keys: &keys,
+        arguments: &arguments,
+        member: &member,
+        count: limiters.len(),
+        epoch_keys: &epoch_keys,
+        epoch: &epoch,
+    };
+    let answer = script.run(store).await?;
+    if let Some(epoch) = answered_epoch(&answer)
+        && store.saw_epoch(epoch).1
+    {
+        // The store lost its data: this replica's running calls' places are put back now,
+        // before anything else is admitted against them.
+        let _ = leases.renew(store).await;
+    }
+    let Some((index, kind, retry_after)) = refusal_of(store, &answer)? else {
+        return Ok(Admission(Arc::new(Held::Shared(lease))));
+    };
+    // Refused: nothing was taken; the lease was never added, and there is nothing to give
+    // back.
+    lease.released.store(true, Ordering::Relaxed);
+    leases
+        .held
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .remove(&lease.member);
+    Err(refused(store, limiters, index, &kind, retry_after))
+}
+
+/// What the admission script is told of each of `limiters`' quotas, in order: its rate and
+/// burst, its calls in flight, its daily microseconds and fuel (0: unbounded).
+fn quota_arguments(limiters: &[&Arc<Limiter>]) -> Vec<String> {
+    limiters
         .iter()
         .flat_map(|limiter| {
             let quota = limiter.quota();
@@ -152,181 +189,148 @@ pub(super) async fn admit(
                 quota.daily_fuel.unwrap_or(0).to_string(),
             ]
         })
-        .collect();
-    // Registered before the script runs: a renewal racing the admission keeps it too.
+        .collect()
+}
+
+/// The call's lease as `member` in the lease sets among `keys`, registered with `leases`
+/// before the script runs: a renewal racing the admission keeps it too.
+fn hold(
+    store: &Arc<Store>,
+    leases: &Arc<Leases>,
+    limiters: &[&Arc<Limiter>],
+    member: &str,
+    keys: &[String],
+) -> Lease {
     leases
         .held
         .lock()
         .unwrap_or_else(|poison| poison.into_inner())
         .insert(
-            member.clone(),
+            member.to_owned(),
             keys.iter().skip(1).step_by(2).cloned().collect(),
         );
-    let lease = Lease {
+    Lease {
         store: Arc::clone(store),
         bounded: limiters
             .iter()
             .any(|limiter| limiter.quota().in_flight.is_some()),
         released: std::sync::atomic::AtomicBool::new(false),
         leases: Arc::clone(leases),
-        member: member.clone(),
-        keys: keys.clone(),
+        member: member.to_owned(),
+        keys: keys.to_vec(),
         used: Mutex::new((0, 0)),
-    };
-    let count = limiters.len();
-    let (keys, arguments, member) = (&keys, &arguments, &member);
-    let (epoch_key, grace_key, seen, candidate) = (&epoch_key, &grace_key, &seen, &candidate);
-    let answer: Vec<redis::Value> = store
-        .run(|mut connection| async move {
-            let mut invocation = ADMIT.prepare_invoke();
-            for key in keys {
-                invocation.key(key);
-            }
-            invocation.key(epoch_key).key(grace_key);
-            invocation.arg(count).arg(member).arg(ttl);
-            for argument in arguments {
-                invocation.arg(argument);
-            }
-            invocation.arg(seen).arg(candidate).arg(grace);
-            invocation.invoke_async(&mut connection).await
-        })
-        .await
-        .map_err(NotAdmitted::Unavailable)?;
-    let epoch = match answer.as_slice() {
+    }
+}
+
+/// One call of the admission script: its keys and arguments.
+struct AdmitScript<'a> {
+    /// Each quota's hash and lease set.
+    keys: &'a [String],
+    /// Each quota's limits ([`quota_arguments`]).
+    arguments: &'a [String],
+    /// The lease's member.
+    member: &'a str,
+    /// How many quotas.
+    count: usize,
+    /// The store's epoch keys.
+    epoch_keys: &'a [String; 2],
+    /// The epoch this replica saw, a candidate for a new one, and the grace (`Store::epoch_arguments`).
+    epoch: &'a (String, String, u64),
+}
+
+impl AdmitScript<'_> {
+    /// Run it: the script's answer, or the store out of reach.
+    async fn run(&self, store: &Store) -> Result<Vec<redis::Value>, NotAdmitted> {
+        let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
+        let AdmitScript {
+            keys,
+            arguments,
+            member,
+            count,
+            epoch_keys: [epoch_key, grace_key],
+            epoch: (seen, candidate, grace),
+        } = self;
+        store
+            .run(|mut connection| async move {
+                let mut invocation = ADMIT.prepare_invoke();
+                for key in *keys {
+                    invocation.key(key);
+                }
+                invocation.key(epoch_key).key(grace_key);
+                invocation.arg(count).arg(member).arg(ttl);
+                for argument in *arguments {
+                    invocation.arg(argument);
+                }
+                invocation.arg(seen).arg(candidate).arg(grace);
+                invocation.invoke_async(&mut connection).await
+            })
+            .await
+            .map_err(NotAdmitted::Unavailable)
+    }
+}
+
+/// The store's epoch, as the admission script's answer gives it.
+fn answered_epoch(answer: &[redis::Value]) -> Option<String> {
+    match answer {
         [redis::Value::Int(0), epoch] | [_, _, _, epoch] => {
             redis::from_redis_value::<String>(epoch.clone()).ok()
         }
         _ => None,
-    };
-    if let Some(epoch) = epoch
-        && store.saw_epoch(epoch).1
-    {
-        // The store lost its data: this replica's running calls' places are put back now,
-        // before anything else is admitted against them.
-        let _ = leases.renew(store).await;
     }
-    let refused = match answer.as_slice() {
-        [redis::Value::Int(0), _] => None,
-        [index, kind, retry_after, _] => Some((
+}
+
+/// The refusal in the admission script's answer (the refusing quota's place from 1, its kind,
+/// the seconds to wait), if it is one; an answer the script does not give is an error.
+fn refusal_of(
+    store: &Store,
+    answer: &[redis::Value],
+) -> Result<Option<(usize, String, u64)>, NotAdmitted> {
+    match answer {
+        [redis::Value::Int(0), _] => Ok(None),
+        [index, kind, retry_after, _] => Ok(Some((
             redis::from_redis_value::<usize>(index.clone()).unwrap_or(1),
             redis::from_redis_value::<String>(kind.clone()).unwrap_or_default(),
             redis::from_redis_value::<u64>(retry_after.clone()).unwrap_or(1),
-        )),
-        other => {
-            return Err(NotAdmitted::Unavailable(Unavailable {
-                store: store.shown().to_owned(),
-                why: format!("an answer the admission script does not give: {other:?}"),
-            }));
-        }
-    };
-    let Some((index, kind, retry_after)) = refused else {
-        return Ok(Admission(Arc::new(Held::Shared(lease))));
-    };
-    // Refused: nothing was taken; the lease was never added, and there is nothing to give
-    // back.
-    lease.released.store(true, Ordering::Relaxed);
-    leases
-        .held
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner())
-        .remove(&lease.member);
+        ))),
+        other => Err(NotAdmitted::Unavailable(Unavailable {
+            store: store.shown().to_owned(),
+            why: format!("an answer the admission script does not give: {other:?}"),
+        })),
+    }
+}
+
+/// The refusal by the quota at `index` (from 1) of `limiters`, of `kind`, to try again after
+/// `retry_after` seconds (at least 1).
+fn refused(
+    store: &Store,
+    limiters: &[&Arc<Limiter>],
+    index: usize,
+    kind: &str,
+    retry_after: u64,
+) -> NotAdmitted {
     let limiter = limiters
         .get(index.saturating_sub(1))
         .copied()
         .or_else(|| limiters.first().copied());
     let Some(limiter) = limiter else {
-        return Err(NotAdmitted::Unavailable(Unavailable {
+        return NotAdmitted::Unavailable(Unavailable {
             store: store.shown().to_owned(),
             why: "a refusal naming no quota".to_owned(),
-        }));
+        });
     };
-    let kind = match kind.as_str() {
+    let kind = match kind {
         "rate" => Kind::Rate,
         "in_flight" => Kind::InFlight,
         "daily_ms" => Kind::DailyMs,
         _ => Kind::DailyFuel,
     };
-    Err(NotAdmitted::Refused(Refused {
+    NotAdmitted::Refused(Refused {
         kind,
         scope: limiter.scope(),
         tenant: limiter.tenant().to_owned(),
         retry_after: retry_after.max(1),
         quota: limiter.quota().clone(),
-    }))
-}
-
-impl Leases {
-    /// Write the leases given back, as they are given back, each batch in one script call,
-    /// until `stop` completes. A batch that cannot be written (the store is out of reach)
-    /// is dropped: its leases expire within LEASE_TTL.
-    pub(crate) async fn give_back(&self, store: &Store, stop: impl Future<Output = ()>) {
-        let mut stop = std::pin::pin!(stop);
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                () = self.returning.notified() => {}
-            }
-            let batch = std::mem::take(
-                &mut *self
-                    .returned
-                    .lock()
-                    .unwrap_or_else(|poison| poison.into_inner()),
-            );
-            if batch.is_empty() {
-                continue;
-            }
-            let batch = &batch;
-            let _ = store
-                .run(|mut connection| async move {
-                    let mut invocation = RELEASE.prepare_invoke();
-                    for (_, keys, _, _) in batch {
-                        for key in keys {
-                            invocation.key(key);
-                        }
-                    }
-                    invocation.arg(batch.len());
-                    for (member, keys, micros, fuel) in batch {
-                        invocation
-                            .arg(keys.len() / 2)
-                            .arg(member)
-                            .arg(*micros)
-                            .arg(*fuel);
-                    }
-                    invocation.invoke_async::<i64>(&mut connection).await
-                })
-                .await;
-        }
-    }
-
-    /// Renew every lease this replica holds, in one script call.
-    pub(crate) async fn renew(&self, store: &Store) -> Result<(), Unavailable> {
-        let pairs: Vec<(String, String)> = self
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .iter()
-            .flat_map(|(member, keys)| keys.iter().map(move |key| (key.clone(), member.clone())))
-            .collect();
-        if pairs.is_empty() {
-            return Ok(());
-        }
-        let ttl = u64::try_from(LEASE_TTL.as_millis()).unwrap_or(u64::MAX);
-        let pairs = &pairs;
-        store
-            .run(|mut connection| async move {
-                let mut invocation = RENEW.prepare_invoke();
-                for (key, _) in pairs {
-                    invocation.key(key);
-                }
-                invocation.arg(ttl);
-                for (_, member) in pairs {
-                    invocation.arg(member);
-                }
-                invocation.invoke_async::<i64>(&mut connection).await
-            })
-            .await
-            .map(drop)
-    }
+    })
 }
 
 pub(super) async fn usage(
