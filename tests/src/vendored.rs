@@ -119,12 +119,17 @@ fn a_change_the_patch_does_not_carry_is_caught() {
     assert!(status.success());
     let patched = copy.join(PATCHED);
     let text = std::fs::read_to_string(&patched).expect("read");
-    let edited = text.replacen("const MAX_REGIONS: usize = 32;", "const MAX_REGIONS: usize = 33;", 1);
+    let edited = text.replacen(
+        "const MAX_REGIONS: usize = 32;",
+        "const MAX_REGIONS: usize = 33;",
+        1,
+    );
     assert_ne!(text, edited, "the line to change is there");
     std::fs::write(&patched, edited).expect("write");
     let taken_back = unpatched(&copy);
     assert!(
-        taken_back.is_err() || taken_back.is_ok_and(|bytes| hex_sha256(&bytes) != PUBLISHED_PATCHED_FILE),
+        taken_back.is_err()
+            || taken_back.is_ok_and(|bytes| hex_sha256(&bytes) != PUBLISHED_PATCHED_FILE),
         "an edit outside the patch went unseen"
     );
     std::fs::write(&patched, text).expect("restore");
@@ -132,5 +137,9 @@ fn a_change_the_patch_does_not_carry_is_caught() {
     let mut bytes = std::fs::read(&readme).expect("README");
     bytes.extend_from_slice(b"\nedited\n");
     std::fs::write(&readme, bytes).expect("write");
-    assert_ne!(tree_digest(&copy), PUBLISHED_REST, "an edit of a published file went unseen");
+    assert_ne!(
+        tree_digest(&copy),
+        PUBLISHED_REST,
+        "an edit of a published file went unseen"
+    );
 }

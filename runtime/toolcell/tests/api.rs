@@ -45,12 +45,13 @@ fn quote_attr(attr: &syn::Attribute) -> String {
     }
 }
 
-/// The uses a `pub use` tree names: `path::Name` for each leaf (`Name as Other`: `Other`).
+/// The names a `pub use` tree makes public where it stands (`Name as Other`: `Other`; a glob:
+/// its source path and `*`).
 fn uses(prefix: &str, tree: &UseTree, found: &mut Vec<String>) {
     match tree {
         UseTree::Path(path) => uses(&format!("{prefix}{}::", path.ident), &path.tree, found),
-        UseTree::Name(name) => found.push(format!("{prefix}{}", name.ident)),
-        UseTree::Rename(rename) => found.push(format!("{prefix}{} as {}", rename.ident, rename.rename)),
+        UseTree::Name(name) => found.push(name.ident.to_string()),
+        UseTree::Rename(rename) => found.push(rename.rename.to_string()),
         UseTree::Glob(_) => found.push(format!("{prefix}*")),
         UseTree::Group(group) => {
             for tree in &group.items {
@@ -95,12 +96,18 @@ impl Lister {
                 if let Some((_, items)) = &module.content {
                     self.module(&inner, items, file, open);
                 } else {
-                    let dir = if file.file_name().is_some_and(|f| f == "lib.rs" || f == "mod.rs") {
+                    let dir = if file
+                        .file_name()
+                        .is_some_and(|f| f == "lib.rs" || f == "mod.rs")
+                    {
                         file.parent().expect("a directory").to_path_buf()
                     } else {
                         file.with_extension("")
                     };
-                    let candidates = [dir.join(format!("{name}.rs")), dir.join(&name).join("mod.rs")];
+                    let candidates = [
+                        dir.join(format!("{name}.rs")),
+                        dir.join(&name).join("mod.rs"),
+                    ];
                     let Some(found) = candidates.iter().find(|candidate| candidate.exists()) else {
                         return;
                     };
@@ -113,7 +120,11 @@ impl Lister {
                 let mut found = Vec::new();
                 uses("", &use_item.tree, &mut found);
                 for used in found {
-                    let last = used.rsplit([':', ' ']).next().unwrap_or_default().to_owned();
+                    let last = used
+                        .rsplit([':', ' '])
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
                     if public {
                         self.types.insert(last);
                     }
@@ -233,8 +244,14 @@ fn the_reader_finds_what_it_must() {
         "use registry::Dispatch",
         "method Runtime::run",
     ] {
-        assert!(now.iter().any(|line| line == expected), "{expected} not found in {now:#?}");
+        assert!(
+            now.iter().any(|line| line == expected),
+            "{expected} not found in {now:#?}"
+        );
     }
     // And nothing private: a crate-private function of a public module.
-    assert!(!now.iter().any(|line| line.contains("read_opened")), "a private item listed");
+    assert!(
+        !now.iter().any(|line| line.contains("read_opened")),
+        "a private item listed"
+    );
 }

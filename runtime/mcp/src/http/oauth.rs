@@ -153,7 +153,7 @@ impl std::fmt::Debug for OAuth {
 }
 
 /// The file at `path`, at most [`MAX_OAUTH_FILE_BYTES`], its errors naming it.
-fn read_bounded(runtime: &Runtime, path: &Path) -> Result<String, String> {
+fn read_oauth_file(runtime: &Runtime, path: &Path) -> Result<String, String> {
     crate::http::tenant::read_own(runtime, path, MAX_OAUTH_FILE_BYTES)
         .map_err(|error| format!("{}: {error}", path.display()))
 }
@@ -341,7 +341,7 @@ impl OAuth {
     /// workspace in `runtime`.
     pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, crate::ConfigError> {
         let why = |what: String| format!("the OAuth configuration {}: {what}", path.display());
-        let parsed: OAuthFile = toml::from_str(&read_bounded(runtime, path).map_err(&why)?)
+        let parsed: OAuthFile = toml::from_str(&read_oauth_file(runtime, path).map_err(&why)?)
             .map_err(|e| why(e.to_string()))?;
         let resource = url_parts(&parsed.resource)
             .map(|_| parsed.resource.clone())
@@ -676,7 +676,7 @@ fn key_set(parsed: &OAuthFile, base: &Path, runtime: &mut Runtime) -> Result<Loa
         (Some(file), None) => {
             let file = base.join(file);
             runtime.protect(&file);
-            let jwks = parse_jwks(read_bounded(runtime, &file)?.as_bytes())
+            let jwks = parse_jwks(read_oauth_file(runtime, &file)?.as_bytes())
                 .map_err(|error| format!("the key set: {error}"))?;
             Ok((jwks, None, file.display().to_string()))
         }

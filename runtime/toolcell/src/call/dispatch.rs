@@ -16,8 +16,9 @@ use crate::call::registry::Registry;
 pub use crate::call::registry::{CALL_TOOL, FIND_TOOL};
 use serde_json::{Map, Value};
 
-/// What [`dispatch`] decided for one call.
+/// What [`dispatch`] decided for one call (more ways may come: match with a wildcard arm).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Dispatch {
     /// Answered here, without the port: this text is the tool result.
     Local(String),

@@ -630,7 +630,7 @@ impl Runtime {
         keys.sort();
         keys.dedup();
         let locks: Vec<_> = {
-            let mut table = self.write_locks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut table = crate::sync::lock(&self.write_locks);
             // Forget the locks no call holds or waits for.
             table.retain(|_, lock| Arc::strong_count(lock) > 1);
             keys.into_iter()

@@ -1,7 +1,7 @@
 //! Admitting calls under their quotas in this process, all or none, and holding their places
 //! (and what they reserve of the daily budgets) until they end and are charged.
 
-use super::bucket::{State, lock, utc_day};
+use super::bucket::{State, utc_day};
 use super::{Limiter, Refused};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -51,7 +51,7 @@ pub fn admit_reserving(
     let day = utc_day(wall);
     let mut states: Vec<MutexGuard<'_, State>> = limiters
         .iter()
-        .map(|limiter| lock(&limiter.state))
+        .map(|limiter| toolcell::sync::lock(&limiter.state))
         .collect();
     for (limiter, state) in limiters.iter().zip(states.iter_mut()) {
         limiter.check(state, calls, now, day)?;
@@ -132,7 +132,7 @@ impl Admission {
             Held::Local { states, .. } => {
                 let day = utc_day(wall).0;
                 for (state, _, _) in states {
-                    let mut state = lock(state);
+                    let mut state = toolcell::sync::lock(state);
                     state.roll(day);
                     state.used_micros = state.used_micros.saturating_add(micros);
                     state.used_fuel = state.used_fuel.saturating_add(fuel.unwrap_or(0));
@@ -156,7 +156,7 @@ impl Drop for Held {
         } = self
         {
             for (state, time, fuel) in states.iter() {
-                let mut state = lock(state);
+                let mut state = toolcell::sync::lock(state);
                 state.in_flight = state.in_flight.saturating_sub(*calls);
                 if *time {
                     state.reserved_micros = state.reserved_micros.saturating_sub(*reserve);

@@ -2,7 +2,6 @@
 //! reserve, and the UTC day's use, all behind one lock.
 
 use super::Rate;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Seconds in a UTC day (no leap seconds: UNIX time has none).
@@ -78,12 +77,4 @@ pub fn utc_day(now: SystemTime) -> (u64, u64) {
         seconds / SECONDS_PER_DAY,
         (SECONDS_PER_DAY - seconds % SECONDS_PER_DAY).max(1),
     )
-}
-
-/// `state`, locked (a poisoned lock's state is used as it stands: every change to it is
-/// whole before the next).
-pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

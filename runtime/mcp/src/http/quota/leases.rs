@@ -33,12 +33,7 @@ impl Leases {
                 () = &mut stop => return,
                 () = self.returning.notified() => {}
             }
-            let batch = std::mem::take(
-                &mut *self
-                    .returned
-                    .lock()
-                    .unwrap_or_else(|poison| poison.into_inner()),
-            );
+            let batch = std::mem::take(&mut *toolcell::sync::lock(&self.returned));
             if batch.is_empty() {
                 continue;
             }
@@ -67,10 +62,7 @@ impl Leases {
 
     /// Renew every lease this replica holds, in one script call.
     pub(crate) async fn renew(&self, store: &Store) -> Result<(), Unavailable> {
-        let pairs: Vec<(String, String)> = self
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        let pairs: Vec<(String, String)> = toolcell::sync::lock(&self.held)
             .iter()
             .flat_map(|(member, keys)| keys.iter().map(move |key| (key.clone(), member.clone())))
             .collect();

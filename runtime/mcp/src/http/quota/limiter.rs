@@ -1,7 +1,7 @@
 //! One tenant's or token's quota with its state: made, carried over a reload of the file,
 //! retired and restored, and checked before a call is admitted.
 
-use super::bucket::{State, lock, rate_retry_after, utc_day};
+use super::bucket::{State, rate_retry_after, utc_day};
 use super::{Kind, Quota, Refused, Scope};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Instant, SystemTime};
@@ -31,7 +31,7 @@ impl Limiter {
         let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
         let state = previous.map(|previous| {
             {
-                let mut state = lock(&previous.state);
+                let mut state = toolcell::sync::lock(&previous.state);
                 match (previous.quota.rate, quota.rate) {
                     // The bucket so far, within the new burst.
                     (Some(old), Some(_)) => {
@@ -64,7 +64,7 @@ impl Limiter {
     ) -> Limiter {
         let burst = quota.rate.map_or(0.0, |rate| f64::from(rate.burst));
         let state = retired.0.upgrade().inspect(|state| {
-            let mut state = lock(state);
+            let mut state = toolcell::sync::lock(state);
             state.bucket = burst;
             state.refilled = now;
         });
@@ -127,7 +127,7 @@ impl Limiter {
 
     /// Calls in flight now, and the running time (ms) and fuel used so far today.
     pub fn usage(&self, wall: SystemTime) -> (u32, u64, u64) {
-        let mut state = lock(&self.state);
+        let mut state = toolcell::sync::lock(&self.state);
         state.roll(utc_day(wall).0);
         (state.in_flight, state.used_micros / 1000, state.used_fuel)
     }

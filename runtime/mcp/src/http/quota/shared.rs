@@ -2,7 +2,6 @@
 //! under all its quotas; its places are leases this replica renews while the call runs,
 //! given back with the call's charge when it ends.
 
-use super::bucket::lock;
 use super::{Admission, Held, Kind, Leases, Limiter, NotAdmitted, Refused};
 use crate::state::scripts::{ADMIT, RELEASE, USAGE};
 use crate::state::{LEASE_TTL, Store, Unavailable};
@@ -32,15 +31,8 @@ impl Lease {
         if !self.bounded || self.released.swap(true, Ordering::Relaxed) {
             return;
         }
-        self.leases
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .remove(&self.member);
-        let (micros, fuel) = *self
-            .used
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        toolcell::sync::lock(&self.leases.held).remove(&self.member);
+        let (micros, fuel) = *toolcell::sync::lock(&self.used);
         let (member, keys) = (&self.member, &self.keys);
         let _ = self
             .store
@@ -61,10 +53,7 @@ impl Lease {
     }
 
     pub(super) fn charge(&self, micros: u64, fuel: u64) {
-        let mut used = self
-            .used
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut used = toolcell::sync::lock(&self.used);
         used.0 = used.0.saturating_add(micros);
         used.1 = used.1.saturating_add(fuel);
     }
@@ -75,28 +64,17 @@ impl Drop for Lease {
         if self.released.load(Ordering::Relaxed) {
             return;
         }
-        self.leases
-            .held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .remove(&self.member);
-        let (micros, fuel) = *self
-            .used
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        toolcell::sync::lock(&self.leases.held).remove(&self.member);
+        let (micros, fuel) = *toolcell::sync::lock(&self.used);
         // Given back off the call's path, with others that ended meanwhile
         // ([`Leases::give_back`]); if the process ends first, the lease expires by itself
         // within LEASE_TTL (and the call's use is not charged).
-        self.leases
-            .returned
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .push((
-                std::mem::take(&mut self.member),
-                std::mem::take(&mut self.keys),
-                micros,
-                fuel,
-            ));
+        toolcell::sync::lock(&self.leases.returned).push((
+            std::mem::take(&mut self.member),
+            std::mem::take(&mut self.keys),
+            micros,
+            fuel,
+        ));
         self.leases.returning.notify_one();
     }
 }
@@ -160,11 +138,7 @@ pub(super) async fn admit(
     // Refused: nothing was taken; the lease was never added, and there is nothing to give
     // back.
     lease.released.store(true, Ordering::Relaxed);
-    leases
-        .held
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner())
-        .remove(&lease.member);
+    toolcell::sync::lock(&leases.held).remove(&lease.member);
     Err(refused(store, limiters, index, &kind, retry_after))
 }
 
@@ -201,14 +175,10 @@ fn hold(
     member: &str,
     keys: &[String],
 ) -> Lease {
-    leases
-        .held
-        .lock()
-        .unwrap_or_else(|poison| poison.into_inner())
-        .insert(
-            member.to_owned(),
-            keys.iter().skip(1).step_by(2).cloned().collect(),
-        );
+    toolcell::sync::lock(&leases.held).insert(
+        member.to_owned(),
+        keys.iter().skip(1).step_by(2).cloned().collect(),
+    );
     Lease {
         store: Arc::clone(store),
         bounded: limiters
@@ -354,6 +324,5 @@ pub(super) async fn usage(
             usage.push((Arc::clone(limiter), (in_flight, micros / 1000, fuel)));
         }
     }
-    let _ = lock;
     usage
 }
