@@ -1,6 +1,8 @@
 //! A person decides a gated call from their MCP client: the gate's questions asked by
 //! elicitation.
 //!
+//! Past the house's 700 lines only by its unit tests, kept beside the code they test.
+//!
 //! When the access gate needs a person ([`toolcell::approval`]) and the client that sent the
 //! call declared the elicitation capability, the question goes to that client, in the same
 //! words the terminal prompt uses ([`ApprovalRequest`]'s `Display`: the agent, the tool, the

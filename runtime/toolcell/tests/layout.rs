@@ -1,15 +1,17 @@
 //! The crate's layout is its architecture: the stages import only the stages before them, the
 //! crates depend only on the crates before them, and the core's dependency tree carries none of
-//! the front ends' crates (issue 24).
+//! the front ends' crates (issue 24); no function is longer than a screen of decisions, and a
+//! long file says why it is long.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The core's stages, each allowed to import only those before it (`digest` is a leaf anyone
-/// may use; `lib.rs` and `fuzzing.rs` sit above them all).
+/// The core's stages, each allowed to import only those before it (`digest` and `sync` are
+/// leaves anyone may use; `lib.rs` and `fuzzing.rs` sit above them all).
 const STAGES: &[&str] = &[
-    "digest", "hostfs", "call", "tool", "audit", "policy", "validate", "gate", "wasm", "pipeline",
+    "digest", "sync", "hostfs", "call", "tool", "audit", "policy", "validate", "gate", "wasm",
+    "pipeline",
 ];
 
 /// Packages an embedder of the core must not compile: registry clients, signing, MCP, OAuth,
@@ -348,5 +350,147 @@ fn the_core_compiles_none_of_the_front_ends_crates() {
         packages.len() <= MAX_CORE_PACKAGES,
         "the core's tree has {} packages; at most {MAX_CORE_PACKAGES}",
         packages.len()
+    );
+}
+
+/// The longest a function in `runtime/` may be, outside unit tests: a reader should see the
+/// order of its decisions on one screen, and each step has a name of its own.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// Functions allowed past [`MAX_FUNCTION_LINES`], each with why (none today).
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[];
+
+/// The longest a source file in `runtime/` may be without saying why in its first lines.
+const MAX_FILE_LINES: usize = 700;
+
+/// How many of a file's first lines may say why it is long: its module doc.
+const WHY_WITHIN_LINES: usize = 40;
+
+/// Every `.rs` file of every crate under `runtime/`, without the crates' `tests/`.
+fn runtime_sources() -> Vec<PathBuf> {
+    let runtime = manifest_dir().parent().expect("runtime/").to_path_buf();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&runtime).expect("runtime/") {
+        let src = entry.expect("an entry").path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut found);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The functions of `text` (rustfmt-formatted Rust) longer than `max` lines, outside
+/// `#[cfg(test)]` modules: `(name, first line, length)`. A function runs from its `fn` line to
+/// the first `}` line at the same indentation after its body opens.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|line| line.starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < end {
+        let line = lines[at];
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let signature = trimmed
+            .split_once("fn ")
+            .filter(|(before, _)| {
+                before.split_whitespace().all(|word| {
+                    ["pub", "async", "const", "unsafe", "extern"].contains(&word)
+                        || word.starts_with("pub(")
+                })
+            })
+            .map(|(_, after)| after);
+        let Some(signature) = signature else {
+            at += 1;
+            continue;
+        };
+        let name: String = signature
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The line that opens the body (or ends a declaration without one).
+        let mut open = at;
+        while open < end && !lines[open].trim_end().ends_with('{') && !lines[open].ends_with(';') {
+            open += 1;
+        }
+        if open >= end || lines[open].ends_with(';') {
+            at = open + 1;
+            continue;
+        }
+        let closing = format!("{indent}}}");
+        let mut close = open + 1;
+        while close < end && lines[close] != closing {
+            close += 1;
+        }
+        let length = close - at + 1;
+        if length > max {
+            found.push((name, at + 1, length));
+        }
+        at = open + 1;
+    }
+    found
+}
+
+#[test]
+fn no_function_in_runtime_is_longer_than_a_screen_of_decisions() {
+    let mut long = Vec::new();
+    for path in runtime_sources() {
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        for (name, line, length) in long_functions(&text, MAX_FUNCTION_LINES) {
+            let file = path.to_string_lossy().into_owned();
+            let allowed = LONG_FUNCTIONS
+                .iter()
+                .any(|(at, allowed, _why)| file.ends_with(at) && *allowed == name);
+            if !allowed {
+                long.push(format!("{file}:{line} fn {name}: {length} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them by decision, or allow one in \
+         LONG_FUNCTIONS with why): {long:#?}"
+    );
+}
+
+#[test]
+fn a_long_function_is_found() {
+    let body = "    let x = 1;\n".repeat(MAX_FUNCTION_LINES);
+    let text = format!(
+        "fn short() {{\n}}\n\npub(crate) async fn long(\n    a: u8,\n) -> u8 {{\n{body}    a\n}}\n\n\
+         #[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{body}    }}\n}}\n"
+    );
+    let found = long_functions(&text, MAX_FUNCTION_LINES);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "long");
+    assert_eq!(found[0].2, MAX_FUNCTION_LINES + 5);
+}
+
+#[test]
+fn a_file_past_700_lines_says_why_in_its_first_lines() {
+    let mut silent = Vec::new();
+    for path in runtime_sources() {
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let lines = text.lines().count();
+        if lines <= MAX_FILE_LINES {
+            continue;
+        }
+        let says_why = text
+            .lines()
+            .take(WHY_WITHIN_LINES)
+            .any(|line| line.starts_with("//!") && line.contains("700 lines"));
+        if !says_why {
+            silent.push(format!("{} ({lines} lines)", path.display()));
+        }
+    }
+    assert!(
+        silent.is_empty(),
+        "files over {MAX_FILE_LINES} lines whose module doc does not say why in its first \
+         {WHY_WITHIN_LINES} lines (a `//!` line naming the house's 700 lines and the reason): \
+         {silent:#?}"
     );
 }

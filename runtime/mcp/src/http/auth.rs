@@ -1,5 +1,7 @@
 //! Who may call over HTTP, and as which tenant: static bearer tokens from a file.
 //!
+//! Past the house's 700 lines only by its unit tests, kept beside the code they test.
+//!
 //! The file is TOML, one `[[token]]` table per token. A token is stored as the hex SHA-256 of
 //! its text, never the text, so the file can be read by whoever deploys the server without
 //! handing out the tokens:

@@ -2,6 +2,10 @@
 //! takes JWT access tokens issued by an authorization server it trusts, and publishes where to
 //! get one (RFC 9728 protected-resource metadata).
 //!
+//! Past the house's 700 lines: one job (a bearer token checked as a resource server must), whose
+//! steps (the file, the key set and its refresh, the token's claims, the tenants and scopes) share
+//! the validated configuration; `load` names them in order.
+//!
 //! `toolcell serve --http ADDR --oauth FILE`, where FILE is TOML:
 //!
 //! ```toml

@@ -1,6 +1,8 @@
 //! The way back for a client's answers to the questions a call asks it on its HTTP stream
 //! (MCP 2025-11-25, a client with a session id: `http/session.rs`).
 //!
+//! Past the house's 700 lines only by its unit tests, kept beside the code they test.
+//!
 //! Why this is ours: rmcp serves each HTTP request of that era without a session, in a service
 //! of its own whose transport takes the one request and never another message, so the peer
 //! that writes a tool's `sampling/createMessage` on the call's stream never hears the answer,

@@ -1,5 +1,9 @@
 //! The server's transport over byte streams (stdio, a socket): newline-delimited JSON-RPC.
 //!
+//! Past the house's 700 lines: one transport (reading lines, the outbox and its writer, the call
+//! answered in place beside the read), whose parts share the same bounded state; the parse lives
+//! in `parse.rs` and the in-place lane in `in_place.rs`.
+//!
 //! It behaves as rmcp's own `AsyncRwTransport` does on the wire (lines split at `\n`, a
 //! trailing `\r` and a leading UTF-8 byte order mark dropped, blank lines skipped, unparsable
 //! lines ignored, well-formed JSON of the wrong shape answered with an `Invalid request` error,

@@ -1,6 +1,9 @@
 //! The audit file as a hash chain: how lines are linked, where the chain's head is kept, how a
 //! file is rotated, and how a file (or a rotated series) is checked.
 //!
+//! Past the house's 700 lines only by its unit tests (the chain's attacks), kept beside the code
+//! they test.
+//!
 //! - **Links.** Each line carries `seq` (0, 1, 2, …) and `prev`, the sha256 (hex) of the line
 //!   before it exactly as written, without its newline; the first line's `prev` is
 //!   [`GENESIS`]. A changed, removed, inserted or reordered line breaks the link of the line

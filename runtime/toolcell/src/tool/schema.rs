@@ -1,5 +1,8 @@
 //! What a tool's JSON Schema may ask of the host, decided before the schema is compiled.
 //!
+//! Past the house's 700 lines only by its unit tests (one per bound), kept beside the code they
+//! test.
+//!
 //! A schema comes from the tool (a component's `describe()`, or a native tool's
 //! [`ToolInfo`](crate::ToolInfo)), yet the host compiles it and runs it on every call, outside
 //! the sandbox. So it is untrusted input with limits, each a named constant below, checked

@@ -1,6 +1,8 @@
 //! Arguments checked against the tool's JSON Schema, as the first stage of the call: under its
 //! deadline and stop token, and never on the async threads when it could take long.
 //!
+//! Past the house's 700 lines only by its unit tests, kept beside the code they test.
+//!
 //! Each tool's schema is checked against [`crate::tool::schema`]'s limits and compiled once, at load,
 //! itself bounded in time ([`SCHEMA_COMPILE_TIMEOUT`]); a schema over a limit or that does not
 //! compile refuses the tool. `jsonschema` is built without its network features, so a schema

@@ -1,6 +1,10 @@
 //! The host side of the contract's `client` interface: what a guest's `log`, `progress`,
 //! `features` and `ask` do.
 //!
+//! Past the house's 700 lines: the host side of the whole `client` interface (log, progress,
+//! sampling, elicitation, roots), each way bounded and checked, sharing one seat per call; split
+//! by way, each file would import the seat's internals.
+//!
 //! A call's [`ClientSeat`] holds what the gate granted, what the request's client offers, and
 //! the call's counts. Everything a guest says is checked and bounded here before any of it
 //! reaches the [`ClientLink`]; everything the client answers is checked and bounded here before

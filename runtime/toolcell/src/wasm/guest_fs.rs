@@ -1,6 +1,9 @@
 //! What a wasm guest's `wasi:filesystem` calls may do beyond staying inside their preopens: no
 //! guest makes a symlink, and no guest sees a file its call's deny-read list names.
 //!
+//! Past the house's 700 lines: every shadowed `wasi:filesystem` function is here, each its own
+//! named function, so that what a guest may reach through the file system is read in one place.
+//!
 //! wasmtime-wasi keeps every path a guest names inside the preopen it starts from. Two rules
 //! are toolcell's own, linked in place of wasmtime-wasi's functions, which still do everything
 //! these rules allow:
