@@ -74,11 +74,10 @@ fn blocks(markdown: &str) -> Vec<Block> {
     found
 }
 
-/// The `toolcell` argument lists of a `sh` block: each logical line (continued with `\`),
-/// split as the shell would, cut at `&&`, `||`, `;`, `|` and `&`, with leading `VAR=value`
-/// words dropped; a segment that runs `toolcell ...` or `cargo run ... -- ...` is a command
-/// line of the CLI.
-fn command_lines(block: &str) -> Result<Vec<Vec<String>>, String> {
+/// The commands of a `sh` block: each logical line (continued with `\`), split as the shell
+/// would, cut at `&&`, `||`, `;`, `|` and `&`, with leading `VAR=value` words and redirections
+/// dropped.
+fn segments(block: &str) -> Result<Vec<Vec<String>>, String> {
     let mut logical = Vec::new();
     let mut current = String::new();
     for line in block.lines() {
@@ -126,18 +125,187 @@ fn command_lines(block: &str) -> Result<Vec<Vec<String>>, String> {
             {
                 last.pop();
             }
-            match segment.first().map(String::as_str) {
-                Some("toolcell") => commands.push(segment.split_off(1)),
-                Some("cargo") if segment.get(1).map(String::as_str) == Some("run") => {
-                    if let Some(at) = segment.iter().position(|word| word == "--") {
-                        commands.push(segment.split_off(at + 1));
-                    }
-                }
-                _ => {}
+            if !segment.is_empty() {
+                commands.push(segment);
             }
         }
     }
     Ok(commands)
+}
+
+/// The `toolcell` argument lists of a `sh` block ([`segments`]): a segment that runs
+/// `toolcell ...` or `cargo run ... -- ...` is a command line of the CLI.
+fn command_lines(block: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut commands = Vec::new();
+    for mut segment in segments(block)? {
+        match segment.first().map(String::as_str) {
+            Some("toolcell") => commands.push(segment.split_off(1)),
+            Some("cargo") if segment.get(1).map(String::as_str) == Some("run") => {
+                if let Some(at) = segment.iter().position(|word| word == "--") {
+                    commands.push(segment.split_off(at + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(commands)
+}
+
+/// What `cargo` and `just` resolve a command's names against: the workspace's packages and
+/// their targets (`cargo metadata`), its default members, and the justfile's recipes.
+struct Workspace {
+    /// Each package's name, with its targets as `(kind, name)`.
+    packages: Vec<(String, Vec<(String, String)>)>,
+    /// The packages a command without `-p` or `--workspace` selects.
+    default_members: Vec<String>,
+    recipes: Vec<String>,
+}
+
+impl Workspace {
+    fn read() -> Workspace {
+        let output = std::process::Command::new(env!("CARGO"))
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(root())
+            .output()
+            .expect("cargo metadata");
+        assert!(output.status.success(), "{output:?}");
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+        let mut names_by_id = std::collections::HashMap::new();
+        let mut packages = Vec::new();
+        for package in metadata["packages"].as_array().expect("packages") {
+            let name = package["name"].as_str().expect("a name").to_owned();
+            names_by_id.insert(
+                package["id"].as_str().expect("an id").to_owned(),
+                name.clone(),
+            );
+            let targets = package["targets"]
+                .as_array()
+                .expect("targets")
+                .iter()
+                .flat_map(|target| {
+                    let name = target["name"].as_str().unwrap_or_default().to_owned();
+                    target["kind"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|kind| kind.as_str())
+                        .map(move |kind| (kind.to_owned(), name.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            packages.push((name, targets));
+        }
+        let default_members = metadata["workspace_default_members"]
+            .as_array()
+            .expect("workspace_default_members")
+            .iter()
+            .filter_map(|id| id.as_str().and_then(|id| names_by_id.get(id)).cloned())
+            .collect();
+        let justfile = std::fs::read_to_string(root().join("justfile")).expect("the justfile");
+        let recipes = justfile
+            .lines()
+            .filter(|line| !line.starts_with([' ', '\t', '#']) && line.contains(':'))
+            .filter_map(|line| line.split([' ', ':']).next())
+            .filter(|name| !name.is_empty() && !name.contains('='))
+            .map(str::to_owned)
+            .collect();
+        Workspace {
+            packages,
+            default_members,
+            recipes,
+        }
+    }
+
+    /// Why `words` (a `cargo ...` or `just ...` command as printed, run from the repository's
+    /// root) would fail to find what it names, if it would: a package, an example, bench, test
+    /// or binary in the packages it selects, a recipe. Commands for another workspace (a
+    /// `--target` or `--manifest-path` of their own) are not judged.
+    fn problem(&self, words: &[String]) -> Option<String> {
+        match words.first().map(String::as_str) {
+            Some("just") => {
+                let recipe = words.get(1)?;
+                (!recipe.starts_with('-') && !self.recipes.contains(recipe))
+                    .then(|| format!("the justfile has no recipe `{recipe}`"))
+            }
+            Some("cargo") => self.cargo_problem(words),
+            _ => None,
+        }
+    }
+
+    fn cargo_problem(&self, words: &[String]) -> Option<String> {
+        let subcommand = words.get(1)?.as_str();
+        if !["run", "test", "bench", "build", "check", "clippy", "doc"].contains(&subcommand)
+            || words
+                .iter()
+                .any(|word| word.starts_with("--target") || word.starts_with("--manifest-path"))
+        {
+            return None;
+        }
+        // The command's own words, before what it passes on (`-- ...`).
+        let own = words
+            .iter()
+            .position(|word| word == "--")
+            .map_or(words, |at| &words[..at]);
+        let value_of = |flags: &[&str]| -> Vec<String> {
+            let mut found = Vec::new();
+            for (at, word) in own.iter().enumerate() {
+                for flag in flags {
+                    if word == flag {
+                        found.extend(own.get(at + 1).cloned());
+                    } else if let Some(value) = word.strip_prefix(&format!("{flag}=")) {
+                        found.push(value.to_owned());
+                    }
+                }
+            }
+            found
+        };
+        let named = value_of(&["-p", "--package"]);
+        for package in &named {
+            if !self.packages.iter().any(|(name, _)| name == package) {
+                return Some(format!("no package `{package}` in the workspace"));
+            }
+        }
+        let selected: Vec<&String> = if !named.is_empty() {
+            named.iter().collect()
+        } else if own.iter().any(|word| word == "--workspace") {
+            self.packages.iter().map(|(name, _)| name).collect()
+        } else {
+            self.default_members.iter().collect()
+        };
+        for (flag, kind) in [
+            ("--example", "example"),
+            ("--bench", "bench"),
+            ("--test", "test"),
+            ("--bin", "bin"),
+        ] {
+            for target in value_of(&[flag]) {
+                let found = self.packages.iter().any(|(name, targets)| {
+                    selected.contains(&name)
+                        && targets
+                            .iter()
+                            .any(|(has_kind, has_name)| has_kind == kind && *has_name == target)
+                });
+                if !found {
+                    return Some(format!(
+                        "no {kind} target `{target}` in {}",
+                        selected
+                            .iter()
+                            .map(|name| name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// Parse `arguments` as the `toolcell` binary would, or say why not.
@@ -215,8 +383,30 @@ fn toml_block_reads(kind: &str, text: &str) -> Result<(), String> {
 }
 
 /// Every problem with the blocks of `markdown` (named `name` in the messages): a TOML block
-/// its parser refuses, a `toolcell` command line the CLI refuses.
+/// its parser refuses, a `toolcell` command line the CLI refuses, a `cargo` or `just` command
+/// that names what the workspace does not have ([`Workspace::problem`]).
 fn problems(name: &str, markdown: &str) -> (Vec<String>, usize, usize) {
+    let (mut problems, tomls, commands) = block_problems(name, markdown);
+    let workspace = Workspace::read();
+    for block in blocks(markdown) {
+        if block.info.split(',').next() != Some("sh") {
+            continue;
+        }
+        for segment in segments(&block.text).unwrap_or_default() {
+            if let Some(why) = workspace.problem(&segment) {
+                problems.push(format!(
+                    "{name}:{}: `{}`: {why}",
+                    block.line,
+                    segment.join(" ")
+                ));
+            }
+        }
+    }
+    (problems, tomls, commands)
+}
+
+/// [`problems`], but for the `cargo` and `just` commands.
+fn block_problems(name: &str, markdown: &str) -> (Vec<String>, usize, usize) {
     let mut problems = Vec::new();
     let (mut tomls, mut commands) = (0, 0);
     for block in blocks(markdown) {
@@ -278,6 +468,74 @@ fn every_toml_block_and_command_line_in_the_docs_is_accepted() {
     // The docs have many of each: a scan that finds few is broken.
     assert!(tomls >= 5, "only {tomls} TOML blocks found");
     assert!(commands >= 25, "only {commands} command lines found");
+}
+
+/// The commands the justfile's recipes run, and those the examples' headers print, name what
+/// the workspace has: as a newcomer would type them, from the repository's root.
+#[test]
+fn every_cargo_and_just_command_the_justfile_and_examples_print_finds_what_it_names() {
+    let workspace = Workspace::read();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    let justfile = std::fs::read_to_string(root().join("justfile")).expect("the justfile");
+    let recipes: String = justfile
+        .lines()
+        .filter(|line| line.starts_with([' ', '\t']))
+        .map(|line| format!("{}\n", line.trim()))
+        .collect();
+    let mut examples = Vec::new();
+    for crate_dir in std::fs::read_dir(root().join("runtime")).expect("runtime/") {
+        let dir = crate_dir.expect("an entry").path().join("examples");
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("an example");
+            let header: String = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("//! "))
+                .filter(|line| line.starts_with("cargo ") || line.starts_with("just "))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            examples.push((path.display().to_string(), header));
+        }
+    }
+    for (name, text) in std::iter::once(("justfile".to_owned(), recipes)).chain(examples) {
+        for segment in segments(&text).expect("shell words") {
+            if matches!(segment.first().map(String::as_str), Some("cargo" | "just")) {
+                checked += 1;
+                if let Some(why) = workspace.problem(&segment) {
+                    wrong.push(format!("{name}: `{}`: {why}", segment.join(" ")));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(checked >= 10, "only {checked} commands found");
+}
+
+#[test]
+fn a_command_that_names_what_is_not_there_is_caught() {
+    let workspace = Workspace::read();
+    let words = |line: &str| shlex::split(line).expect("words");
+    for (line, wrong) in [
+        ("cargo run --release --example embed", true),
+        ("cargo run --release -p toolcell --example embed", false),
+        ("cargo bench -p toolcell-tests --bench no_such_bench", true),
+        ("cargo bench --workspace --bench calls -- anything", false),
+        ("cargo test -p no-such-package", true),
+        ("just no-such-recipe", true),
+        ("just test", false),
+        (
+            "cargo build --target wasm32-wasip2 --example whatever",
+            false,
+        ),
+    ] {
+        assert_eq!(
+            workspace.problem(&words(line)).is_some(),
+            wrong,
+            "{line}: {:?}",
+            workspace.problem(&words(line))
+        );
+    }
 }
 
 #[test]
