@@ -74,10 +74,13 @@ impl Runtime {
             cap_us = tracing::field::Empty,
             audit_us = tracing::field::Empty,
         );
-        let report = self
-            .run_spanned(catalog, id, (name, namespace), arguments, context, options)
-            .instrument(span.clone())
-            .await;
+        // Boxed: the stages' future is kilobytes, and every layer above (`run_in`, a
+        // `block_on`, a front end's task) would otherwise copy it as it is moved in; one
+        // allocation costs less than those copies.
+        let report =
+            Box::pin(self.run_spanned(catalog, id, (name, namespace), arguments, context, options))
+                .instrument(span.clone())
+                .await;
         if !span.is_disabled() {
             if let Some(digest) = catalog.any(&report.tool).and_then(|t| t.digest.as_ref()) {
                 span.record("tool.digest", digest.as_str());
@@ -110,6 +113,9 @@ impl Runtime {
     ) -> CallReport {
         let started = Instant::now();
         let call_span = tracing::Span::current();
+        // The quick stages are timed only for a span that records them: a clock read each
+        // is a visible share of a small call.
+        let timed = !call_span.is_disabled();
         // The arguments of what ran, as the audit record keeps them.
         let mut audited = None;
         let dispatched = match namespace {
@@ -120,7 +126,9 @@ impl Runtime {
                 arguments: arguments.to_owned(),
             },
         };
-        record_micros(&call_span, "dispatch_us", started.elapsed());
+        if timed {
+            record_micros(&call_span, "dispatch_us", started.elapsed());
+        }
         let mut report = match dispatched {
             Dispatch::Local(text) => CallReport {
                 tool: name.to_owned(),
@@ -146,12 +154,14 @@ impl Runtime {
         report.workspace = context
             .workspace()
             .map(|workspace| workspace.root().to_owned());
-        let capping = Instant::now();
+        let capping = timed.then(Instant::now);
         report.response = self.cap(report.response);
         if !matches!(report.response, ToolResponse::Result { .. }) {
             report.parts.clear();
         }
-        record_micros(&call_span, "cap_us", capping.elapsed());
+        if let Some(capping) = capping {
+            record_micros(&call_span, "cap_us", capping.elapsed());
+        }
         if self.audit.is_some() {
             let auditing = Instant::now();
             self.audit(

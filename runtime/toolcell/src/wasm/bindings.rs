@@ -52,7 +52,7 @@ use wasmtime::{AsContextMut, Result};
 /// A component ready to instantiate, by the version of the contract it exports.
 pub(crate) enum GuestPre<T: 'static> {
     /// `toolcell:tool@0.4.0`, the current contract.
-    Current(generated::GuestPre<T>),
+    Current(Contract<T>),
     /// `toolcell:tool@0.3.0`.
     V0_3(v0_3::GuestPre<T>),
     /// `toolcell:tool@0.2.0`.
@@ -69,7 +69,60 @@ pub(crate) enum GuestPre<T: 'static> {
 /// if it exports one too (the `server` world).
 pub(crate) struct Offering<T: 'static> {
     pub(crate) offers: OfferingPre<T>,
-    pub(crate) tool: Option<generated::GuestPre<T>>,
+    pub(crate) tool: Option<Contract<T>>,
+}
+
+/// The interface of the current contract's tool, as a component exports it.
+const TOOL_INTERFACE: &str = "toolcell:tool/tool@0.4.0";
+
+/// A component of the current contract, ready to instantiate: its generated bindings, and its
+/// `call` export found once, here, rather than on every instance (the bindings find and type
+/// check every function of the interface for each instance; a call needs one).
+pub(crate) struct Contract<T: 'static> {
+    pre: generated::GuestPre<T>,
+    call: wasmtime::component::ComponentExportIndex,
+}
+
+impl<T: 'static> Clone for Contract<T> {
+    fn clone(&self) -> Self {
+        Contract {
+            pre: self.pre.clone(),
+            call: self.call,
+        }
+    }
+}
+
+impl<T: Send + 'static> Contract<T> {
+    fn new(instance_pre: InstancePre<T>) -> Result<Contract<T>> {
+        let component = instance_pre.component();
+        let call = component
+            .get_export_index(None, TOOL_INTERFACE)
+            .and_then(|interface| component.get_export_index(Some(&interface), "call"))
+            .ok_or_else(|| wasmtime::format_err!("no `call` in {TOOL_INTERFACE}"))?;
+        let pre = generated::GuestPre::new(instance_pre)?;
+        Ok(Contract { pre, call })
+    }
+
+    /// A fresh instance in `store`, and its `call(arguments)`: the function's type is checked
+    /// against the contract's as it is taken from the instance (safe code: a component whose
+    /// export has another type is an error, never a misread).
+    async fn call(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        arguments: &str,
+    ) -> Result<std::result::Result<Vec<wit::Part>, ToolError>> {
+        let instance = self
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await?;
+        let call = instance
+            .get_typed_func::<(&str,), (std::result::Result<Vec<wit::Part>, ToolError>,)>(
+                &mut store, &self.call,
+            )?;
+        let (answer,) = call.call_async(&mut store, (arguments,)).await?;
+        Ok(answer)
+    }
 }
 
 impl<T: 'static> Clone for GuestPre<T> {
@@ -148,10 +201,10 @@ impl<T: Send + 'static> GuestPre<T> {
     /// newest is tried first). The error is the current version's.
     pub(crate) fn new(instance_pre: InstancePre<T>) -> Result<GuestPre<T>> {
         if let Some(offers) = OfferingPre::new(&instance_pre) {
-            let tool = generated::GuestPre::new(instance_pre).ok();
+            let tool = Contract::new(instance_pre).ok();
             return Ok(GuestPre::Offering(Box::new(Offering { offers, tool })));
         }
-        let current = match generated::GuestPre::new(instance_pre.clone()) {
+        let current = match Contract::new(instance_pre.clone()) {
             Ok(pre) => return Ok(GuestPre::Current(pre)),
             Err(error) => error,
         };
@@ -168,7 +221,7 @@ impl<T: Send + 'static> GuestPre<T> {
     }
 
     /// The current contract's tool, if the component exports one.
-    fn current(&self) -> Result<&generated::GuestPre<T>> {
+    fn current(&self) -> Result<&Contract<T>> {
         match self {
             GuestPre::Current(pre) => Ok(pre),
             GuestPre::Offering(offering) => offering.tool.as_ref().ok_or_else(|| {
@@ -192,7 +245,7 @@ impl<T: Send + 'static> GuestPre<T> {
     pub(crate) async fn describe(&self, mut store: impl AsContextMut<Data = T>) -> Result<Info> {
         match self {
             GuestPre::Current(_) | GuestPre::Offering(_) => {
-                let guest = self.current()?.instantiate_async(&mut store).await?;
+                let guest = self.current()?.pre.instantiate_async(&mut store).await?;
                 guest.toolcell_tool_tool().call_describe(&mut store).await
             }
             GuestPre::V0_3(pre) => {
@@ -226,11 +279,7 @@ impl<T: Send + 'static> GuestPre<T> {
     ) -> Result<std::result::Result<Vec<Part>, ToolError>> {
         match self {
             GuestPre::Current(_) | GuestPre::Offering(_) => {
-                let guest = self.current()?.instantiate_async(&mut store).await?;
-                let answer = guest
-                    .toolcell_tool_tool()
-                    .call_call(&mut store, arguments)
-                    .await?;
+                let answer = self.current()?.call(&mut store, arguments).await?;
                 Ok(answer.map(|parts| parts.into_iter().map(Part::from).collect()))
             }
             GuestPre::V0_3(pre) => {
