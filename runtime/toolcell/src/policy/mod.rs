@@ -42,9 +42,14 @@
 //! Unknown keys are errors that name their line. Key files are relative to the policy file's
 //! directory. A pulled tool with a `signed_by` of its own must meet both lists, each on its
 //! own.
+//!
+//! This file holds the policy's types and what they answer; `read.rs` reads a policy file
+//! section by section into them, by way of the file's shape (`entries.rs`).
 
+mod entries;
 pub(crate) mod files;
 mod host;
+mod read;
 pub mod yaml;
 
 pub use host::{HostPattern, is_non_public};
@@ -59,7 +64,6 @@ use crate::call::limits::Limits;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// What a policy says about one capability for one resource.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -260,29 +264,6 @@ impl PolicyError {
         }
     }
 
-    /// A TOML error, at the line its span starts on.
-    fn syntax(text: &str, error: &toml::de::Error) -> PolicyError {
-        PolicyError {
-            file: None,
-            line: error.span().map(|span| line_of_offset(text, span.start)),
-            message: error.message().trim_end().to_owned(),
-        }
-    }
-
-    /// A bad value in the table `section` (`tools.fetch`), at that table's header line.
-    fn in_section(text: &str, section: &str, message: String) -> PolicyError {
-        let header = format!("[{section}]");
-        let line = text
-            .lines()
-            .position(|line| line.trim_start().starts_with(&header))
-            .map(|index| index + 1);
-        PolicyError {
-            file: None,
-            line,
-            message,
-        }
-    }
-
     /// The policy file, when the policy was read from one.
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()
@@ -308,16 +289,6 @@ impl PolicyError {
             (None, None) => self.message.clone(),
         }
     }
-}
-
-/// The line (from 1) of byte `offset` in `text`.
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    text.as_bytes()
-        .iter()
-        .take(offset)
-        .filter(|&&byte| byte == b'\n')
-        .count()
-        + 1
 }
 
 impl Rule {
@@ -409,195 +380,6 @@ impl Policy {
     pub fn embedded_default() -> Policy {
         // The embedded text is parsed by a unit test, so this cannot fail in a released build.
         Policy::from_toml(DEFAULT_POLICY).unwrap_or_default()
-    }
-
-    /// Parse a policy file's text. The error names the line of anything wrong. Key files are
-    /// relative to the current directory.
-    pub fn from_toml(text: &str) -> Result<Policy, PolicyError> {
-        Policy::from_toml_in(text, Path::new(""))
-    }
-
-    /// [`Policy::from_toml`], key files relative to `base`.
-    fn from_toml_in(text: &str, base: &Path) -> Result<Policy, PolicyError> {
-        let file: PolicyFile =
-            toml::from_str(text).map_err(|error| PolicyError::syntax(text, &error))?;
-        let mut policy = Policy::empty();
-        if let Some(registry) = file.registry {
-            policy.registry = RegistryRules {
-                signed_by: signers(registry.signed_by, base),
-                insecure: registry.insecure,
-                trust_root: registry.trust_root.map(|path| base.join(path)),
-            };
-        }
-        if let Some(files) = file.files {
-            policy.read_files(text, files)?;
-        }
-        for (name, entry) in file.tools {
-            policy.read_tool(text, base, name, entry)?;
-        }
-        if !file.config.is_empty() {
-            let values = std::sync::Arc::new(file.config);
-            for tool in policy.tools.values_mut() {
-                tool.config_values = std::sync::Arc::clone(&values);
-            }
-            policy.config_values = values;
-        }
-        policy.check_signers(text)?;
-        Ok(policy)
-    }
-
-    /// The `[files]` section of the policy file `text`: every protected path lies inside the
-    /// workspace (kept lexically normal); the lists given replace the defaults.
-    fn read_files(&mut self, text: &str, files: FilesEntry) -> Result<(), PolicyError> {
-        for path in &files.protected {
-            // Lexically normal: `./deploy/` is `deploy`.
-            let normal: PathBuf = Path::new(path)
-                .components()
-                .filter(|part| !matches!(part, std::path::Component::CurDir))
-                .collect();
-            let inside = normal
-                .components()
-                .all(|part| matches!(part, std::path::Component::Normal(_)));
-            if !inside || normal.as_os_str().is_empty() {
-                return Err(PolicyError::in_section(
-                    text,
-                    "files",
-                    format!("files.protected: {path:?} must be a path inside the workspace"),
-                ));
-            }
-            self.files.protected.push(normal);
-        }
-        if let Some(deny_read) = files.deny_read {
-            self.files.deny_read = deny_read.into();
-        }
-        if let Some(deny_write) = files.deny_write {
-            self.files.deny_write = deny_write.into();
-        }
-        self.files.max_read_bytes = files.max_read_bytes;
-        Ok(())
-    }
-
-    /// The `[tools.name]` section of the policy file `text` (key files relative to `base`):
-    /// its network hosts parse, its `source` has a reference's shape, and its entry is a tool's
-    /// policy.
-    fn read_tool(
-        &mut self,
-        text: &str,
-        base: &Path,
-        name: String,
-        entry: ToolEntry,
-    ) -> Result<(), PolicyError> {
-        for host in entry.network.iter().flat_map(|rule| &rule.hosts) {
-            HostPattern::parse(host).map_err(|why| {
-                PolicyError::in_section(
-                    text,
-                    &format!("tools.{name}"),
-                    format!("tools.{name}: {why}"),
-                )
-            })?;
-        }
-        if let Some(source) = &entry.source {
-            // What the reference means is the component source's to say (toolcell-oci
-            // parses `oci://` ones when the runtime is built); here only its shape.
-            if !source.contains("://") || source.len() > MAX_SOURCE_BYTES {
-                return Err(PolicyError::in_section(
-                    text,
-                    &format!("tools.{name}"),
-                    format!(
-                        "tools.{name}.source: {source:?} is not a reference \
-                         (SCHEME://..., at most {MAX_SOURCE_BYTES} bytes)"
-                    ),
-                ));
-            }
-            self.sources.push((name.clone(), source.clone()));
-        }
-        let tool = entry.into_policy(base).map_err(|why| {
-            PolicyError::in_section(
-                text,
-                &format!("tools.{name}"),
-                format!("tools.{name}.{why}"),
-            )
-        })?;
-        self.tools.insert(name, tool);
-        Ok(())
-    }
-
-    /// Every keyless signer (of a tool or of the registry) names a non-empty issuer and
-    /// subject, and can be checked: the registry has a `trust_root`.
-    fn check_signers(&self, text: &str) -> Result<(), PolicyError> {
-        let keyless = self
-            .tools
-            .iter()
-            .flat_map(|(name, tool)| {
-                tool.signed_by
-                    .iter()
-                    .map(move |signer| (name.as_str(), signer))
-            })
-            .chain(
-                self.registry
-                    .signed_by
-                    .iter()
-                    .map(|signer| ("registry", signer)),
-            )
-            .find(|(_, signer)| matches!(signer, Signer::Identity(_)));
-        let empty = self
-            .tools
-            .values()
-            .flat_map(|tool| &tool.signed_by)
-            .chain(&self.registry.signed_by)
-            .any(|signer| {
-                matches!(signer, Signer::Identity(identity)
-                    if identity.issuer.trim().is_empty() || identity.subject.trim().is_empty())
-            });
-        if empty {
-            return Err(PolicyError::new(
-                "signed_by: a keyless signer needs a non-empty issuer and subject",
-            ));
-        }
-        if let Some((name, signer)) = keyless
-            && self.registry.trust_root.is_none()
-        {
-            let section = if name == "registry" {
-                "registry".to_owned()
-            } else {
-                format!("tools.{name}")
-            };
-            return Err(PolicyError::in_section(
-                text,
-                &section,
-                format!(
-                    "{name}: signed_by names the keyless signer {signer}, which needs \
-                     [registry] trust_root (the trusted_root.json to check it against)"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Read and parse the policy file at `path`.
-    pub fn from_file(path: &std::path::Path) -> Result<Policy, PolicyError> {
-        Policy::from_own_file(path, &crate::hostfs::OwnFiles::new())
-    }
-
-    /// Read and parse the policy file at `path`, registering it among the host's own files
-    /// `own` as it is read, so that no tool reads or writes it (a runtime's
-    /// [`own_files`](crate::Runtime::own_files), or the registry a builder is given).
-    pub fn from_own_file(
-        path: &std::path::Path,
-        own: &crate::hostfs::OwnFiles,
-    ) -> Result<Policy, PolicyError> {
-        let text = own
-            .read_to_string(path, MAX_POLICY_FILE_BYTES)
-            .map_err(|error| PolicyError {
-                file: Some(path.to_owned()),
-                line: None,
-                message: format!("reading it: {error}"),
-            })?;
-        let base = path.parent().unwrap_or(Path::new(""));
-        Policy::from_toml_in(&text, base).map_err(|error| PolicyError {
-            file: Some(path.to_owned()),
-            ..error
-        })
     }
 
     /// The rules for tools pulled from registries.
@@ -698,127 +480,6 @@ impl Policy {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyFile {
-    #[serde(default)]
-    tools: std::collections::BTreeMap<String, ToolEntry>,
-    #[serde(default)]
-    config: BTreeMap<String, ConfigValue>,
-    files: Option<FilesEntry>,
-    registry: Option<RegistryEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegistryEntry {
-    #[serde(default)]
-    signed_by: Vec<SignerEntry>,
-    #[serde(default)]
-    insecure: Vec<String>,
-    trust_root: Option<PathBuf>,
-}
-
-/// A `signed_by` entry: a key file's path, or `{ issuer, subject }`.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SignerEntry {
-    Key(PathBuf),
-    Identity(Identity),
-}
-
-fn signers(entries: Vec<SignerEntry>, base: &Path) -> Vec<Signer> {
-    entries
-        .into_iter()
-        .map(|entry| match entry {
-            SignerEntry::Key(path) => Signer::Key(base.join(path)),
-            SignerEntry::Identity(identity) => Signer::Identity(identity),
-        })
-        .collect()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilesEntry {
-    #[serde(default)]
-    protected: Vec<String>,
-    deny_read: Option<Vec<String>>,
-    deny_write: Option<Vec<String>>,
-    max_read_bytes: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolEntry {
-    #[serde(default)]
-    core: bool,
-    #[serde(default)]
-    class: Class,
-    sha256: Option<String>,
-    limits: Option<LimitsEntry>,
-    filesystem: Option<FilesystemEntry>,
-    network: Option<Rule>,
-    env: Option<Rule>,
-    clock: Option<Rule>,
-    config: Option<Rule>,
-    client: Option<ClientEntry>,
-    #[serde(default)]
-    capabilities: Vec<CapabilityEntry>,
-    policy_yaml: Option<PathBuf>,
-    source: Option<String>,
-    #[serde(default)]
-    signed_by: Vec<SignerEntry>,
-    task: Option<TaskEntry>,
-}
-
-/// The policy's `task` of a tool ([`TaskPolicy`]).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskEntry {
-    #[serde(default)]
-    support: TaskSupport,
-    after_ms: Option<u64>,
-}
-
-/// A capability the operator says a typed tool needs: `{ kind = "filesystem.read", argument =
-/// "/path" }`, `{ kind = "network", fixed = "https://api.example.com" }`, `{ kind = "clock" }`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CapabilityEntry {
-    kind: String,
-    argument: Option<String>,
-    fixed: Option<String>,
-}
-
-impl CapabilityEntry {
-    fn into_capability(self) -> Result<crate::tool::info::Capability, String> {
-        use crate::tool::info::{Capability, ResourceRef};
-        let kind = capability_kind(&self.kind).ok_or_else(|| {
-            format!(
-                "capabilities: {:?} is not a capability (filesystem.read, filesystem.write, \
-                 network, env, config, clock)",
-                self.kind
-            )
-        })?;
-        let target = match (self.argument, self.fixed) {
-            (Some(pointer), None) if pointer.is_empty() || pointer.starts_with('/') => {
-                ResourceRef::Argument(pointer)
-            }
-            (Some(pointer), None) => {
-                return Err(format!(
-                    "capabilities: argument {pointer:?} is not a JSON pointer (\"/path\")"
-                ));
-            }
-            (None, Some(fixed)) => ResourceRef::Fixed(fixed),
-            (None, None) => ResourceRef::Whole,
-            (Some(_), Some(_)) => {
-                return Err("capabilities: give argument or fixed, not both".to_owned());
-            }
-        };
-        Ok(Capability { kind, target })
-    }
-}
-
 /// The kind a policy names (`filesystem.read`, ...).
 pub(crate) fn capability_kind(name: &str) -> Option<CapabilityKind> {
     Some(match name {
@@ -838,26 +499,6 @@ pub(crate) fn capability_kind(name: &str) -> Option<CapabilityKind> {
     })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilesystemEntry {
-    read: Option<Rule>,
-    write: Option<Rule>,
-}
-
-/// How a tool may talk to its client: `client.sample = { access = "gated" }`, ... Each
-/// feature left out keeps its default ([`client_default`]).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ClientEntry {
-    log: Option<Rule>,
-    progress: Option<Rule>,
-    sample: Option<Rule>,
-    elicit: Option<Rule>,
-    elicit_url: Option<Rule>,
-    list_roots: Option<Rule>,
-}
-
 /// What the gate decides for a client feature the policy does not name: log messages and
 /// progress are allowed (they tell the person what is happening and carry nothing back);
 /// asking the model or the person, or reading their roots, asks the person first (a tool that
@@ -871,83 +512,10 @@ pub(crate) fn client_default(kind: CapabilityKind) -> Access {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LimitsEntry {
-    timeout_ms: Option<u64>,
-    memory_mib: Option<usize>,
-    fuel: Option<u64>,
-}
-
-impl ToolEntry {
-    fn into_policy(self, base: &Path) -> Result<ToolPolicy, String> {
-        let mut limits = Limits::default();
-        if let Some(entry) = self.limits {
-            if let Some(ms) = entry.timeout_ms {
-                limits.timeout = Duration::from_millis(ms);
-            }
-            if let Some(mib) = entry.memory_mib {
-                limits.memory_bytes = mib.saturating_mul(1024 * 1024);
-            }
-            limits.fuel = entry.fuel.or(limits.fuel);
-        }
-        let mut rules = HashMap::new();
-        let (read, write) = self
-            .filesystem
-            .map(|fs| (fs.read, fs.write))
-            .unwrap_or_default();
-        for (kind, rule) in [
-            (CapabilityKind::FilesystemRead, read),
-            (CapabilityKind::FilesystemWrite, write),
-            (CapabilityKind::Network, self.network),
-            (CapabilityKind::Env, self.env),
-            (CapabilityKind::Clock, self.clock),
-            (CapabilityKind::Config, self.config),
-        ]
-        .into_iter()
-        .chain({
-            let client = self.client.unwrap_or_default();
-            [
-                (CapabilityKind::ClientLog, client.log),
-                (CapabilityKind::ClientProgress, client.progress),
-                (CapabilityKind::ClientSample, client.sample),
-                (CapabilityKind::ClientElicit, client.elicit),
-                (CapabilityKind::ClientElicitUrl, client.elicit_url),
-                (CapabilityKind::ClientListRoots, client.list_roots),
-            ]
-        }) {
-            if let Some(rule) = rule {
-                rules.insert(kind, rule);
-            }
-        }
-        let capabilities = self
-            .capabilities
-            .into_iter()
-            .map(CapabilityEntry::into_capability)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(ToolPolicy {
-            core: self.core,
-            class: self.class,
-            limits,
-            sha256: self.sha256.map(|digest| digest.to_lowercase()),
-            rules,
-            signed_by: signers(self.signed_by, base),
-            capabilities,
-            config_values: std::sync::Arc::default(),
-            policy_yaml: self.policy_yaml.map(|path| base.join(path)),
-            task: self
-                .task
-                .map_or_else(TaskPolicy::default, |task| TaskPolicy {
-                    support: task.support,
-                    after: task.after_ms.map(std::time::Duration::from_millis),
-                }),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_embedded_default_parses_and_says_what_its_docs_say() {
