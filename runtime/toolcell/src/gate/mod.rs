@@ -27,13 +27,21 @@
 //! The clock is the one capability that degrades instead of denying: a tool not granted it
 //! runs with the fixed wall clock. A `network` capability names a URL; the policy's hosts must
 //! cover it, and the call's `wasi:http` requests may then reach those hosts only (`wasm/net.rs`).
+//!
+//! This file holds `Gate::decide`, which takes a call's capabilities in the order declared, and
+//! what every decision shares (the call's scope, the refusals); the decision for each kind of
+//! capability is in `kinds.rs` and `filesystem.rs`, and one rule applied to one resource (the
+//! policy's, a saved rule, a person's answer) in `rules.rs`.
 
 use crate::call::report::Granted;
 use crate::call::report::GrantedBy;
 mod approval;
 mod files;
+mod filesystem;
 pub(crate) mod grants;
+mod kinds;
 mod paths;
+mod rules;
 pub(crate) mod secrets;
 pub(crate) mod staging;
 pub(crate) mod workspace;
@@ -44,17 +52,14 @@ pub use approval::{
     shown_to_a_person,
 };
 pub(crate) use paths::resolve;
-use paths::{display, open_contained_dir, resolve_from, within_root};
 
 use crate::call::proto::DenyReason;
 use crate::gate::grants::{Grants, Preopen};
 use crate::gate::staging::Staging;
 use crate::gate::workspace::Workspace;
-use crate::policy::HostPattern;
 use crate::policy::files::FileRules;
 use crate::policy::{Access, Rule, ToolPolicy};
 use crate::tool::info::{CapabilityKind, ResourceRef, ToolInfo};
-use cap_std::fs::Dir;
 use serde_json::Value;
 use std::io;
 use std::path::Path;
@@ -121,21 +126,6 @@ pub(crate) fn finish_staging(grants: &mut Grants) -> Result<(), Refusal> {
     }
     Ok(())
 }
-
-/// What one filesystem capability grants: a directory, or one file (staged).
-enum FsGrant {
-    Dir(Preopen),
-    File {
-        /// The directory holding it, as the guest knows it.
-        guest: String,
-        /// That directory, opened (contained) in the workspace.
-        dir: Dir,
-        name: std::ffi::OsString,
-        writable: bool,
-    },
-}
-
-pub use crate::policy::HOST_ENV_PREFIX;
 
 /// What a person is asked about for a way of talking to the client, as an approval's
 /// resource (and a saved rule's): what the tool would reach.
@@ -227,249 +217,6 @@ impl Gate {
         Ok(self.finish(call, deciding))
     }
 
-    /// A way to talk to the client: granted whole, by the policy's rule or the feature's
-    /// default. An optional one refused is withheld (the tool runs and is told `denied` when it
-    /// asks); a required one refused refuses the call.
-    fn decide_client(
-        &self,
-        call: &Call<'_>,
-        kind: CapabilityKind,
-        rule: Option<&Rule>,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let (tool, scope) = (call.tool, call.scope);
-        let fallback = Rule::new(crate::policy::client_default(kind));
-        let rule = rule.unwrap_or(&fallback);
-        let required = call.info.required_client.contains(&kind);
-        let resource = client_resource(kind);
-        // An optional gated question is decided when the call first asks one
-        // (`wasm/client.rs`), unless a saved rule already covers it; gated log
-        // messages and progress are decided here, before the call, as any
-        // capability.
-        let a_question = !matches!(
-            kind,
-            CapabilityKind::ClientLog | CapabilityKind::ClientProgress
-        );
-        if rule.access == Access::Gated
-            && a_question
-            && !required
-            && !scope
-                .workspace
-                .is_some_and(|workspace| workspace.saved_rule_covers(tool, kind.name(), resource))
-        {
-            deciding.grants.client.gated.push(kind);
-            return Ok(());
-        }
-        match self.allowed(tool, kind, resource, Some(rule), scope, |_| true) {
-            Ok(by) => {
-                deciding.grants.client.granted.push(kind);
-                deciding.record(kind, resource, by);
-            }
-            Err(Refusal::Ask(request)) => return Err(Refusal::Ask(request)),
-            Err(refusal) if required => return Err(refusal),
-            Err(_) => {}
-        }
-        Ok(())
-    }
-
-    /// A file system capability: a directory preopened (two capabilities on one directory
-    /// share one preopen), or one file added to the staging directory of its directory.
-    fn decide_filesystem(
-        &self,
-        call: &Call<'_>,
-        capability: &crate::tool::info::Capability,
-        rule: Option<&Rule>,
-        arguments: &mut Value,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let kind = capability.kind;
-        let (grant, shown, by) = self.filesystem(
-            call.tool, capability, rule, call.scope, arguments, &call.own,
-        )?;
-        match grant {
-            // Two capabilities on one directory share one preopen: a call holds
-            // at most one descriptor per directory it was granted.
-            FsGrant::Dir(preopen) => {
-                match deciding
-                    .grants
-                    .preopens
-                    .iter_mut()
-                    .find(|p| p.guest == preopen.guest)
-                {
-                    // Read and write granted on it: it is writable.
-                    Some(held) => held.writable |= preopen.writable,
-                    None => deciding.grants.preopens.push(preopen),
-                }
-            }
-            FsGrant::File {
-                guest,
-                dir,
-                name,
-                writable,
-            } => {
-                let staged = &mut deciding.staged;
-                let staging = match staged.iter_mut().find(|(at, _)| *at == guest) {
-                    Some((_, staging)) => staging,
-                    None => {
-                        let grants_dir = call
-                            .scope
-                            .workspace
-                            .ok_or_else(|| refuse(kind, &shown, "no workspace"))?
-                            .staging_pool()
-                            .and_then(|pool| Staging::new(pool, dir))
-                            .map_err(|error| {
-                                open_failed(kind, &shown, "cannot stage it", &error)
-                            })?;
-                        staged.push((guest, grants_dir));
-                        let last = staged.len() - 1;
-                        &mut staged[last].1
-                    }
-                };
-                staging.add(&name, writable);
-            }
-        }
-        deciding.record(kind, &shown, by);
-        Ok(())
-    }
-
-    /// An environment variable the tool names: never one of the host's own (`TOOLCELL_`),
-    /// granted with its value if the server has it.
-    fn decide_env(
-        &self,
-        call: &Call<'_>,
-        capability: &crate::tool::info::Capability,
-        rule: Option<&Rule>,
-        arguments: &Value,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let kind = capability.kind;
-        let name = resource_text(&capability.target, arguments)
-            .ok_or_else(|| refuse(kind, "", "the tool names no variable"))?;
-        if name.starts_with(HOST_ENV_PREFIX) {
-            return Err(refuse(
-                kind,
-                &name,
-                "TOOLCELL_ variables configure the host itself (a seal key, a \
-                 cache key): no tool is given one",
-            )
-            .into());
-        }
-        let by = self.allowed(call.tool, kind, &name, rule, call.scope, |rule| {
-            rule.vars.iter().any(|var| var == &name)
-        })?;
-        deciding.record(kind, &name, by);
-        if let Ok(value) = std::env::var(&name) {
-            deciding.grants.env.push((name, value));
-        }
-        Ok(())
-    }
-
-    /// A `wasi:config` key the tool names, granted with the operator's value, or the server's
-    /// variable of the key's name.
-    fn decide_config(
-        &self,
-        call: &Call<'_>,
-        capability: &crate::tool::info::Capability,
-        rule: Option<&Rule>,
-        arguments: &Value,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let kind = capability.kind;
-        let key = resource_text(&capability.target, arguments)
-            .ok_or_else(|| refuse(kind, "", "the tool names no config key"))?;
-        let by = self.allowed(call.tool, kind, &key, rule, call.scope, |rule| {
-            rule.vars.iter().any(|var| var == &key)
-        })?;
-        deciding.record(kind, &key, by);
-        // The operator's value, or the server's variable of the key's name; never
-        // recorded (the audit names the key only).
-        let value = match call.policy.config_values.get(&key) {
-            Some(source) => source.resolve(),
-            None if !key.starts_with(HOST_ENV_PREFIX) => std::env::var(&key).ok(),
-            None => None,
-        };
-        if let Some(value) = value {
-            deciding.grants.config.push((key, value));
-        }
-        Ok(())
-    }
-
-    /// The hosts the rule names, whole (a typed tool's network rule, or its
-    /// policy.yaml's): granted as the policy allows them; a person asked sees them.
-    fn decide_hosts(
-        &self,
-        call: &Call<'_>,
-        rule: Option<&Rule>,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let kind = CapabilityKind::Network;
-        let hosts = rule.map(|rule| rule.hosts.join(", ")).unwrap_or_default();
-        let by = self.allowed(call.tool, kind, &hosts, rule, call.scope, |rule| {
-            !rule.hosts.is_empty()
-        })?;
-        deciding.record(kind, &hosts, by);
-        let allow_private = rule.is_some_and(|rule| rule.allow_private);
-        deciding.grants.network = Arc::new(
-            rule.map(|rule| {
-                rule.hosts
-                    .iter()
-                    .filter_map(|h| HostPattern::parse(h).ok())
-                    .map(|pattern| pattern.allowing_private(allow_private))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        );
-        Ok(())
-    }
-
-    /// The http or https URL the tool names: its destination (scheme, host, port) granted if
-    /// the policy's hosts cover it, or a person approves it.
-    fn decide_url(
-        &self,
-        call: &Call<'_>,
-        capability: &crate::tool::info::Capability,
-        rule: Option<&Rule>,
-        arguments: &Value,
-        deciding: &mut Deciding,
-    ) -> Result<(), Refusal> {
-        let kind = capability.kind;
-        let url = resource_text(&capability.target, arguments)
-            .ok_or_else(|| refuse(kind, "", "the tool names no URL"))?;
-        let (scheme, host, port) =
-            url_destination(&url).ok_or_else(|| refuse(kind, &url, "not an http or https URL"))?;
-        let allow_private = rule.is_some_and(|rule| rule.allow_private);
-        let patterns: Vec<HostPattern> = rule
-            .map(|rule| {
-                rule.hosts
-                    .iter()
-                    .filter_map(|h| HostPattern::parse(h).ok())
-                    .map(|pattern| pattern.allowing_private(allow_private))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let destination = format!("{scheme}://{host}:{port}");
-        let by = self.allowed(call.tool, kind, &destination, rule, call.scope, |_| {
-            patterns.iter().any(|p| p.matches(&scheme, &host, port))
-        })?;
-        deciding.record(kind, &destination, by);
-        // The policy's own allowance covers its hosts (redirects among them
-        // included); a person's approval, or a rule saved from one, covers the
-        // destination they saw and nothing else.
-        deciding.grants.network = Arc::new(if by == GrantedBy::Policy {
-            patterns
-        } else {
-            let bracketed = if host.contains(':') {
-                format!("[{host}]")
-            } else {
-                host.clone()
-            };
-            HostPattern::parse(&format!("{scheme}://{bracketed}:{port}"))
-                .map(|exact| vec![exact.allowing_private(allow_private)])
-                .unwrap_or_default()
-        });
-        Ok(())
-    }
-
     /// The grants decided, with what no grant reaches: the staging directories still to fill,
     /// the deny-read list, the credential files with other names, the host's own files.
     fn finish(&self, call: Call<'_>, deciding: Deciding) -> (Grants, Vec<Granted>) {
@@ -492,194 +239,6 @@ impl Gate {
         }
         grants.protected = call.own;
         (grants, granted)
-    }
-
-    fn filesystem(
-        &self,
-        tool: &str,
-        capability: &crate::tool::info::Capability,
-        rule: Option<&Rule>,
-        scope: &Scope<'_>,
-        arguments: &mut Value,
-        own: &[crate::hostfs::OwnFile],
-    ) -> Result<(FsGrant, String, GrantedBy), Refusal> {
-        let (kind, target) = (capability.kind, &capability.target);
-        let Some(workspace) = scope.workspace else {
-            return Err(refuse(kind, "", "no workspace is open").into());
-        };
-        // A path the arguments name is relative to the call's working directory, like a
-        // shell's; a fixed one, and the whole workspace, to the workspace itself.
-        let (requested, base) = match target {
-            ResourceRef::Argument(pointer) => match arguments.pointer(pointer) {
-                None | Some(Value::Null) => (".".to_owned(), scope.cwd),
-                Some(Value::String(path)) => (path.clone(), scope.cwd),
-                Some(_) => {
-                    return Err(refuse(kind, pointer, "the path argument is not a string").into());
-                }
-            },
-            ResourceRef::Fixed(path) => (path.clone(), Path::new("")),
-            ResourceRef::Whole => (".".to_owned(), Path::new("")),
-        };
-        let resolved = resolve_from(workspace, base, &requested)
-            .map_err(|why| refuse(kind, &requested, &why))?;
-        let shown = display(&resolved.path);
-        let is_dir = resolved.path == resolved.dir;
-        scope
-            .files
-            .unwrap_or(&self.files)
-            .check(workspace, kind, &resolved.path, is_dir)
-            .map_err(|why| refuse(kind, &shown, &why))?;
-        // The host's own files and views, decided on the directory as opened (and the file in
-        // it), which no later swap of a path component changes, before anyone is asked.
-        let dir = open_contained_dir(workspace, &resolved.dir)
-            .map_err(|error| open_failed(kind, &shown, "cannot open its directory", &error))?;
-        let name = (!is_dir).then(|| resolved.path.file_name()).flatten();
-        let rules = scope.files.unwrap_or(&self.files);
-        files::check_host(own, workspace, kind, &resolved.path, &dir, name)
-            .and_then(|()| files::check_credential_link(rules, workspace, &resolved.path))
-            .map_err(|why| refuse(kind, &shown, &why))?;
-        let by = self.allowed(tool, kind, &shown, rule, scope, |rule| {
-            rule.roots
-                .iter()
-                .any(|root| within_root(workspace, root, &resolved.path))
-        })?;
-        if let ResourceRef::Argument(pointer) = target
-            && let Some(slot) = arguments.pointer_mut(pointer)
-        {
-            *slot = Value::String(shown.clone());
-        }
-        let writable = kind == CapabilityKind::FilesystemWrite;
-        let guest = display(&resolved.dir);
-        let grant = match resolved.path.file_name() {
-            // A file (or a new one): just that file, in a staging directory (`gate/staging.rs`).
-            Some(name) if !is_dir => FsGrant::File {
-                guest,
-                dir,
-                name: name.to_owned(),
-                writable,
-            },
-            // A directory: that directory.
-            _ => FsGrant::Dir(Preopen {
-                dir: Arc::new(dir),
-                guest,
-                writable,
-            }),
-        };
-        Ok((grant, shown, by))
-    }
-
-    /// Apply `rule` to one resource (`covers` says whether the rule's scope includes it): who
-    /// grants it, or why not.
-    fn allowed(
-        &self,
-        tool: &str,
-        kind: CapabilityKind,
-        resource: &str,
-        rule: Option<&Rule>,
-        scope: &Scope<'_>,
-        covers: impl Fn(&Rule) -> bool,
-    ) -> Result<GrantedBy, Refusal> {
-        let capability = capability_name(kind);
-        let Some(rule) = rule else {
-            return Err(refuse(
-                kind,
-                resource,
-                &format!("the policy grants {tool} no {capability}"),
-            )
-            .into());
-        };
-        if !covers(rule) {
-            return Err(refuse(kind, resource, "it is outside what the policy allows").into());
-        }
-        match rule.access {
-            Access::Allow => Ok(GrantedBy::Policy),
-            Access::Deny => Err(refuse(kind, resource, "the policy denies it").into()),
-            Access::Gated => {
-                let request = ApprovalRequest {
-                    agent: scope.agent.to_owned(),
-                    workspace: scope.workspace.map(|workspace| workspace.root().to_owned()),
-                    tool: tool.to_owned(),
-                    capability: capability.to_owned(),
-                    resource: resource.to_owned(),
-                    timeout: scope.wait,
-                };
-                if scope.workspace.is_some_and(|workspace| {
-                    workspace.saved_rule_covers(tool, capability, resource)
-                }) {
-                    return Ok(GrantedBy::SavedRule);
-                }
-                let answer = scope
-                    .answers
-                    .iter()
-                    .find(|(asked, _)| asked.same_question(&request))
-                    .map(|(_, answer)| *answer);
-                let Some(answer) = answer else {
-                    return Err(if scope.can_ask {
-                        Refusal::Ask(Box::new(request))
-                    } else {
-                        DenyReason::ApprovalRequired {
-                            capability: request.capability,
-                            resource: request.resource,
-                        }
-                        .into()
-                    });
-                };
-                match answer {
-                    Approval::Once => Ok(GrantedBy::PersonOnce),
-                    Approval::Always => {
-                        if let Some(workspace) = scope.workspace {
-                            workspace
-                                .save_rule(tool, capability, resource)
-                                .map_err(|error| {
-                                    refuse(
-                                        kind,
-                                        resource,
-                                        &format!("the rule could not be saved: {error}"),
-                                    )
-                                })?;
-                        }
-                        Ok(GrantedBy::PersonAlways)
-                    }
-                    Approval::Deny => Err(DenyReason::ByPerson {
-                        capability: request.capability,
-                        resource: request.resource,
-                    }
-                    .into()),
-                    Approval::NoAnswer | Approval::Later => Err(DenyReason::Unanswered {
-                        capability: request.capability,
-                        resource: request.resource,
-                    }
-                    .into()),
-                }
-            }
-        }
-    }
-}
-
-/// The scheme, host and port an http(s) URL leads to.
-fn url_destination(url: &str) -> Option<(String, String, u16)> {
-    let uri: http::Uri = url.parse().ok()?;
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    let host = uri
-        .host()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    let port = uri
-        .port_u16()
-        .unwrap_or(if scheme == "http" { 80 } else { 443 });
-    Some((scheme, host, port))
-}
-
-/// The resource text a capability names: its argument's string value, or its fixed value.
-fn resource_text(target: &ResourceRef, arguments: &Value) -> Option<String> {
-    match target {
-        ResourceRef::Argument(pointer) => arguments.pointer(pointer)?.as_str().map(str::to_owned),
-        ResourceRef::Fixed(resource) => Some(resource.clone()),
-        ResourceRef::Whole => None,
     }
 }
 
