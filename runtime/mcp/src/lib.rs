@@ -55,6 +55,8 @@ pub mod trace;
 mod transport;
 
 pub(crate) use answer::call_answer;
+#[cfg(feature = "http")]
+pub use http::ConfigError;
 #[cfg(feature = "fuzzing")]
 pub(crate) use transport::parse::{Parsed, fast_call, slow_parse};
 pub use transport::{
@@ -702,35 +704,6 @@ where
     let _ = watching.await;
     served?;
     Ok(())
-}
-
-/// Why the HTTP server refuses to start with what it was given (a tokens, tenants, OAuth or
-/// metrics-token file, a host or origin list, an exposure without authentication), or why an
-/// access token or a key set is refused: in words that name the file, line or claim.
-#[cfg(feature = "http")]
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
-#[cfg(feature = "http")]
-impl From<String> for ConfigError {
-    fn from(message: String) -> ConfigError {
-        ConfigError(message)
-    }
-}
-
-#[cfg(feature = "http")]
-impl From<&str> for ConfigError {
-    fn from(message: &str) -> ConfigError {
-        ConfigError(message.to_owned())
-    }
-}
-
-#[cfg(feature = "http")]
-impl From<ConfigError> for String {
-    fn from(error: ConfigError) -> String {
-        error.0
-    }
 }
 
 /// One client's place among the listening streams, given back when dropped.

@@ -43,6 +43,7 @@
 //! The tokens file and every tenant's policy file are protected from every tool's writes.
 //! Presented tokens are hashed and compared with every stored hash in constant time.
 
+use crate::http::config_error::ConfigError;
 use crate::http::quota::{Limiter, QuotaConfig, Retired, Scope};
 use crate::http::tenant::{Tenant, limiter_after, read_own, tenant};
 use serde::Deserialize;
@@ -114,7 +115,7 @@ impl Tokens {
     /// Read the tokens file at `path`, opening each tenant's workspace in `runtime` (one
     /// [`Workspace`](toolcell::Workspace) per directory, shared by tenants that name the same
     /// one). The file and every tenant's policy file are protected from every tool's writes.
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, crate::ConfigError> {
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<Tokens, ConfigError> {
         let (mut tokens, policies) = Tokens::read(path, runtime, None)?;
         runtime.protect(path);
         let mut protected = Vec::new();
@@ -134,18 +135,15 @@ impl Tokens {
     /// names a policy file the server did not protect at start is refused (restart the server
     /// to add one), as is any file that [`Tokens::load`] would refuse: the caller keeps these
     /// tokens.
-    pub fn reload(&self, path: &Path, runtime: &Runtime) -> Result<Tokens, crate::ConfigError> {
+    pub fn reload(&self, path: &Path, runtime: &Runtime) -> Result<Tokens, ConfigError> {
         let (mut tokens, policies) = Tokens::read(path, runtime, Some(self))?;
         for policy in policies {
             let canonical = policy.canonicalize().unwrap_or_else(|_| policy.clone());
             if !self.protected.contains(&canonical) {
-                return Err(crate::ConfigError(format!(
-                    "the tokens file {}: the policy {} was not named when the server started, \
-                     so it is not protected from tools' writes: restart the server to add a \
-                     tenant policy file",
-                    path.display(),
-                    policy.display()
-                )));
+                return Err(ConfigError::UnprotectedPolicy {
+                    file: path.to_owned(),
+                    policy,
+                });
             }
         }
         tokens.protected = Arc::clone(&self.protected);
@@ -158,8 +156,11 @@ impl Tokens {
         path: &Path,
         runtime: &Runtime,
         previous: Option<&Tokens>,
-    ) -> Result<(Tokens, Vec<PathBuf>), crate::ConfigError> {
-        let why = |what: String| format!("the tokens file {}: {what}", path.display());
+    ) -> Result<(Tokens, Vec<PathBuf>), ConfigError> {
+        let why = |what: String| ConfigError::TokensFile {
+            file: path.to_owned(),
+            why: what,
+        };
         let text = read_own(runtime, path, MAX_TOKENS_FILE_BYTES).map_err(why)?;
         let parsed: TokensFile = toml::from_str(&text).map_err(|error| why(error.to_string()))?;
         check_tables(&parsed).map_err(why)?;
@@ -302,8 +303,11 @@ pub const MAX_METRICS_TOKEN_FILE_BYTES: u64 = 4096;
 
 impl MetricsToken {
     /// Read the file at `path`.
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, crate::ConfigError> {
-        let why = |what: String| format!("the metrics token file {}: {what}", path.display());
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<MetricsToken, ConfigError> {
+        let why = |what: String| ConfigError::MetricsTokenFile {
+            file: path.to_owned(),
+            why: what,
+        };
         let text = read_own(runtime, path, MAX_METRICS_TOKEN_FILE_BYTES).map_err(why)?;
         // `sha256sum` writes `HASH  -`: the first word is the hash.
         let hash = text
@@ -605,7 +609,7 @@ mod tests {
             let file = dir.path().join("tokens.toml");
             std::fs::write(&file, text).expect("file");
             let refused = Tokens::load(&file, &mut runtime).expect_err(text);
-            assert!(refused.0.contains(why), "{text:?}: {refused}");
+            assert!(refused.to_string().contains(why), "{text:?}: {refused}");
         }
     }
 
@@ -664,7 +668,9 @@ mod tests {
             .reload(&file, &runtime)
             .expect_err("a new policy file");
         assert!(
-            refused.0.contains("was not named when the server started"),
+            refused
+                .to_string()
+                .contains("was not named when the server started"),
             "{refused}"
         );
     }

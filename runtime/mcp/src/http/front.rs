@@ -214,7 +214,7 @@ impl Front {
                         r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{}""#,
                         // A quoted-string of printable ASCII: the reason may quote the token's
                         // own claims (a tenant's name), which are the caller's to choose.
-                        why.0.chars()
+                        why.to_string().chars()
                             .map(|c| match c {
                                 '"' | '\\' => '\'',
                                 ' '..='~' => c,

@@ -8,6 +8,7 @@
 //! (a DNS-rebinding `Host`, a foreign `Origin` on a "simple" cross-origin POST) is refused
 //! before its body can stop a call or cost a place in a client's queue.
 
+use crate::http::config_error::ConfigError;
 use http::{HeaderMap, StatusCode, Uri, header};
 use std::net::Ipv6Addr;
 
@@ -93,7 +94,7 @@ impl Guard {
     /// `origins` (`scheme://host:port`, `scheme://host:*` for any port, `scheme://host` for the
     /// scheme's default port, or `null`). An entry that does not parse is an error, so a typo
     /// never widens or silently narrows what is allowed.
-    pub fn new(hosts: &[String], origins: &[String]) -> Result<Guard, crate::ConfigError> {
+    pub fn new(hosts: &[String], origins: &[String]) -> Result<Guard, ConfigError> {
         let hosts = hosts
             .iter()
             .map(|entry| {
@@ -103,19 +104,18 @@ impl Guard {
                     host: address.to_string(),
                     port: None,
                 });
-                bare_v6.or_else(|| parse_authority(entry)).ok_or_else(|| {
-                    format!("--allow-host {entry:?}: expected name, name:port or [v6]:port")
-                })
+                bare_v6
+                    .or_else(|| parse_authority(entry))
+                    .ok_or_else(|| ConfigError::AllowHost {
+                        entry: entry.to_owned(),
+                    })
             })
             .collect::<Result<_, _>>()?;
         let origins = origins
             .iter()
             .map(|entry| {
-                parse_allowed_origin(entry.trim()).ok_or_else(|| {
-                    format!(
-                        "--allow-origin {entry:?}: expected scheme://host, scheme://host:port or \
-                         scheme://host:*"
-                    )
+                parse_allowed_origin(entry.trim()).ok_or_else(|| ConfigError::AllowOrigin {
+                    entry: entry.clone(),
                 })
             })
             .collect::<Result<_, _>>()?;

@@ -51,6 +51,7 @@
 //!   stops the rest (each answers `cancelled`), and exits 0.
 
 pub mod auth;
+pub(crate) mod config_error;
 pub mod connections;
 mod fast;
 mod front;
@@ -68,6 +69,7 @@ pub mod session;
 pub mod share;
 pub mod tenant;
 
+pub use config_error::ConfigError;
 pub use fast::FAST_PATH_ENV;
 pub use front::Auth;
 #[cfg(feature = "state")]

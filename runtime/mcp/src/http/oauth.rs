@@ -39,6 +39,7 @@
 //! token is refused (401) until a fetch succeeds, so keys the issuer withdrew are not
 //! honoured for as long as someone can keep the server from reaching it.
 
+use crate::http::config_error::ConfigError;
 use crate::http::tenant::Tenant;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -343,8 +344,11 @@ fn fetch_jwks_blocking(url: &str) -> Result<JwkSet, String> {
 impl OAuth {
     /// Read the configuration at `path` and the key set it names, opening each tenant's
     /// workspace in `runtime`.
-    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, crate::ConfigError> {
-        let why = |what: String| format!("the OAuth configuration {}: {what}", path.display());
+    pub fn load(path: &Path, runtime: &mut Runtime) -> Result<OAuth, ConfigError> {
+        let why = |what: String| ConfigError::OAuthFile {
+            file: path.to_owned(),
+            why: what,
+        };
         let parsed: OAuthFile = toml::from_str(&read_oauth_file(runtime, path).map_err(&why)?)
             .map_err(|e| why(e.to_string()))?;
         let resource = url_parts(&parsed.resource)
@@ -359,29 +363,29 @@ impl OAuth {
         let base = path.parent().unwrap_or(Path::new("."));
         let (jwks, jwks_url, source) = key_set(&parsed, base, runtime).map_err(&why)?;
         if parsed.jwks_max_age_secs.is_some() && jwks_url.is_none() {
-            return Err(crate::ConfigError(why(
+            return Err(why(
                 "jwks_max_age_secs applies to a jwks_url only (a key file does not age)".to_owned(),
-            )));
+            ));
         }
         let token_types = token_types_of(parsed.token_types.as_deref()).map_err(&why)?;
         let keys = usable_keys(&jwks, &algorithms);
         if keys.is_empty() {
-            return Err(crate::ConfigError(why(format!(
+            return Err(why(format!(
                 "{source} holds no key usable with {algorithms:?}"
-            ))));
+            )));
         }
         let validation = validation_of(algorithms, &resource, &parsed.issuer);
         runtime.protect(path);
         let tenants = tenants_of(runtime, parsed.tenants, base).map_err(&why)?;
         if tenants.is_empty() {
-            return Err(crate::ConfigError(why(
+            return Err(why(
                 "no [tenants.NAME] tables: no token could name a tenant".to_owned(),
-            )));
+            ));
         }
         if let Some(unknown) = unknown_tool_scope(runtime, &parsed.tool_scopes) {
-            return Err(crate::ConfigError(why(format!(
+            return Err(why(format!(
                 "[tool_scopes] names {unknown:?}, which is no tool of this server"
-            ))));
+            )));
         }
         let metadata_url = metadata_url(&resource).ok_or_else(|| why("resource".to_owned()))?;
         let fetched = jwks_url.as_ref().map(|_| std::time::Instant::now());
@@ -421,15 +425,16 @@ impl OAuth {
 
     /// Fetch the key set from its URL again and use it; on failure (the issuer unreachable,
     /// a set with no usable key) the keys stay as they were. Returns how many keys there are.
-    pub async fn refresh_keys(&self) -> Result<usize, crate::ConfigError> {
+    pub async fn refresh_keys(&self) -> Result<usize, ConfigError> {
         let Some((url, _)) = &self.jwks_url else {
             return Ok(self.keys().keys.len());
         };
-        let keys = usable_keys(&fetch_jwks(url).await?, &self.algorithms);
+        let fetched = fetch_jwks(url)
+            .await
+            .map_err(|why| ConfigError::KeySetFetch { why })?;
+        let keys = usable_keys(&fetched, &self.algorithms);
         if keys.is_empty() {
-            return Err(crate::ConfigError(format!(
-                "the key set at {url} holds no usable key; kept the old one"
-            )));
+            return Err(ConfigError::KeySetUnusable { url: url.clone() });
         }
         let count = keys.len();
         let set = Arc::new(KeySet {
@@ -444,15 +449,17 @@ impl OAuth {
     }
 
     /// Verify `token`: the caller it names, or why it is refused (for `error_description`).
-    pub fn verify(&self, token: &str) -> Result<Principal, crate::ConfigError> {
+    pub fn verify(&self, token: &str) -> Result<Principal, ConfigError> {
+        let refused = |why: String| ConfigError::AccessToken { why };
         if token.len() > MAX_ACCESS_TOKEN_BYTES {
-            return Err(crate::ConfigError("the token is too long".to_owned()));
+            return Err(refused("the token is too long".to_owned()));
         }
-        let header = jsonwebtoken::decode_header(token).map_err(|_| "not a JWT".to_owned())?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| refused("not a JWT".to_owned()))?;
         // RFC 7515, section 4.1.11: a header naming extensions the recipient must understand
         // (`crit`) is refused by one that understands none.
         if header_names_crit(token) {
-            return Err(crate::ConfigError(
+            return Err(refused(
                 "the token's header has crit extensions this server does not understand".to_owned(),
             ));
         }
@@ -463,7 +470,7 @@ impl OAuth {
                 .any(|accepted| accepted.eq_ignore_ascii_case(typ))
         });
         if !typ_ok {
-            return Err(crate::ConfigError(format!(
+            return Err(refused(format!(
                 "not an access token: its typ must be one of {:?}",
                 self.token_types
             )));
@@ -472,12 +479,10 @@ impl OAuth {
         if let Some(fetched) = keys.fetched
             && fetched.elapsed() > self.jwks_max_age
         {
-            return Err(crate::ConfigError(format!(
-                "the issuer's keys were last fetched {} s ago, past the {} s they may be used: \
-                 every token is refused until they are fetched again",
-                fetched.elapsed().as_secs(),
-                self.jwks_max_age.as_secs()
-            )));
+            return Err(ConfigError::KeysTooOld {
+                fetched_secs_ago: fetched.elapsed().as_secs(),
+                max_age_secs: self.jwks_max_age.as_secs(),
+            });
         }
         let mut last = "no key of the issuer's set matches the token".to_owned();
         for (kid, key, alg) in keys.keys.iter() {
@@ -491,7 +496,7 @@ impl OAuth {
                 key,
                 &validation,
             ) {
-                Ok(data) => return self.principal(&data.claims).map_err(crate::ConfigError),
+                Ok(data) => return self.principal(&data.claims).map_err(refused),
                 Err(error) => {
                     use jsonwebtoken::errors::ErrorKind;
                     last = match error.kind() {
@@ -520,12 +525,12 @@ impl OAuth {
                             | ErrorKind::MissingRequiredClaim(_)
                     );
                     if claims_failed {
-                        return Err(crate::ConfigError(last));
+                        return Err(refused(last));
                     }
                 }
             }
         }
-        Err(crate::ConfigError(last))
+        Err(refused(last))
     }
 
     fn principal(

@@ -2,6 +2,7 @@
 //! ([`check_exposure`]): anything but loopback needs authentication and the names clients
 //! reach it by. Connections are counted per peer ([`peer_key`]).
 
+use crate::http::config_error::ConfigError;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,22 +84,15 @@ pub fn check_exposure(
     addr: SocketAddr,
     auth_given: bool,
     hosts_given: bool,
-) -> Result<(), crate::ConfigError> {
+) -> Result<(), ConfigError> {
     if is_loopback(addr.ip()) {
         return Ok(());
     }
     if !auth_given {
-        return Err(crate::ConfigError(format!(
-            "refusing to serve MCP on {addr} without authentication: anyone who can reach it \
-             could run tools. Give --tokens FILE (see `toolcell token`) or --oauth FILE, or \
-             bind a loopback address such as 127.0.0.1"
-        )));
+        return Err(ConfigError::NoAuthentication { addr });
     }
     if !hosts_given {
-        return Err(crate::ConfigError(format!(
-            "serving on {addr}: give --allow-host with each name clients use to reach this \
-             server (the Host header is checked; only loopback names are allowed by default)"
-        )));
+        return Err(ConfigError::NoAllowedHost { addr });
     }
     Ok(())
 }
@@ -156,11 +150,14 @@ mod tests {
             let addr: SocketAddr = addr.parse().expect("an address");
             let refused = check_exposure(addr, false, true).expect_err("refused");
             assert!(
-                refused.0.contains("without authentication"),
+                refused.to_string().contains("without authentication"),
                 "{addr}: {refused}"
             );
             let refused = check_exposure(addr, true, false).expect_err("refused");
-            assert!(refused.0.contains("--allow-host"), "{addr}: {refused}");
+            assert!(
+                refused.to_string().contains("--allow-host"),
+                "{addr}: {refused}"
+            );
             assert_eq!(check_exposure(addr, true, true), Ok(()), "{addr}");
         }
     }

@@ -52,6 +52,7 @@
 
 pub mod scripts;
 
+use crate::http::config_error::ConfigError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -164,10 +165,13 @@ impl Store {
     pub fn open(
         options: &crate::http::StateOptions,
         own: &toolcell::hostfs::OwnFiles,
-    ) -> Result<Arc<Store>, crate::ConfigError> {
+    ) -> Result<Arc<Store>, ConfigError> {
         use redis::IntoConnectionInfo as _;
         let url = options.url.as_str();
-        let refuse = |what: String| crate::ConfigError(format!("--state {}: {what}", scrub(url)));
+        let refuse = |what: String| ConfigError::StateUrl {
+            url: scrub(url),
+            why: what,
+        };
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(refuse(
                 "give a redis:// or rediss:// URL (Redis 7 or Valkey)".to_owned(),
@@ -186,8 +190,10 @@ impl Store {
         if let Some(file) = &options.password_file {
             let password = own
                 .read_to_string(file, MAX_STATE_FILE_BYTES)
-                .map_err(|error| {
-                    crate::ConfigError(format!("--state-password-file {}: {error}", file.display()))
+                .map_err(|error| ConfigError::StateFile {
+                    option: "--state-password-file",
+                    file: file.clone(),
+                    why: error.to_string(),
                 })?;
             let settings = info
                 .redis_settings()
@@ -199,14 +205,15 @@ impl Store {
         let root_cert = match &options.ca_file {
             Some(file) if url.starts_with("rediss://") => {
                 Some(own.read(file, MAX_STATE_FILE_BYTES).map_err(|error| {
-                    crate::ConfigError(format!("--state-ca-file {}: {error}", file.display()))
+                    ConfigError::StateFile {
+                        option: "--state-ca-file",
+                        file: file.clone(),
+                        why: error.to_string(),
+                    }
                 })?)
             }
             Some(file) => {
-                return Err(crate::ConfigError(format!(
-                    "--state-ca-file {}: a CA is for rediss:// (TLS) only",
-                    file.display()
-                )));
+                return Err(ConfigError::CaWithoutTls { file: file.clone() });
             }
             None => None,
         };
@@ -233,10 +240,11 @@ impl Store {
             .set_max_delay(STORE_TIMEOUT);
         let connection = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|error| refuse(error.to_string()))?;
-        let replica = toolcell::digest::hex(
-            &toolcell::digest::random::<8>()
-                .map_err(|error| crate::ConfigError(format!("naming this replica: {error}")))?,
-        );
+        let replica = toolcell::digest::hex(&toolcell::digest::random::<8>().map_err(|error| {
+            ConfigError::ReplicaName {
+                why: error.to_string(),
+            }
+        })?);
         Ok(Arc::new(Store {
             connection,
             shown,
@@ -467,31 +475,25 @@ pub(crate) async fn spend_token(
 fn read_seal_key(
     file: Option<&Path>,
     own: &toolcell::hostfs::OwnFiles,
-) -> Result<crate::seal::SealKey, crate::ConfigError> {
+) -> Result<crate::seal::SealKey, ConfigError> {
     let (text, from) = match file {
         Some(file) => (
             own.read_to_string(file, MAX_STATE_FILE_BYTES)
-                .map_err(|error| {
-                    crate::ConfigError(format!("--seal-key-file {}: {error}", file.display()))
+                .map_err(|error| ConfigError::StateFile {
+                    option: "--seal-key-file",
+                    file: file.to_owned(),
+                    why: error.to_string(),
                 })?,
             format!("--seal-key-file {}", file.display()),
         ),
         None => match std::env::var(SEAL_KEY_ENV) {
             Ok(text) => (text, SEAL_KEY_ENV.to_owned()),
             Err(_) => {
-                return Err(crate::ConfigError(format!(
-                    "--state needs the operator's seal key, the same for every replica and never \
-                     kept in the store: give --seal-key-file FILE (or {SEAL_KEY_ENV}); make one \
-                     with `toolcell token --seal-key`"
-                )));
+                return Err(ConfigError::NoSealKey { env: SEAL_KEY_ENV });
             }
         },
     };
-    crate::seal::SealKey::from_hex(&text).ok_or_else(|| {
-        crate::ConfigError(format!(
-            "{from}: expected the seal key as 64 hex digits (`toolcell token --seal-key` makes one)"
-        ))
-    })
+    crate::seal::SealKey::from_hex(&text).ok_or(ConfigError::BadSealKey { from })
 }
 
 /// `url` without the password it may carry (`redis://user:secret@host` shows `user:***`).
@@ -533,11 +535,14 @@ mod tests {
     async fn only_redis_urls_without_passwords_are_taken() {
         let own = toolcell::hostfs::OwnFiles::new();
         let refused = Store::open(&options("http://127.0.0.1:6379"), &own).expect_err("refused");
-        assert!(refused.0.contains("redis://"), "{refused}");
+        assert!(refused.to_string().contains("redis://"), "{refused}");
         let refused = Store::open(&options("redis://:hunter2@127.0.0.1"), &own)
             .expect_err("a password in the URL");
-        assert!(!refused.0.contains("hunter2"), "{refused}");
-        assert!(refused.0.contains("--state-password-file"), "{refused}");
+        assert!(!refused.to_string().contains("hunter2"), "{refused}");
+        assert!(
+            refused.to_string().contains("--state-password-file"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]
@@ -549,7 +554,7 @@ mod tests {
         let mut with_file = options("redis://127.0.0.1:1");
         with_file.seal_key_file = Some(file.clone());
         let refused = Store::open(&with_file, &own).expect_err("not hex");
-        assert!(refused.0.contains("64 hex digits"), "{refused}");
+        assert!(refused.to_string().contains("64 hex digits"), "{refused}");
         let key = crate::seal::SealKey::random().expect("a key");
         std::fs::write(&file, format!("{}\n", key.to_hex())).expect("write");
         let store = Store::open(&with_file, &own).expect("opened");
