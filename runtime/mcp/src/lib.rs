@@ -31,6 +31,8 @@ mod front;
 pub mod fuzzing;
 #[cfg(feature = "http")]
 pub mod http;
+mod listeners;
+mod listing;
 mod offers;
 mod rounds;
 pub mod seal;
@@ -49,6 +51,7 @@ pub mod state {
         pub why: String,
     }
 }
+mod stdio;
 mod talk;
 pub mod tasks;
 pub mod trace;
@@ -57,6 +60,9 @@ mod transport;
 pub(crate) use answer::call_answer;
 #[cfg(feature = "http")]
 pub use http::ConfigError;
+pub use listeners::{MAX_LISTENERS, MAX_LISTENERS_PER_CLIENT};
+pub use listing::RELOAD_POLL_INTERVAL;
+pub use stdio::{serve, serve_on};
 #[cfg(feature = "fuzzing")]
 pub(crate) use transport::parse::{Parsed, fast_call, slow_parse};
 pub use transport::{
@@ -64,19 +70,17 @@ pub use transport::{
     MAX_LINE_BYTES, OUTPUT_HIGH_WATER, READ_CHUNK_BYTES, RawArguments, STALLED_OUTPUT_TIMEOUT,
 };
 
-use anyhow::Context as _;
+use listeners::Listening;
+use listing::{ToolList, mcp_tool, tool_list};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
 };
 use rmcp::model::{ClientCapabilities, Extensions, RequestId, RequestMetaObject};
 use rmcp::service::{Peer, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
-use serde_json::Value;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::Arc;
 use std::time::Duration;
-use toolcell::registry::{FIND_TOOL, ToolSchema};
 use toolcell::{CallContext, CallReport, Runtime};
 
 /// How long calls in flight may run on after SIGTERM, by default, before they are stopped
@@ -90,11 +94,6 @@ pub const QUESTION_WAIT: Duration = Duration::from_secs(600);
 
 /// How long the server waits, once stdin has closed, for calls still running to stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
-/// How often a server looks at its tools directories (and lock file) for tools added, changed
-/// or removed. A look reads directories and file metadata only; a second is soon enough for a
-/// person installing a tool, and costs well under a millisecond with dozens of tools.
-pub const RELOAD_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The MCP face of a [`Runtime`].
 #[derive(Clone)]
@@ -115,16 +114,6 @@ pub struct McpServer {
     /// kept: one client's level must not be another's).
     session_level: client::SessionLevel,
 }
-
-/// How many streams one client may listen on at once: one is what a client needs, a few more
-/// for a client with several windows. A listening stream holds its connection for as long as
-/// the client wants, unlike a call (bounded by its deadline and the tenant's `in_flight`), so
-/// without this bound a few clients could hold every connection the server has.
-pub const MAX_LISTENERS_PER_CLIENT: usize = 4;
-
-/// How many streams all clients together may listen on: an eighth of the server's connections,
-/// so that listeners never crowd out calls.
-pub const MAX_LISTENERS: usize = 128;
 
 impl McpServer {
     /// A server for `runtime`; the tool list is built here, and again by
@@ -155,91 +144,6 @@ impl McpServer {
     #[cfg(feature = "state")]
     pub(crate) fn tasks(&self) -> &Arc<tasks::Tasks> {
         &self.tasks
-    }
-}
-
-/// The tools as served, made once each time the runtime's tools change.
-struct ToolList {
-    /// What `tools/list` answers: the core tools, as MCP describes them.
-    listed: Vec<Tool>,
-    /// Every tool (listed or not) with a parameter a 2026-07-28 client mirrors into a header
-    /// (`x-mcp-header`): its calls go to rmcp, which checks the headers against the body.
-    mirrored: std::collections::HashSet<String>,
-}
-
-/// The MCP tool list of `runtime`'s tools as they stand.
-fn tool_list(runtime: &Runtime) -> Arc<ToolList> {
-    let registry = runtime.registry();
-    let mirrored = registry
-        .entries()
-        .iter()
-        .map(|entry| &entry.schema)
-        .filter(|schema| {
-            serde_json::to_string(&schema.parameters)
-                .map_or(true, |text| text.contains("x-mcp-header"))
-        })
-        .map(|schema| schema.name.clone())
-        .collect();
-    Arc::new(ToolList {
-        listed: registry
-            .core_schemas()
-            .into_iter()
-            .map(|schema| mcp_tool(runtime, schema))
-            .collect(),
-        mirrored,
-    })
-}
-
-impl McpServer {
-    /// Make the tool list again from the runtime's tools (after a [`Runtime::reload`]); every
-    /// clone of this server serves the new one.
-    pub fn refresh_tools(&self) {
-        let tools = tool_list(&self.runtime);
-        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = tools;
-        self.tools_changed
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
-    }
-
-    /// Whether the tool `name` has a parameter a 2026-07-28 client mirrors into a header
-    /// (`x-mcp-header`): read from the list made when the tools changed, not per call.
-    pub(crate) fn mirrors_headers(&self, name: &str) -> bool {
-        self.tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .mirrored
-            .contains(name)
-    }
-
-    /// Reload the runtime's tools whenever their sources change (looking every
-    /// [`RELOAD_POLL_INTERVAL`]), make the tool list again, and call `changed` with what
-    /// changed, until `stop` completes.
-    pub async fn watch_tools<F, Fut>(
-        &self,
-        stop: impl std::future::Future<Output = ()>,
-        mut changed: F,
-    ) where
-        F: FnMut(toolcell::Reloaded) -> Fut,
-        Fut: std::future::Future<Output = ()>,
-    {
-        let mut ticks = tokio::time::interval(RELOAD_POLL_INTERVAL);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut stop = std::pin::pin!(stop);
-        loop {
-            tokio::select! {
-                () = &mut stop => return,
-                _ = ticks.tick() => {}
-            }
-            match self.runtime.reload_if_changed().await {
-                // Prompts and resources are listed from the runtime's catalog as it stands: a
-                // change of theirs alone leaves the tool list and its listeners be.
-                Ok(Some(reloaded)) if reloaded.tools_changed() => {
-                    self.refresh_tools();
-                    changed(reloaded).await;
-                }
-                Ok(_) => {}
-                Err(error) => tracing::warn!("looking for changed tools: {error}"),
-            }
-        }
     }
 
     /// A call's answer as MCP sends it: the text the model reads (within the cap), or the
@@ -331,48 +235,6 @@ fn owner(context: &RequestContext<RoleServer>) -> &str {
 /// [`owner`], from a request's extensions.
 fn owner_of(extensions: &Extensions) -> &str {
     front::from_front(extensions).map_or(STDIO_CLIENT, |front| front.client())
-}
-
-/// A schema as an MCP tool, with hints from what the tool says about itself.
-fn mcp_tool(runtime: &Runtime, schema: ToolSchema) -> Tool {
-    let annotations = match runtime.info(&schema.name) {
-        Some(info) => {
-            let network = info.uses_network();
-            Some(
-                ToolAnnotations::new()
-                    .read_only(info.read_only)
-                    .destructive(!info.read_only)
-                    .idempotent(info.read_only)
-                    .open_world(network),
-            )
-        }
-        // The loop's own search only reads the registry.
-        None if schema.name == FIND_TOOL => Some(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        // call_tool is whatever the tool it calls is.
-        None => None,
-    };
-    let parameters = match schema.parameters {
-        Value::Object(object) => object,
-        _ => JsonObject::new(),
-    };
-    let mut tool = Tool::new(schema.name, schema.description, Arc::new(parameters));
-    // A tool that declares its result's schema: clients may rely on `structuredContent`.
-    if let Some(Value::Object(output)) = runtime
-        .info(&tool.name)
-        .and_then(|info| info.output_schema.clone())
-    {
-        tool.output_schema = Some(Arc::new(output));
-    }
-    match annotations {
-        Some(annotations) => tool.with_annotations(annotations),
-        None => tool,
-    }
 }
 
 impl ServerHandler for McpServer {
@@ -618,128 +480,5 @@ impl ServerHandler for McpServer {
         self.tasks
             .update(owner(&context), &request.task_id, request.input_responses)
             .await
-    }
-}
-
-/// Serve `runtime` over stdin and stdout until stdin closes.
-pub fn serve(runtime: Runtime) -> anyhow::Result<()> {
-    let runtime = Arc::new(runtime);
-    let executor = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("toolcell-mcp")
-        .enable_time()
-        .enable_io()
-        .build()
-        .context("starting the server's async runtime")?;
-    let server = McpServer::new(Arc::clone(&runtime));
-    let served = executor.block_on(async {
-        // Pipes (how MCP clients start a server) are read and written from the reactor, with
-        // no hand-off to a blocking thread per message; a terminal or a file falls back to
-        // tokio's blocking stdio. Must be made inside the runtime.
-        let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        serve_session(server, stdin, stdout).await
-    });
-    // Calls still running once the session has ended (rmcp cancelled them) have this long to
-    // stop; then their tasks are dropped.
-    executor.shutdown_timeout(SHUTDOWN_GRACE);
-    // The runtime owns a tokio runtime of its own (the blocking pool validation uses, and the
-    // executor of synchronous callers), which must be dropped outside async code: here, after
-    // the server's runtime is gone. Calls run on the server's runtime, never hopping to it.
-    drop(runtime);
-    served
-}
-
-/// Serve `runtime` to one MCP client over `input` and `output` (any byte streams: pipes, a
-/// socket, an in-memory duplex) until `input` closes, with toolcell's [`LineTransport`]. For
-/// an embedder whose runtime holds its own native tools, and for tests.
-pub async fn serve_on<R, W>(runtime: Arc<Runtime>, input: R, output: W) -> anyhow::Result<()>
-where
-    R: tokio::io::AsyncRead + Send + Unpin + 'static,
-    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
-{
-    serve_session(McpServer::new(runtime), input, output).await
-}
-
-/// Serve `server` to one MCP client over `input` and `output` until `input` closes.
-async fn serve_session<R, W>(server: McpServer, input: R, output: W) -> anyhow::Result<()>
-where
-    R: tokio::io::AsyncRead + Send + Unpin + 'static,
-    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
-{
-    // A call read while nothing else is in flight is answered where it was read
-    // (`transport/in_place.rs`), once the session is up.
-    let lane = transport::in_place::InPlace::new(server.clone());
-    let mut transport = LineTransport::new(input, output);
-    if transport::in_place::enabled() {
-        transport = transport.with_lane(Arc::clone(&lane));
-    }
-    let service = server
-        .clone()
-        .serve(transport)
-        .await
-        .context("starting the MCP session")?;
-    lane.initialized(service.peer().clone());
-    // Tools added, changed or removed while serving: the client is told to list them again.
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let peer = service.peer().clone();
-    let watching = tokio::spawn({
-        async move {
-            let stopped = async {
-                let _ = stopped.await;
-            };
-            server
-                .watch_tools(stopped, |_| {
-                    let peer = peer.clone();
-                    async move {
-                        if let Err(error) = peer.notify_tool_list_changed().await {
-                            tracing::debug!(%error, "the client was not told the tools changed");
-                        }
-                    }
-                })
-                .await;
-        }
-    });
-    let served = service.waiting().await.context("serving MCP");
-    let _ = stop.send(());
-    let _ = watching.await;
-    served?;
-    Ok(())
-}
-
-/// One client's place among the listening streams, given back when dropped.
-struct Listening {
-    listeners: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
-    client: String,
-}
-
-impl Listening {
-    /// A place for `client`, if it and the server are under their bounds.
-    fn enter(
-        listeners: &Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
-        client: String,
-    ) -> Option<Listening> {
-        let mut held = toolcell::sync::lock(listeners);
-        let total: usize = held.values().sum();
-        let own = held.get(&client).copied().unwrap_or(0);
-        if total >= MAX_LISTENERS || own >= MAX_LISTENERS_PER_CLIENT {
-            return None;
-        }
-        held.insert(client.clone(), own + 1);
-        Some(Listening {
-            listeners: Arc::clone(listeners),
-            client,
-        })
-    }
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let mut held = toolcell::sync::lock(&self.listeners);
-        if let Some(count) = held.get_mut(&self.client) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                held.remove(&self.client);
-            }
-        }
     }
 }
