@@ -24,8 +24,8 @@ pub(crate) type Running = Pin<Box<dyn Future<Output = Result<CallToolResult, Tas
 
 impl Tasks {
     /// Whether `owner` may have another task: fewer than [`MAX_TASKS_PER_CLIENT`] of its tasks
-    /// are kept. A hint for whether to wait for [`TASK_AFTER`](crate::tasks::TASK_AFTER) at all; [`Tasks::try_spawn`]
-    /// decides. (With a shared store, only the store can tell: yes.)
+    /// are kept. A hint for whether to wait for [`TASK_AFTER`](crate::tasks::TASK_AFTER) at
+    /// all; [`Tasks::try_spawn`] decides. (With a shared store, only the store can tell: yes.)
     pub(crate) fn has_room(&self, owner: &str) -> bool {
         match &self.board {
             Board::Local(records) => {

@@ -3,9 +3,9 @@
 //! file systems that show the host itself rather than files ([`host_view`]: procfs, sysfs,
 //! devfs and their kin), decided by what an opened file lies on, never by its name.
 //!
-//! Both are read by the gate (a grant that names one is refused, `gate/mod.rs`) and by the wasm
-//! sandbox (inside a granted directory they are not there, `wasm/guest_fs.rs`). Every file the
-//! command line, a server or an embedding reads for itself is read through
+//! Both are read by the gate (a grant that names one is refused, `gate/filesystem.rs`) and by
+//! the wasm sandbox (inside a granted directory they are not there, `wasm/guest_fs.rs`). Every
+//! file the command line, a server or an embedding reads for itself is read through
 //! [`OwnFiles::read`], which registers it as it opens it: there is no second list to keep in
 //! step.
 

@@ -1,5 +1,5 @@
 //! What a runtime's tools are at one moment ([`Catalog`]), each [`Tool`] as the pipeline
-//! knows it, and what finds them ([`Loader`], whose work is in `loader.rs`).
+//! knows it, and what finds them ([`Loader`], whose work is in `loader/`).
 
 use crate::call::registry::Registry;
 use crate::pipeline::native::NativeTool;
