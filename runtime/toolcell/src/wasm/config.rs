@@ -3,7 +3,7 @@
 //! Components of the ecosystem import it at two versions, `0.2.0-draft` (what Wassette's
 //! examples were built against) and `0.2.0-rc.1` (wasmtime's own `wasmtime-wasi-config` since
 //! version 40); prereleases match only exactly, so both are linked here, by hand: two
-//! functions, each reading the call's grants (`gate/mod.rs`, the `config` capability). A key
+//! functions, each reading the call's grants (`gate/kinds.rs`, the `config` capability). A key
 //! not granted is answered as absent (`ok(none)`), never an error that says it exists;
 //! `get-all` lists the granted keys only. Values are never logged nor audited (the audit names
 //! the keys granted).
