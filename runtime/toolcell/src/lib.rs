@@ -116,6 +116,8 @@ pub mod fuzzing;
 mod gate;
 pub mod hostfs;
 mod pipeline;
+/// For toolcell's own crates (one way to take a lock), not an embedder's API.
+#[doc(hidden)]
 pub mod sync;
 mod tool;
 mod validate;

@@ -1,4 +1,5 @@
-//! One way to take a lock, for the core and the crates above it.
+//! One way to take a lock, for the core and the crates above it (`toolcell-mcp`,
+//! `toolcell-oci`, `toolcell-cli`); hidden from the API an embedder sees.
 
 use std::sync::{Mutex, MutexGuard};
 

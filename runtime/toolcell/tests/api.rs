@@ -240,7 +240,7 @@ fn the_reader_finds_what_it_must() {
     for expected in [
         "use Runtime",
         "fn digest::sha256_hex",
-        "fn sync::lock",
+        "fn digest::unhex",
         "use registry::Dispatch",
         "method Runtime::run",
     ] {

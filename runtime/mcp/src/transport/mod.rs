@@ -524,29 +524,25 @@ impl Outbox {
     /// Serialise `message` onto the end of the output and wake the writer; an answer also
     /// frees its request's place. One lock for both: this runs once per answer.
     fn push(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
-        let answers = match message {
-            ServerJsonRpcMessage::Response(response) => Some(&response.id),
-            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
-            _ => None,
-        };
-        let (freed, queued) = {
-            let mut pending = self.lock();
-            let freed = answers.is_some_and(|id| pending.answered(id));
-            (freed, pending.queue(message))
-        };
-        if freed {
-            self.room.notify_waiters();
-        }
-        if queued.is_ok() {
-            self.wake_writer.notify_one();
-        }
-        queued
+        self.enqueue(message)?;
+        self.wake_writer.notify_one();
+        Ok(())
     }
 
     /// [`Outbox::push`], written at once from the caller's task when no write is under way
     /// and the output takes it all without waiting (a pipe with room): no wake-up of the
     /// writer task. What is not written so is left, in order, to the writer.
     fn push_now(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
+        self.enqueue(message)?;
+        if !self.write_now() {
+            self.wake_writer.notify_one();
+        }
+        Ok(())
+    }
+
+    /// `message` serialised onto the end of the output, and, for an answer, its request's
+    /// place freed (the reader woken to it): one lock for both.
+    fn enqueue(&self, message: &ServerJsonRpcMessage) -> std::io::Result<()> {
         let answers = match message {
             ServerJsonRpcMessage::Response(response) => Some(&response.id),
             ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
@@ -560,11 +556,7 @@ impl Outbox {
         if freed {
             self.room.notify_waiters();
         }
-        queued?;
-        if !self.write_now() {
-            self.wake_writer.notify_one();
-        }
-        Ok(())
+        queued
     }
 
     /// Write what has gathered now, if the writer is idle and the output takes it without
