@@ -115,8 +115,9 @@ pub(super) fn accept(
 }
 
 /// Answer `accepted` (a request whose head is `head`, checked and admitted by the front) as
-/// rmcp would: the call runs through [`McpServer::answer_call`] in a task of its own, which a
-/// client that goes away stops.
+/// rmcp would: the call runs through [`McpServer::answer_call`], on the connection's own task
+/// when it is the only call the fast path is answering, else in a task of its own; either way
+/// a client that goes away stops it, and it still ends, is counted and charged.
 pub(super) async fn answer(
     server: &McpServer,
     accepted: Accepted,
