@@ -46,6 +46,8 @@ mod host_edges;
 #[cfg(test)]
 mod http;
 #[cfg(test)]
+mod inplace_attacks;
+#[cfg(test)]
 mod js_tools;
 #[cfg(test)]
 mod keyless;

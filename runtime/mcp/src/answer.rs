@@ -418,14 +418,40 @@ fn arguments_of<'a>(
     }
 }
 
+/// How an answer is shaped for the protocol version its request was made in, as rmcp's
+/// `ServerHandler` dispatch shapes every result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// 2026-07-28 and later: caching hints filled in where a result may carry them.
+    Current,
+    /// Earlier: no `resultType`, no non-object tool output, and no `input_required` result.
+    Legacy,
+}
+
+impl Shape {
+    /// The shape for a request of `version` (none known: the legacy shape, as rmcp decides).
+    pub(crate) fn for_version(version: Option<&rmcp::model::ProtocolVersion>) -> Shape {
+        // ISO dates compare as strings in the order of time.
+        if version.is_some_and(|version| {
+            version.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+        }) {
+            Shape::Current
+        } else {
+            Shape::Legacy
+        }
+    }
+}
+
 /// The JSON-RPC message that answers call `id` with `response`, as rmcp's `ServerHandler`
 /// dispatch writes it, for the paths that answer a call without it (the HTTP fast path, a
 /// call answered in place over stdio): what that dispatch adds to the handler's answer
-/// (SEP-2663) included, no task for a client that did not declare the tasks extension.
+/// included: no task for a client that did not declare the tasks extension (SEP-2663), and
+/// the result shaped for the request's protocol version ([`Shape`]).
 pub(crate) fn call_answer(
     id: RequestId,
     response: Result<CallToolResponse, McpError>,
     declared_tasks: bool,
+    shape: Shape,
 ) -> rmcp::model::ServerJsonRpcMessage {
     let response = match response {
         Ok(CallToolResponse::Task(_)) if !declared_tasks => {
@@ -435,10 +461,27 @@ pub(crate) fn call_answer(
         }
         other => other,
     };
-    match response {
-        Ok(response) => {
-            rmcp::model::JsonRpcMessage::response(rmcp::model::ServerResult::from(response), id)
-        }
+    let result = response
+        .map(rmcp::model::ServerResult::from)
+        .and_then(|mut result| {
+            match shape {
+                Shape::Current => result.fill_missing_cache_hints(),
+                Shape::Legacy => {
+                    if matches!(result, rmcp::model::ServerResult::InputRequiredResult(_)) {
+                        return Err(McpError::invalid_request(
+                            "InputRequiredResult requires negotiated protocol version 2026-07-28 \
+                         or newer",
+                            None,
+                        ));
+                    }
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
+            }
+            Ok(result)
+        });
+    match result {
+        Ok(result) => rmcp::model::JsonRpcMessage::response(result, id),
         Err(error) => rmcp::model::JsonRpcMessage::error(error, Some(id)),
     }
 }

@@ -194,7 +194,8 @@ pub(super) async fn answer(
                 .to_owned(),
         );
     };
-    let message = crate::call_answer(id, response, declared_tasks);
+    // The fast path takes only 2026-07-28 requests.
+    let message = crate::call_answer(id, response, declared_tasks, crate::answer::Shape::Current);
     let status = status_of(&message);
     match serde_json::to_vec(&message) {
         Ok(body) => {
@@ -250,12 +251,19 @@ impl<F: std::future::Future + Send + 'static> std::future::Future for FinishOnDr
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        let Some(future) = self.future.as_mut() else {
+        // Taken out for the poll and put back only when it returns: a poll that panics drops
+        // the future here (the caller's `catch_unwind` answers for it), and `Drop` has nothing
+        // left to finish (a future that panicked must never be polled again).
+        let Some(mut future) = self.future.take() else {
             return std::task::Poll::Pending;
         };
-        let output = std::task::ready!(future.as_mut().poll(cx));
-        self.future = None;
-        std::task::Poll::Ready(output)
+        match future.as_mut().poll(cx) {
+            std::task::Poll::Ready(output) => std::task::Poll::Ready(output),
+            std::task::Poll::Pending => {
+                self.future = Some(future);
+                std::task::Poll::Pending
+            }
+        }
     }
 }
 

@@ -37,6 +37,11 @@ use tokio_util::sync::CancellationToken;
 /// takes rmcp's way, for a comparison or to rule this path out when diagnosing.
 pub const IN_PLACE_ENV: &str = "TOOLCELL_STDIO_IN_PLACE";
 
+/// How long a call in place may go on once the client's input has ended before it is stopped
+/// unanswered: what rmcp's service loop gives its own running requests when its input ends
+/// (5 s), so that a call ends alike whichever way it took.
+pub(crate) const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Whether calls are answered in place in this process: unless [`IN_PLACE_ENV`] is `0`.
 pub(crate) fn enabled() -> bool {
     std::env::var_os(IN_PLACE_ENV).is_none_or(|value| value != "0")
@@ -73,7 +78,9 @@ impl InPlace {
         &self,
         message: ClientJsonRpcMessage,
     ) -> Result<Running, ClientJsonRpcMessage> {
-        let Some(peer) = self.peer.get() else {
+        // Only a session that began with `initialize`: a client that opened without it
+        // (2026-07-28) must carry its metadata on every request, which rmcp checks.
+        let Some(peer) = self.peer.get().filter(|peer| peer.peer_info().is_some()) else {
             return Err(message);
         };
         let ClientJsonRpcMessage::Request(mut request) = message else {
@@ -97,10 +104,18 @@ impl InPlace {
         let peer = peer.clone();
         let (answer_id, call_ct) = (id.clone(), ct.clone());
         let future = Box::pin(async move {
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+            // What the client declared, read as rmcp's `RequestContext` reads it: the
+            // request's own `_meta` first, then what it said at `initialize`.
+            let capabilities = meta
+                .client_capabilities()
+                .or_else(|| peer.peer_info().map(|info| info.capabilities.clone()));
             let declared_tasks = capabilities
                 .as_ref()
                 .is_some_and(rmcp::model::ClientCapabilities::supports_tasks);
+            // The version the answer is shaped for, as rmcp's dispatch decides it.
+            let version = meta
+                .protocol_version()
+                .or_else(|| peer.peer_info().map(|info| info.protocol_version.clone()));
             let response = server
                 .answer_call(IncomingCall {
                     params: call.params,
@@ -117,7 +132,12 @@ impl InPlace {
             if call_ct.is_cancelled() {
                 return None;
             }
-            Some(crate::call_answer(answer_id, response, declared_tasks))
+            Some(crate::call_answer(
+                answer_id,
+                response,
+                declared_tasks,
+                crate::answer::Shape::for_version(version.as_ref()),
+            ))
         });
         Ok(Running { id, ct, future })
     }

@@ -246,10 +246,23 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
                 true
             }
             None => {
-                // The end of the input: the call in place is answered first.
+                // The end of the input: the call in place may finish and be answered within
+                // [`in_place::END_OF_INPUT_DRAIN`], as rmcp's own running requests may; then
+                // it is stopped, and nothing answers it (the client has gone).
                 if let Some(mut running) = self.running.take() {
-                    let answer = running.future.as_mut().await;
-                    let _ = self.answered(Some(running), answer);
+                    let drained =
+                        tokio::time::timeout(in_place::END_OF_INPUT_DRAIN, running.future.as_mut())
+                            .await;
+                    match drained {
+                        Ok(answer) => {
+                            let _ = self.answered(Some(running), answer);
+                        }
+                        Err(_late) => {
+                            running.ct.cancel();
+                            let _ = running.future.as_mut().await;
+                            self.outbox.forget(&running.id);
+                        }
+                    }
                 }
                 false
             }
