@@ -70,19 +70,7 @@ fn the_image_has_what_the_manifest_runs() {
 #[test]
 fn the_dockerfile_builds_the_package_that_has_its_binary() {
     let (package, binary, _) = dockerfile_build();
-    let metadata = std::process::Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(root())
-        .output()
-        .expect("cargo metadata");
-    assert!(metadata.status.success(), "{metadata:?}");
-    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
+    let metadata: Value = crate::support::cargo_metadata();
     let packages = metadata["packages"].as_array().expect("packages");
     let found = packages
         .iter()

@@ -163,20 +163,7 @@ struct Workspace {
 
 impl Workspace {
     fn read() -> Workspace {
-        let output = std::process::Command::new(env!("CARGO"))
-            .args([
-                "metadata",
-                "--format-version",
-                "1",
-                "--no-deps",
-                "--offline",
-            ])
-            .current_dir(root())
-            .output()
-            .expect("cargo metadata");
-        assert!(output.status.success(), "{output:?}");
-        let metadata: serde_json::Value =
-            serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+        let metadata = crate::support::cargo_metadata();
         let mut names_by_id = std::collections::HashMap::new();
         let mut packages = Vec::new();
         for package in metadata["packages"].as_array().expect("packages") {

@@ -128,3 +128,24 @@ pub(crate) fn python_venv(
 ) -> std::path::PathBuf {
     crate::toolchains::python_venv(name, requirement, works)
 }
+
+/// The workspace as `cargo metadata --no-deps --offline` describes it (its packages, their
+/// targets, the default members), read from the repository's root.
+pub(crate) fn cargo_metadata() -> serde_json::Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent");
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo metadata");
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON")
+}
