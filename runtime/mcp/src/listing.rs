@@ -21,6 +21,10 @@ pub(crate) struct ToolList {
     pub(crate) listed: Vec<Tool>,
     /// Every tool (listed or not) with a parameter a 2026-07-28 client mirrors into a header
     /// (`x-mcp-header`): its calls go to rmcp, which checks the headers against the body.
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(dead_code, reason = "read by the HTTP fast path only")
+    )]
     pub(crate) mirrored: std::collections::HashSet<String>,
 }
 
@@ -59,6 +63,7 @@ impl McpServer {
 
     /// Whether the tool `name` has a parameter a 2026-07-28 client mirrors into a header
     /// (`x-mcp-header`): read from the list made when the tools changed, not per call.
+    #[cfg(feature = "http")]
     pub(crate) fn mirrors_headers(&self, name: &str) -> bool {
         self.tools
             .read()
