@@ -407,8 +407,32 @@ fn main() {
         }
         compared.push((format!("stdio, {window} in flight"), rounds));
     }
+    // The typed echo (`echo: func(text: string) -> string`, the `typed_echo` test guest): the
+    // component as other runtimes serve it, from a tools directory, beside the built-in echo of
+    // toolcell's own contract.
+    let typed = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        typed.path().join("echo.wasm"),
+        toolcell_tests::guests::TYPED_ECHO,
+    )
+    .expect("typed echo");
+    for window in [1, SERVED_WINDOW] {
+        let name = format!("typed echo served over MCP stdio, {window} in flight: round trip");
+        if !bench.selects(&name) {
+            continue;
+        }
+        let key = cache.path().join("cache.key");
+        let run = serve_typed_echo(&binary, &warm, &key, typed.path(), served_calls(), window);
+        bench.cases.push(Case {
+            name,
+            p50: run.p50,
+            p99: run.p99,
+        });
+        served.push((format!("stdio, typed echo, {window} in flight"), run));
+    }
     // The same echo served by Wassette ([`Wassette::from_env`]) and by this build in turn,
-    // `SERVED_ROUNDS` times each, by the same client: the comparison issue 41 asks for.
+    // `SERVED_ROUNDS` times each, by the same client: Wassette and toolcell serve the very same
+    // file (the typed echo), and toolcell its built-in echo too.
     let mut versus = Vec::new();
     if let Some(wassette) = Wassette::from_env() {
         for window in [1, SERVED_WINDOW] {
@@ -417,13 +441,25 @@ fn main() {
                 continue;
             }
             let key = cache.path().join("cache.key");
-            let mut rounds = Vec::new();
+            let mut same_file = Vec::new();
+            let mut builtin = Vec::new();
             for _ in 0..SERVED_ROUNDS {
-                let theirs = wassette.serve_echo(served_calls(), window);
+                let theirs = wassette.serve_echo(typed.path(), served_calls(), window);
+                let ours =
+                    serve_typed_echo(&binary, &warm, &key, typed.path(), served_calls(), window);
+                same_file.push((theirs, ours));
+                let theirs = wassette.serve_echo(typed.path(), served_calls(), window);
                 let ours = serve_echo(&binary, &warm, &key, served_calls(), window);
-                rounds.push((theirs, ours));
+                builtin.push((theirs, ours));
             }
-            versus.push((format!("stdio, {window} in flight"), rounds));
+            versus.push((
+                format!("stdio, {window} in flight, the same file"),
+                same_file,
+            ));
+            versus.push((
+                format!("stdio, {window} in flight, toolcell's built-in echo"),
+                builtin,
+            ));
         }
     }
     // A gated write asked of the client (it answers at once), against the same write allowed
@@ -597,14 +633,11 @@ fn main() {
 }
 
 /// Wassette, served beside toolcell: `TOOLCELL_BENCH_WASSETTE` names its binary (built from
-/// its repository, e.g. the v0.2.0 tag: `cargo build --release --bin wassette`) and
-/// `TOOLCELL_BENCH_WASSETTE_COMPONENTS` a directory holding an echo component in Wassette's
-/// own terms (a component exporting `echo: func(text: string) -> string`, which Wassette
-/// serves as the tool `echo`). Neither is part of this repository; without them the case is
-/// skipped.
+/// its repository, e.g. the v0.2.0 tag: `cargo build --release --bin wassette`; not part of
+/// this repository, and without it the case is skipped). It serves the typed echo test guest
+/// (`echo: func(text: string) -> string`) as the tool `echo`.
 struct Wassette {
     binary: PathBuf,
-    components: PathBuf,
 }
 
 /// What Wassette answers an echo of "hello" with (the function's string result, as text).
@@ -614,18 +647,17 @@ impl Wassette {
     fn from_env() -> Option<Wassette> {
         Some(Wassette {
             binary: std::env::var_os("TOOLCELL_BENCH_WASSETTE")?.into(),
-            components: std::env::var_os("TOOLCELL_BENCH_WASSETTE_COMPONENTS")?.into(),
         })
     }
 
     /// `wassette serve --stdio`, its log at `warn` (its default, `info`, writes lines per
     /// call to stderr, which toolcell does not: left on, the comparison would favour
     /// toolcell), then the same calls and checks as toolcell's served echo.
-    fn serve_echo(&self, calls: usize, window: usize) -> Served {
+    fn serve_echo(&self, components: &std::path::Path, calls: usize, window: usize) -> Served {
         let mut command = Command::new(&self.binary);
         command
             .args(["serve", "--stdio", "--plugin-dir"])
-            .arg(&self.components)
+            .arg(components)
             .env("RUST_LOG", "warn");
         let served = ServedChild {
             ends_at_eof: false,
@@ -1069,6 +1101,25 @@ fn serve_echo(
 ) -> Served {
     let served = ServedChild::start(binary, cache, key, &[], "{}");
     echo_served(served, calls, window, "hello")
+}
+
+/// [`serve_echo`] of the typed echo in `tools` (a directory holding it alone), served as an
+/// operator serves components they have: `serve --no-builtin --tools DIR`.
+fn serve_typed_echo(
+    binary: &std::path::Path,
+    cache: &std::path::Path,
+    key: &std::path::Path,
+    tools: &std::path::Path,
+    calls: usize,
+    window: usize,
+) -> Served {
+    let mut command = Command::new(binary);
+    command
+        .args(["serve", "--no-builtin", "--tools"])
+        .arg(tools)
+        .env(toolcell::cache::CACHE_DIR_ENV, cache)
+        .env(toolcell::cache::CACHE_KEY_ENV, key);
+    echo_served(ServedChild::spawn(command, "{}"), calls, window, "hello")
 }
 
 /// Make `calls` echo calls with `window` in flight on `served` (after as many to warm up),

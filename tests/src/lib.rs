@@ -137,5 +137,5 @@ mod guest_tests {
         test_elicitation_sep1330_enums, test_logging_tool, test_missing_capability, test_sampling,
         test_streaming_elicitation, test_tool_with_logging, test_tool_with_progress,
     };
-    pub(crate) use crate::typed::typed_probe;
+    pub(crate) use crate::typed::{typed_echo, typed_probe};
 }

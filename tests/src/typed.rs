@@ -549,3 +549,39 @@ fn a_context_policy_may_not_say_what_a_tools_calls_need() {
             .expect("a policy");
     runtime.check_policy(&plain).expect("usable");
 }
+
+/// The smallest typed component, as other runtimes serve it (`echo: func(text: string) ->
+/// string`, the file the `calls` bench serves from toolcell and Wassette alike): served over
+/// MCP stdio from a tools directory, `find_tool` finds it as `echo` taking a required string
+/// `text`, and
+/// a call answers the text as text, in a fresh instance each time.
+#[test]
+pub(crate) fn typed_echo() {
+    let tools = crate::support::tools_dir(&[("echo", crate::guests::TYPED_ECHO)]);
+    let dir = tools.path().to_str().expect("utf-8 path");
+    let mut server = crate::mcp::Server::start(&["--no-builtin", "--tools", dir]);
+    server.call(1, "find_tool", json!({ "query": "echo" }));
+    let found = server.response(1);
+    let found = crate::mcp::text(&found);
+    let mut lines = found.lines();
+    assert_eq!(lines.next(), Some("1 tool(s) match:"), "{found}");
+    let found: Value = serde_json::from_str(lines.next().unwrap_or_default()).expect("a schema");
+    assert_eq!(found["name"], "echo");
+    let schema = &found["parameters"];
+    assert_eq!(schema["properties"]["text"]["type"], "string", "{schema}");
+    assert_eq!(schema["required"], json!(["text"]), "{schema}");
+    for (id, text) in [(2, "hello"), (3, "again, in another instance")] {
+        server.call(id, "echo", json!({ "text": text }));
+        let answer = server.response(id);
+        assert_eq!(crate::mcp::text(&answer), text, "{answer}");
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    server.call(4, "echo", json!({ "text": 7 }));
+    let refused = server.response(4);
+    assert!(
+        refused["error"].is_object() || refused["result"]["isError"] == true,
+        "a number is not a string: {refused}"
+    );
+    let (_, clean, _, stderr) = server.close();
+    assert!(clean, "{stderr}");
+}
