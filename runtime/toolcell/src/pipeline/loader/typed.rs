@@ -11,8 +11,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 impl Loader {
-    /// [`Loader::typed_tools`] of the component loaded as `source`, with the `policy.yaml` its
-    /// embedder named or the one beside its file.
+    /// The tools of a component of plain typed exports (from `source`, whose sha256 is
+    /// `digest`, its code `code`): one per function served, each under its own policy (the
+    /// capabilities its calls need are the policy's to say: such a component says nothing of
+    /// them; the `policy.yaml` its embedder named or the one beside its file), and the
+    /// functions left out, as errors naming them. A pin or a signature the policy requires
+    /// holds for every one of its tools, or the component is refused.
     pub(super) fn typed_tools_of(
         &self,
         source: &str,
@@ -22,24 +26,6 @@ impl Loader {
         digest: String,
     ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
         let beside = self.policy_yaml_of(source, &code);
-        self.typed_tools(source, provenance, code, reflected, digest, beside)
-    }
-
-    /// The tools of a component of plain typed exports (from `source`, whose sha256 is
-    /// `digest`, its code `code`): one per function served, each under its own policy (the
-    /// capabilities its calls need are the policy's to say: such a component says nothing of
-    /// them), and the functions left out, as errors naming them. A pin or a signature the
-    /// policy requires holds for every one of its tools, or the component is refused.
-    #[allow(clippy::too_many_arguments)]
-    fn typed_tools(
-        &self,
-        source: &str,
-        provenance: Option<Provenance>,
-        code: Arc<LazyCode>,
-        reflected: crate::wasm::typed::Reflected,
-        digest: String,
-        beside: Option<PathBuf>,
-    ) -> Result<(Vec<Arc<Tool>>, Vec<LoadError>), LoadError> {
         let refuse = |message: String| LoadError::new(source, message);
         let mut tools = Vec::new();
         // Each policy.yaml read once, for every function that names it.
