@@ -1104,7 +1104,7 @@ fn serve_echo(
 }
 
 /// [`serve_echo`] of the typed echo in `tools` (a directory holding it alone), served as an
-/// operator serves components they have: `serve --no-builtin --tools DIR`.
+/// operator serves components they have: `--no-builtin --tools DIR serve`.
 fn serve_typed_echo(
     binary: &std::path::Path,
     cache: &std::path::Path,
@@ -1113,13 +1113,13 @@ fn serve_typed_echo(
     calls: usize,
     window: usize,
 ) -> Served {
-    let mut command = Command::new(binary);
-    command
-        .args(["serve", "--no-builtin", "--tools"])
-        .arg(tools)
-        .env(toolcell::cache::CACHE_DIR_ENV, cache)
-        .env(toolcell::cache::CACHE_KEY_ENV, key);
-    echo_served(ServedChild::spawn(command, "{}"), calls, window, "hello")
+    let args = [
+        "--no-builtin".as_ref(),
+        "--tools".as_ref(),
+        tools.as_os_str(),
+    ];
+    let served = ServedChild::start(binary, cache, key, &args, "{}");
+    echo_served(served, calls, window, "hello")
 }
 
 /// Make `calls` echo calls with `window` in flight on `served` (after as many to warm up),
