@@ -715,14 +715,14 @@ fn print_compared(
     for (served, rounds) in compared {
         for (round, (before, after)) in rounds.iter().enumerate() {
             println!(
-                "| {served} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {:.1}x | {:.0} µs | {:.0} µs |",
+                "| {served} | {} | {:.0} | {:.0} | {:.1}x | {:.1} µs | {:.1} µs | {} | {:.0} µs | {:.0} µs |",
                 round + 1,
                 before.calls_per_second,
                 after.calls_per_second,
                 after.calls_per_second / before.calls_per_second,
                 before.cpu_per_call.as_secs_f64() * 1e6,
                 after.cpu_per_call.as_secs_f64() * 1e6,
-                after.cpu_per_call.as_secs_f64() / in_process,
+                ratio(after.cpu_per_call.as_secs_f64() / in_process),
                 after.p50.as_secs_f64() * 1e6,
                 after.p99.as_secs_f64() * 1e6,
             );
@@ -1273,6 +1273,15 @@ fn serve_write(
     measured
 }
 
+/// A ratio as the tables print it: "-" where a case the filter left out made it NaN.
+fn ratio(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value:.1}x")
+    } else {
+        "-".to_owned()
+    }
+}
+
 /// The in-process echo's p50 in this run (seconds), what a served call is compared with.
 fn in_process_p50(cases: &[Case]) -> f64 {
     cases
@@ -1295,10 +1304,10 @@ fn print_served(cases: &[Case], served: &[(String, Served)]) {
     for (how, run) in served {
         let cpu = run.cpu_per_call.as_secs_f64();
         println!(
-            "| {how} | {:.0} | {:.1} µs | {:.1}x |",
+            "| {how} | {:.0} | {:.1} µs | {} |",
             run.calls_per_second,
             cpu * 1e6,
-            cpu / in_process
+            ratio(cpu / in_process)
         );
     }
 }
@@ -1312,7 +1321,7 @@ fn fastrand_suffix() -> u128 {
 }
 
 fn print_table(cases: &[Case], throughputs: &[(usize, f64)]) {
-    // A case left out by the filter leaves its ratio column as NaN.
+    // A case left out by the filter leaves its ratio as NaN, printed as "-".
     let p50_of = |prefix: &str| {
         cases
             .iter()
@@ -1334,18 +1343,18 @@ fn print_table(cases: &[Case], throughputs: &[(usize, f64)]) {
     for case in cases {
         let p50 = case.p50.as_secs_f64();
         println!(
-            "| {} | {} | {} | {:.1}x | {:.1}x |",
+            "| {} | {} | {} | {} | {} |",
             case.name,
             show(case.p50),
             show(case.p99),
-            p50 / floor,
-            process / p50
+            ratio(p50 / floor),
+            ratio(process / p50)
         );
     }
-    let ratio =
+    let wasm_over_native =
         |what: &str| p50_of(&format!("{what}, in wasm")) / p50_of(&format!("{what}, native"));
-    let whole = ratio("grep a generated 20 MB corpus");
-    let generate = ratio("generate the 20 MB corpus only");
+    let whole = wasm_over_native("grep a generated 20 MB corpus");
+    let generate = wasm_over_native("generate the 20 MB corpus only");
     if whole.is_finite() {
         println!();
         println!(

@@ -198,3 +198,72 @@ fn nothing_of_one_call_reaches_the_next_under_sixteen_concurrent_calls() {
         assert_eq!(answer, expected, "answer {at}: {found:?}");
     }
 }
+
+/// A call's WASI context is built from that call's grants alone: at once when it has a
+/// directory to preopen, otherwise from what the call was granted the first time its guest
+/// reaches WASI (`wasm/sandbox.rs`). In one slot, so every call reuses the last one's: calls
+/// granted an environment variable, the real clock, and a flood of stdout alternate with a
+/// call granted nothing, and the one granted nothing sees no variable, the fixed clock and
+/// empty captures each time, while each granted call still gets exactly its grant.
+#[test]
+fn a_wasi_context_built_late_holds_only_its_own_call_s_grants() {
+    use toolcell::{CallOptions, ToolPort as _, ToolRequest};
+    let path = std::env::var("PATH").expect("PATH is set for the tests");
+    let policy = toolcell::Policy::from_toml(
+        "[tools.envy]\nenv = { access = \"allow\", vars = [\"PATH\"] }\n\
+         [tools.clock]\nclock = { access = \"allow\" }\n",
+    )
+    .expect("policy parses");
+    let port = crate::support::builder()
+        .policy(policy)
+        .component("test:envy", crate::guests::ENVY)
+        .component("test:snoop", crate::guests::SNOOP)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .pool_slots(1)
+        .build()
+        .expect("port");
+    let call = |tool: &str, arguments: &str| {
+        port.call_with_report(
+            &ToolRequest::new("t", tool, arguments),
+            &CallOptions::default(),
+        )
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port_number = listener.local_addr().expect("address").port();
+    for round in 0..3 {
+        let granted = match round {
+            0 => call("envy", r#"{"name":"PATH"}"#),
+            1 => call("clock", "{}"),
+            _ => call("hostile", r#"{"do":"flood"}"#),
+        };
+        let text = result_text(granted.response.clone());
+        match round {
+            0 => assert_eq!(text, format!("PATH={path}"), "envy got its grant"),
+            1 => {
+                // The real clock: within a minute of the host's (the fixed one is 1970).
+                let read = humantime::parse_rfc3339(&text).expect("RFC 3339");
+                let apart = std::time::SystemTime::now()
+                    .duration_since(read)
+                    .unwrap_or_else(|ahead| ahead.duration());
+                assert!(apart.as_secs() < 60, "the clock tool read {text}");
+            }
+            _ => assert!(
+                granted.stdout.truncated && granted.stdout.text.len() > 1024,
+                "the flood was captured"
+            ),
+        }
+        let after = call("snoop", &format!(r#"{{"port":{port_number}}}"#));
+        assert!(after.stdout.text.is_empty() && !after.stdout.truncated);
+        assert!(after.stderr.text.is_empty() && !after.stderr.truncated);
+        let report: serde_json::Value =
+            serde_json::from_str(&result_text(after.response)).expect("the report is JSON");
+        assert_eq!(
+            report["env"],
+            serde_json::json!([]),
+            "round {round}: {report}"
+        );
+        assert_eq!(report["wall_clock_secs"], 0, "round {round}: {report}");
+        assert_eq!(report["wasi_wall_clock_secs"], 0, "round {round}: {report}");
+        assert_eq!(report["preopens"], 0, "round {round}: {report}");
+    }
+}

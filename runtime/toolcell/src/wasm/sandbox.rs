@@ -1,6 +1,9 @@
 //! The WASI context of one call: exactly that call's grants, and nothing ambient.
 //!
-//! `CallState::new` is the only place a guest's WASI context is built. By default it grants
+//! A guest's WASI context is built from one call's [`Grants`] only, by `WasiSpec::builder`: in
+//! `CallState::new` when the call has directories to preopen, otherwise the first time the
+//! guest reaches WASI in that call (most small tools never do, and wasmtime-wasi's context is
+//! a visible share of a small call; BENCHMARKS "Where the time goes"). By default it grants
 //! nothing:
 //!
 //! - no preopened directories, so no file system at all;
@@ -9,7 +12,7 @@
 //! - TCP and UDP disabled, every socket address refused, name lookup disabled; `wasi:http`
 //!   linked, but every request denied unless the call was granted hosts (`wasm/net.rs`);
 //! - a wall clock fixed at [`FIXED_WALL_CLOCK`] unless the call is granted the clock;
-//! - a monotonic clock that starts at zero with the instance (it measures, but tells no date);
+//! - a monotonic clock that starts at zero with the context (it measures, but tells no date);
 //! - randomness, which grants no authority.
 //!
 //! What a [`Grants`] adds (a preopened directory, read-only or read-write; environment variables
@@ -37,7 +40,11 @@ pub const STDIO_CAPTURE_BYTES: usize = 64 * 1024;
 /// Everything a call's `Store` holds: its WASI context, its resources, its limiter and its
 /// captured output.
 pub(crate) struct CallState {
-    wasi: WasiCtx,
+    /// The WASI context, once built (at once when the call has preopens, else on the guest's
+    /// first use of WASI).
+    wasi: Option<WasiCtx>,
+    /// What it is built from.
+    spec: WasiSpec,
     table: ResourceTable,
     pub(crate) limiter: CallLimiter,
     pub(crate) stdout: CapturePipe,
@@ -63,43 +70,45 @@ pub(crate) struct CallState {
 
 impl CallState {
     /// The state of a fresh call holding exactly `grants`, limited by `limits`.
+    ///
+    /// The WASI context itself is built here only when the call has directories to preopen (a
+    /// directory that cannot be opened must stop the call before it runs); otherwise it is
+    /// built from this call's grants the first time the guest reaches WASI (see
+    /// [`WasiSpec`]). A guest that never does (many small tools never read a clock, a
+    /// variable or a stream) does not pay for one: wasmtime-wasi's builder makes two sets of
+    /// clocks, random sources and boxed streams per context.
     pub(crate) fn new(grants: &Grants, limits: &Limits) -> CallState {
         let stdout = CapturePipe::new(STDIO_CAPTURE_BYTES);
         let stderr = CapturePipe::new(STDIO_CAPTURE_BYTES);
-        let mut builder = WasiCtxBuilder::new();
-        builder
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            // A file operation (an open, a stat, a read of a few KiB) runs on the thread that
-            // runs the call, as the guest waits for it anyway, instead of a hand-off to tokio's
-            // blocking pool and back for each one: that hand-off was most of what a small
-            // read_file cost (BENCHMARKS "File tools"). What could wait
-            // forever (a FIFO) is refused before the open (`guest_fs.rs`: `would_block`).
-            .allow_blocking_current_thread(true);
-        if !grants.clock {
-            builder.wall_clock(FixedWallClock);
-        }
-        builder.envs(&grants.env);
+        let spec = WasiSpec {
+            clock: grants.clock,
+            env: grants.env.clone(),
+        };
         let mut unopened = None;
-        for preopen in &grants.preopens {
-            let perms = if preopen.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            // wasmtime opens a preopen by path. Handing it the already-open directory's
-            // /proc/self/fd entry gives it that very directory, whatever has happened to the
-            // path since the gate checked it.
-            if let Err(error) = builder.preopened_dir(preopen.host_path(), &preopen.guest, perms) {
-                unopened = Some(format!("{}: {error:#}", preopen.guest));
+        let wasi = if grants.preopens.is_empty() {
+            None
+        } else {
+            let mut builder = spec.builder(&stdout, &stderr);
+            for preopen in &grants.preopens {
+                let perms = if preopen.writable {
+                    FsPerms::ReadWrite
+                } else {
+                    FsPerms::ReadOnly
+                };
+                // wasmtime opens a preopen by path. Handing it the already-open directory's
+                // /proc/self/fd entry gives it that very directory, whatever has happened to
+                // the path since the gate checked it.
+                if let Err(error) =
+                    builder.preopened_dir(preopen.host_path(), &preopen.guest, perms)
+                {
+                    unopened = Some(format!("{}: {error:#}", preopen.guest));
+                }
             }
-        }
+            Some(builder.build())
+        };
         CallState {
-            wasi: builder.build(),
+            wasi,
+            spec,
             table: ResourceTable::new(),
             limiter: CallLimiter::new(limits),
             stdout,
@@ -117,6 +126,42 @@ impl CallState {
     }
 }
 
+/// What one call's WASI context is built from, when the call has no directory to preopen:
+/// taken from that call's grants in [`CallState::new`] and kept in that call's store only, so
+/// a context built late holds exactly what one built at once would (nothing of any other call).
+struct WasiSpec {
+    /// The real wall clock was granted.
+    clock: bool,
+    /// The environment granted.
+    env: Vec<(String, String)>,
+}
+
+impl WasiSpec {
+    /// A builder holding everything of the context but its preopens: the call's captured
+    /// stdout and stderr, its clock and environment grants, and no network of WASI's own.
+    fn builder(&self, stdout: &CapturePipe, stderr: &CapturePipe) -> WasiCtxBuilder {
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }))
+            // A file operation (an open, a stat, a read of a few KiB) runs on the thread that
+            // runs the call, as the guest waits for it anyway, instead of a hand-off to tokio's
+            // blocking pool and back for each one: that hand-off was most of what a small
+            // read_file cost (BENCHMARKS "File tools"). What could wait
+            // forever (a FIFO) is refused before the open (`guest_fs.rs`: `would_block`).
+            .allow_blocking_current_thread(true);
+        if !self.clock {
+            builder.wall_clock(FixedWallClock);
+        }
+        builder.envs(&self.env);
+        builder
+    }
+}
+
 impl wasmtime_wasi_http::WasiHttpView for CallState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         wasmtime_wasi_http::WasiHttpCtxView {
@@ -129,9 +174,17 @@ impl wasmtime_wasi_http::WasiHttpView for CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let CallState {
+            wasi,
+            spec,
+            stdout,
+            stderr,
+            table,
+            ..
+        } = self;
         WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
+            ctx: wasi.get_or_insert_with(|| spec.builder(stdout, stderr).build()),
+            table,
         }
     }
 }
