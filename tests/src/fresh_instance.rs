@@ -199,6 +199,24 @@ fn nothing_of_one_call_reaches_the_next_under_sixteen_concurrent_calls() {
     }
 }
 
+/// A runtime of `slots` instance slots whose policy grants `envy` the variable PATH and the
+/// built-in `clock` the real clock, with `snoop` (granted nothing) and `hostile` beside them.
+fn granting_env_and_clock(slots: u32) -> toolcell::Runtime {
+    let policy = toolcell::Policy::from_toml(
+        "[tools.envy]\nenv = { access = \"allow\", vars = [\"PATH\"] }\n\
+         [tools.clock]\nclock = { access = \"allow\" }\n",
+    )
+    .expect("policy parses");
+    crate::support::builder()
+        .policy(policy)
+        .component("test:envy", crate::guests::ENVY)
+        .component("test:snoop", crate::guests::SNOOP)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .pool_slots(slots)
+        .build()
+        .expect("port")
+}
+
 /// A call's WASI context is built from that call's grants alone: at once when it has a
 /// directory to preopen, otherwise from what the call was granted the first time its guest
 /// reaches WASI (`wasm/sandbox.rs`). In one slot, so every call reuses the last one's: calls
@@ -209,19 +227,7 @@ fn nothing_of_one_call_reaches_the_next_under_sixteen_concurrent_calls() {
 fn a_wasi_context_built_late_holds_only_its_own_call_s_grants() {
     use toolcell::{CallOptions, ToolPort as _, ToolRequest};
     let path = std::env::var("PATH").expect("PATH is set for the tests");
-    let policy = toolcell::Policy::from_toml(
-        "[tools.envy]\nenv = { access = \"allow\", vars = [\"PATH\"] }\n\
-         [tools.clock]\nclock = { access = \"allow\" }\n",
-    )
-    .expect("policy parses");
-    let port = crate::support::builder()
-        .policy(policy)
-        .component("test:envy", crate::guests::ENVY)
-        .component("test:snoop", crate::guests::SNOOP)
-        .component("test:hostile", crate::guests::HOSTILE)
-        .pool_slots(1)
-        .build()
-        .expect("port");
+    let port = granting_env_and_clock(1);
     let call = |tool: &str, arguments: &str| {
         port.call_with_report(
             &ToolRequest::new("t", tool, arguments),
@@ -265,5 +271,62 @@ fn a_wasi_context_built_late_holds_only_its_own_call_s_grants() {
         assert_eq!(report["wall_clock_secs"], 0, "round {round}: {report}");
         assert_eq!(report["wasi_wall_clock_secs"], 0, "round {round}: {report}");
         assert_eq!(report["preopens"], 0, "round {round}: {report}");
+    }
+}
+
+/// The same, as an outsider would try it: eight threads over four slots, each call granted the
+/// variable, granted the real clock or granted nothing, all at once, so contexts are built late
+/// while other calls' are being built. No call granted nothing ever sees the variable or the
+/// real clock, and every granted call sees its grant.
+#[test]
+fn late_wasi_contexts_built_at_once_by_many_calls_keep_their_own_grants() {
+    use toolcell::ToolPort as _;
+    let path = std::env::var("PATH").expect("PATH is set for the tests");
+    let port = granting_env_and_clock(4);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let snoop = format!(
+        r#"{{"port":{}}}"#,
+        listener.local_addr().expect("address").port()
+    );
+    let call = |tool: &str, arguments: &str| {
+        result_text(port.call(&toolcell::ToolRequest::new("t", tool, arguments)))
+    };
+    let answers: Vec<(usize, String)> = thread::scope(|scope| {
+        let threads: Vec<_> = (0..8)
+            .map(|thread| {
+                let (call, snoop) = (&call, &snoop);
+                scope.spawn(move || {
+                    (0..24)
+                        .map(|n| {
+                            let kind = (thread + n) % 3;
+                            let text = match kind {
+                                0 => call("envy", r#"{"name":"PATH"}"#),
+                                1 => call("clock", "{}"),
+                                _ => call("snoop", snoop),
+                            };
+                            (kind, text)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("a thread"))
+            .collect()
+    });
+    assert_eq!(answers.len(), 8 * 24);
+    for (kind, text) in answers {
+        match kind {
+            0 => assert_eq!(text, format!("PATH={path}")),
+            1 => assert!(!text.starts_with("1970"), "the clock tool read {text}"),
+            _ => {
+                let report: serde_json::Value =
+                    serde_json::from_str(&text).expect("the report is JSON");
+                assert_eq!(report["env"], serde_json::json!([]), "{report}");
+                assert_eq!(report["wall_clock_secs"], 0, "{report}");
+                assert_eq!(report["wasi_wall_clock_secs"], 0, "{report}");
+            }
+        }
     }
 }
