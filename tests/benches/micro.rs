@@ -14,6 +14,16 @@ fn main() {
     divan::main();
 }
 
+/// The instance pool's slots for every runtime here and the floor's engine: toolcell's
+/// default, or `TOOLCELL_BENCH_POOL_SLOTS` (valgrind cannot reserve the address space of the
+/// default pool: `tests/bench-instructions.sh` counts instructions with one slot).
+fn pool_slots() -> u32 {
+    std::env::var("TOOLCELL_BENCH_POOL_SLOTS")
+        .ok()
+        .and_then(|slots| slots.parse().ok())
+        .unwrap_or(toolcell::limits::POOL_SLOTS)
+}
+
 /// The bench's 20 MB compute job, as in `calls.rs`.
 const CORPUS_BYTES: usize = 20_000_000;
 
@@ -23,6 +33,7 @@ static ECHO: LazyLock<ToolRequest> =
 /// The built-in tools and the compute guest, loaded once for every case.
 static PORT: LazyLock<Runtime> = LazyLock::new(|| {
     let port = Runtime::builder()
+        .pool_slots(pool_slots())
         .component("bench:compute", toolcell_tests::guests::COMPUTE)
         .build()
         .expect("port");
@@ -39,6 +50,7 @@ static AUDIT_DIR: LazyLock<tempfile::TempDir> =
 static PIPELINE: LazyLock<Runtime> = LazyLock::new(|| {
     let audit = toolcell::audit::Audit::open(&AUDIT_DIR.path().join("audit.jsonl")).expect("audit");
     let runtime = Runtime::builder()
+        .pool_slots(pool_slots())
         .build()
         .expect("runtime")
         .with_audit(audit);
@@ -79,6 +91,7 @@ fn echo_through_the_pipeline() -> ToolResponse {
 /// no toolcell contract), loaded once.
 static TYPED: LazyLock<Runtime> = LazyLock::new(|| {
     let port = Runtime::builder()
+        .pool_slots(pool_slots())
         .builtin_tools(false)
         .component("bench:typed_probe", toolcell_tests::guests::TYPED_PROBE)
         .build()
@@ -274,7 +287,7 @@ fn audit_record_plain_append(bencher: Bencher) {
 fn wasmtime_alone_echo(bencher: Bencher) {
     use wasmtime::component::{Component, Linker, Val};
     let mut pool = wasmtime::PoolingAllocationConfig::new();
-    let slots = toolcell::limits::POOL_SLOTS;
+    let slots = pool_slots();
     let per = |n: usize| u32::try_from(n).expect("small");
     pool.total_component_instances(slots)
         .total_core_instances(slots * per(toolcell::limits::MAX_INSTANCES))

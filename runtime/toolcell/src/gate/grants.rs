@@ -13,7 +13,6 @@ pub const FIXED_WALL_CLOCK: Duration = Duration::ZERO;
 
 /// The authority one call holds, decided by the gate. `Grants::default()` is nothing at all.
 /// Its `Debug` names the variables and keys granted, never their values.
-#[derive(Default)]
 pub struct Grants {
     /// The real wall clock. Without it the wall clock reads [`FIXED_WALL_CLOCK`].
     pub clock: bool,
@@ -88,6 +87,31 @@ impl std::fmt::Debug for ClientGrant {
             .field("link", &self.link.is_some())
             .field("approval", &self.approval.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+impl Default for Grants {
+    /// Nothing at all. Its two shared lists (no hosts, no protected files) are one empty list
+    /// each for the whole process, shared rather than allocated for every call that is granted
+    /// nothing: an `Arc` of an empty list cannot be changed through any of its clones.
+    fn default() -> Self {
+        static NO_HOSTS: std::sync::LazyLock<Arc<Vec<HostPattern>>> =
+            std::sync::LazyLock::new(|| Arc::new(Vec::new()));
+        static NO_FILES: std::sync::LazyLock<Arc<[crate::hostfs::OwnFile]>> =
+            std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+        Grants {
+            clock: false,
+            env: Vec::new(),
+            config: Vec::new(),
+            preopens: Vec::new(),
+            network: Arc::clone(&NO_HOSTS),
+            staged: Vec::new(),
+            pending: Vec::new(),
+            deny_read: Default::default(),
+            protected: Arc::clone(&NO_FILES),
+            credentials: Default::default(),
+            client: ClientGrant::default(),
+        }
     }
 }
 

@@ -146,13 +146,23 @@ fn serialised_len(value: &Value) -> usize {
 
 /// How deep `value` nests (a scalar is 0), without recursion.
 pub fn json_depth(value: &Value) -> usize {
+    // Only arrays and objects go on the stack (a scalar is as deep as its container's other
+    // members): a flat object of scalars, most calls' arguments, allocates nothing.
+    let nested = |item: &&Value| matches!(item, Value::Array(_) | Value::Object(_));
     let mut deepest = 0;
-    let mut stack = vec![(value, 0)];
-    while let Some((value, depth)) = stack.pop() {
+    let mut stack: Vec<(&Value, usize)> = Vec::new();
+    let mut next = Some((value, 0));
+    while let Some((value, depth)) = next.take().or_else(|| stack.pop()) {
         deepest = deepest.max(depth);
         match value {
-            Value::Array(items) => stack.extend(items.iter().map(|item| (item, depth + 1))),
-            Value::Object(map) => stack.extend(map.values().map(|item| (item, depth + 1))),
+            Value::Array(items) if !items.is_empty() => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(items.iter().filter(nested).map(|item| (item, depth + 1)));
+            }
+            Value::Object(map) if !map.is_empty() => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(map.values().filter(nested).map(|item| (item, depth + 1)));
+            }
             _ => {}
         }
     }
@@ -748,5 +758,39 @@ mod tests {
         let schema = json!({ "$ref": "#/$defs/n", "$defs": { "n": level } });
         let error = refusal(schema);
         assert!(error.contains("recurse through"), "{error}");
+    }
+
+    /// The depth of a value: 0 for a scalar or an empty container, one more than its deepest
+    /// member's for any other container, as the plain recursive reading says.
+    #[test]
+    fn json_depth_counts_the_levels_of_containers() {
+        fn reference(value: &Value) -> usize {
+            let members: Vec<&Value> = match value {
+                Value::Array(items) => items.iter().collect(),
+                Value::Object(map) => map.values().collect(),
+                _ => Vec::new(),
+            };
+            members
+                .into_iter()
+                .map(|member| reference(member) + 1)
+                .max()
+                .unwrap_or(0)
+        }
+        for (value, depth) in [
+            (json!("a"), 0),
+            (json!({}), 0),
+            (json!([]), 0),
+            (json!({ "text": "hi", "n": 1 }), 1),
+            (json!({ "a": {} }), 1),
+            (json!({ "a": [[]] }), 2),
+            (json!([1, [2, [3, [4]]], { "b": 5 }]), 4),
+            (
+                json!({ "a": 1, "b": { "c": [1, { "d": null }] }, "e": [] }),
+                4,
+            ),
+        ] {
+            assert_eq!(json_depth(&value), depth, "{value}");
+            assert_eq!(reference(&value), depth, "{value}");
+        }
     }
 }

@@ -255,11 +255,12 @@ impl ArgumentSchema {
     /// Parse `arguments` and check them, here and to the end. The error names every failing
     /// place in the arguments (as a JSON pointer) and what is wrong there.
     pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<Value, String> {
-        let subject = self.subject.of(tool);
+        // Named only in an error: a valid call formats nothing.
+        let subject = || self.subject.of(tool);
         let instance: Value =
             serde_json::from_str(arguments).map_err(|error| match self.subject {
-                Subject::Arguments => format!("{subject} are not JSON: {error}"),
-                Subject::Result => format!("{subject} is not JSON: {error}"),
+                Subject::Arguments => format!("{} are not JSON: {error}", subject()),
+                Subject::Result => format!("{} is not JSON: {error}", subject()),
             })?;
         let depth = schema::json_depth(&instance);
         if depth > MAX_ARGUMENT_DEPTH {
@@ -268,13 +269,25 @@ impl ArgumentSchema {
                 Subject::Result => "nests",
             };
             return Err(format!(
-                "{subject} {nest} {depth} levels deep; at most {MAX_ARGUMENT_DEPTH} may"
+                "{} {nest} {depth} levels deep; at most {MAX_ARGUMENT_DEPTH} may",
+                subject()
             ));
+        }
+        // The yes-or-no walk first: it stops at the first violation and builds no error, so a
+        // valid value (nearly every call) costs least. Only an invalid one is walked again
+        // for the violations to name; both walks read this one parsed value.
+        if self.validator.is_valid(&instance) {
+            return Ok(instance);
         }
         let mut violations = self.validator.iter_errors(&instance).peekable();
         if violations.peek().is_none() {
-            drop(violations);
-            return Ok(instance);
+            // The two walks disagree only if the library does; the value is not let through
+            // on the word of the second.
+            return Err(format!(
+                "{} could not be checked against the schema (the validator disagreed with \
+                 itself)",
+                subject()
+            ));
         }
         let mut message = match self.subject {
             Subject::Arguments => format!("the arguments do not fit {tool}'s schema:"),

@@ -46,6 +46,7 @@ use crate::wasm::offering::OfferingPre;
 use generated::toolcell::tool::types as wit;
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::InstancePre;
 use wasmtime::{AsContextMut, Result};
 
@@ -77,10 +78,14 @@ const TOOL_INTERFACE: &str = "toolcell:tool/tool@0.4.0";
 
 /// A component of the current contract, ready to instantiate: its generated bindings, and its
 /// `call` export found once, here, rather than on every instance (the bindings find and type
-/// check every function of the interface for each instance; a call needs one).
+/// check every function of the interface for each instance; a call needs one), and type
+/// checked once, on its first instance.
 pub(crate) struct Contract<T: 'static> {
     pre: generated::GuestPre<T>,
     call: wasmtime::component::ComponentExportIndex,
+    /// `call`'s type was checked against the contract's, on an instance of this component
+    /// (shared by the clones, which are of the same component).
+    checked: Arc<AtomicBool>,
 }
 
 impl<T: 'static> Clone for Contract<T> {
@@ -88,6 +93,7 @@ impl<T: 'static> Clone for Contract<T> {
         Contract {
             pre: self.pre.clone(),
             call: self.call,
+            checked: Arc::clone(&self.checked),
         }
     }
 }
@@ -100,12 +106,17 @@ impl<T: Send + 'static> Contract<T> {
             .and_then(|interface| component.get_export_index(Some(&interface), "call"))
             .ok_or_else(|| wasmtime::format_err!("no `call` in {TOOL_INTERFACE}"))?;
         let pre = generated::GuestPre::new(instance_pre)?;
-        Ok(Contract { pre, call })
+        Ok(Contract {
+            pre,
+            call,
+            checked: Arc::new(AtomicBool::new(false)),
+        })
     }
 
-    /// A fresh instance in `store`, and its `call(arguments)`: the function's type is checked
-    /// against the contract's as it is taken from the instance (safe code: a component whose
-    /// export has another type is an error, never a misread).
+    /// A fresh instance in `store`, and its `call(arguments)`. The function's type is checked
+    /// against the contract's on the component's first instance (safe code: a component whose
+    /// export has another type is an error, never a misread); its later instances, of the same
+    /// component, are not checked again (see [`Contract::typed_call`]).
     async fn call(
         &self,
         mut store: impl AsContextMut<Data = T>,
@@ -116,12 +127,39 @@ impl<T: Send + 'static> Contract<T> {
             .instance_pre()
             .instantiate_async(&mut store)
             .await?;
-        let call = instance
-            .get_typed_func::<(&str,), (std::result::Result<Vec<wit::Part>, ToolError>,)>(
-                &mut store, &self.call,
-            )?;
+        let call = self.typed_call(&mut store, &instance)?;
         let (answer,) = call.call_async(&mut store, (arguments,)).await?;
         Ok(answer)
+    }
+
+    /// `call` of `instance`, typed: checked the first time, trusted after.
+    #[allow(unsafe_code)]
+    fn typed_call<'a>(
+        &self,
+        mut store: impl AsContextMut<Data = T>,
+        instance: &wasmtime::component::Instance,
+    ) -> Result<
+        wasmtime::component::TypedFunc<
+            (&'a str,),
+            (std::result::Result<Vec<wit::Part>, ToolError>,),
+        >,
+    > {
+        let func = instance
+            .get_func(&mut store, self.call)
+            .ok_or_else(|| wasmtime::format_err!("no `call` in {TOOL_INTERFACE}"))?;
+        if self.checked.load(Ordering::Acquire) {
+            // SAFETY: `TypedFunc::new_unchecked` requires the function to have this type.
+            // This `call` was type checked (`Func::typed`, below) on an instance of this very
+            // component: `self.call` and the component are fixed for this `Contract` and its
+            // clones, and a component function's type is read from the component's type
+            // tables, the same for every instance. The one part of a type that differs per
+            // instance, a resource type, is not in this signature (a string in, a result of a
+            // list of parts or an error out: records, variants, strings and bytes).
+            return Ok(unsafe { wasmtime::component::TypedFunc::new_unchecked(func) });
+        }
+        let typed = func.typed(store.as_context())?;
+        self.checked.store(true, Ordering::Release);
+        Ok(typed)
     }
 }
 

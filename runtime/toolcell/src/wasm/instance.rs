@@ -52,10 +52,10 @@ fn new_store(
 ) -> wasmtime::Result<Store<CallState>> {
     let mut store = Store::new(engine, CallState::new(grants, limits));
     store.limiter(|state| &mut state.limiter);
-    // Fuel and epoch deadlines both start at zero: set them before anything runs.
-    // (`get_fuel` answers only when the engine meters fuel; see the pipeline, which refuses
-    // a fuel limit on an engine that does not.)
-    if store.get_fuel().is_ok() {
+    // Fuel and epoch deadlines both start at zero: set them before anything runs. (Only an
+    // engine that meters fuel has any; see the pipeline, which refuses a fuel limit on one
+    // that does not. Asked of the engine: asking the store makes an error when it has none.)
+    if engine.get_consume_fuel() {
         store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     }
     let stop = stop.cloned();
@@ -191,16 +191,30 @@ pub(crate) async fn call(
     };
     tokio::pin!(stopped);
 
-    // Back-pressure: when every slot is taken, wait for one rather than fail.
-    let _slot = tokio::select! {
-        permit = tokio::time::timeout_at(deadline.into(), slots.acquire()) => match permit {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_closed)) => {
-                return answer(ToolResponse::failed(FailureKind::Internal, "the runtime is shutting down"));
-            }
-            Err(_elapsed) => return answer(ToolResponse::TimedOut { limit_ms }),
+    // Back-pressure: when every slot is taken, wait for one rather than fail. A free slot is
+    // taken at once (the semaphore is fair: none is free while calls wait for one), with no
+    // timer made for a wait that does not happen. Both selects here are `biased` (their
+    // branches polled in order, no random draw per call): a stop seen before the call is
+    // answered above, and one that comes while the call waits is seen as soon as the other
+    // side is pending.
+    let shutting_down = || {
+        answer(ToolResponse::failed(
+            FailureKind::Internal,
+            "the runtime is shutting down",
+        ))
+    };
+    let _slot = match slots.try_acquire() {
+        Ok(permit) => permit,
+        Err(tokio::sync::TryAcquireError::Closed) => return shutting_down(),
+        Err(tokio::sync::TryAcquireError::NoPermits) => tokio::select! {
+            biased;
+            permit = tokio::time::timeout_at(deadline.into(), slots.acquire()) => match permit {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_closed)) => return shutting_down(),
+                Err(_elapsed) => return answer(ToolResponse::TimedOut { limit_ms }),
+            },
+            () = &mut stopped => return answer(ToolResponse::Cancelled),
         },
-        () = &mut stopped => return answer(ToolResponse::Cancelled),
     };
 
     let mut store = match new_store(engine, grants, limits, stop, deadline) {
@@ -220,6 +234,7 @@ pub(crate) async fn call(
     }
     let run = async { target.pre.run(&mut store, target.what, arguments).await };
     let outcome = tokio::select! {
+        biased;
         outcome = tokio::time::timeout_at(deadline.into(), run) => outcome,
         () = &mut stopped => return report(ToolResponse::Cancelled, &store, limits, started),
     };
@@ -265,10 +280,14 @@ fn report(
     limits: &Limits,
     started: Instant,
 ) -> CallReport {
-    let fuel = store
-        .get_fuel()
-        .ok()
-        .map(|left| limits.fuel.unwrap_or(u64::MAX).saturating_sub(left));
+    let fuel = if store.engine().get_consume_fuel() {
+        store
+            .get_fuel()
+            .ok()
+            .map(|left| limits.fuel.unwrap_or(u64::MAX).saturating_sub(left))
+    } else {
+        None
+    };
     let memory = u64::try_from(store.data().limiter.peak_memory).unwrap_or(u64::MAX);
     CallReport {
         cost: Cost {
