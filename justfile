@@ -44,6 +44,11 @@ bench:
 bench-against commit:
     bash tests/bench-against.sh {{commit}}
 
+# Instructions per in-process echo and toolcell's share over wasmtime's floor, under callgrind
+# (apt-get install valgrind): the same count however busy the machine is.
+bench-instructions:
+    bash tests/bench-instructions.sh
+
 # Build every fuzz target (instrumented) and run each briefly from its seeds (fuzz/README.md;
 # cargo install cargo-fuzz --version 0.13.2 --locked). About 14 minutes to build on 2 cores.
 fuzz-smoke:

@@ -98,6 +98,10 @@ impl<T: 'static> Clone for Contract<T> {
     }
 }
 
+/// The contract's `call`, typed as the host calls it.
+type CallFunc<'a> =
+    wasmtime::component::TypedFunc<(&'a str,), (std::result::Result<Vec<wit::Part>, ToolError>,)>;
+
 impl<T: Send + 'static> Contract<T> {
     fn new(instance_pre: InstancePre<T>) -> Result<Contract<T>> {
         let component = instance_pre.component();
@@ -138,12 +142,7 @@ impl<T: Send + 'static> Contract<T> {
         &self,
         mut store: impl AsContextMut<Data = T>,
         instance: &wasmtime::component::Instance,
-    ) -> Result<
-        wasmtime::component::TypedFunc<
-            (&'a str,),
-            (std::result::Result<Vec<wit::Part>, ToolError>,),
-        >,
-    > {
+    ) -> Result<CallFunc<'a>> {
         let func = instance
             .get_func(&mut store, self.call)
             .ok_or_else(|| wasmtime::format_err!("no `call` in {TOOL_INTERFACE}"))?;
