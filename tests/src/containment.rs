@@ -433,3 +433,66 @@ fn a_full_pool_makes_calls_wait_not_fail() {
         assert_eq!(response, ToolResponse::TimedOut { limit_ms: 300 });
     }
 }
+
+/// A call stopped while it waits for an instance slot never starts its guest, even when the
+/// slot comes free at the same moment as the stop (the wait looks at the slot before the
+/// stop). One slot, held by a call asleep in a host call; a second call waits for it; the
+/// second is stopped, then the first, whose slot passes to the second as the first ends: the
+/// second answers `cancelled`, and its guest never ran. Both are polled by hand on one thread,
+/// so the order is the same every run.
+#[test]
+fn a_call_stopped_while_it_waits_for_a_slot_never_starts() {
+    use std::future::Future as _;
+    use std::task::Poll;
+    let runtime = crate::support::builder()
+        .pool_slots(1)
+        .component("test:hostile", crate::guests::HOSTILE)
+        .build()
+        .expect("the runtime builds");
+    // Each tool's code is loaded on its first call: both are loaded before the order matters.
+    let warm = |tool: &str, arguments: &str| {
+        let answer = runtime.call(&ToolRequest::new("warm", tool, arguments));
+        assert!(!answer.is_error(), "{tool}: {answer:?}");
+    };
+    warm("hostile", r#"{"do":"scan"}"#);
+    warm("echo", r#"{"text":"warm"}"#);
+    let with = |stop: &StopToken| CallOptions {
+        stop: Some(stop.clone()),
+        ..CallOptions::default()
+    };
+    let (holder_stop, waiter_stop) = (StopToken::new(), StopToken::new());
+    let holder =
+        toolcell::Call::new("1", "hostile", r#"{"do":"sleep"}"#).with_options(with(&holder_stop));
+    let waiter =
+        toolcell::Call::new("2", "echo", r#"{"text":"ran"}"#).with_options(with(&waiter_stop));
+    let executor = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("an executor");
+    let (held, waited) = executor.block_on(async {
+        let holding = runtime.run(&holder);
+        let waiting = runtime.run(&waiter);
+        tokio::pin!(holding, waiting);
+        // One poll each: the first takes the only slot and its guest sleeps in a host call;
+        // the second finds no slot free and waits.
+        std::future::poll_fn(|cx| {
+            assert!(
+                holding.as_mut().poll(cx).is_pending(),
+                "the sleeper answered"
+            );
+            assert!(
+                waiting.as_mut().poll(cx).is_pending(),
+                "the waiter did not wait"
+            );
+            Poll::Ready(())
+        })
+        .await;
+        waiter_stop.stop();
+        holder_stop.stop();
+        // The sleeper ends (cancelled) and lets its slot go, to the waiter.
+        let held = holding.await;
+        (held, waiting.await)
+    });
+    assert_eq!(held.response, ToolResponse::Cancelled, "{held:?}");
+    assert_eq!(waited.response, ToolResponse::Cancelled, "{waited:?}");
+}

@@ -84,6 +84,12 @@ impl CompiledSchema {
         self.0.check(tool, arguments)
     }
 
+    /// Whether the validator's yes-or-no walk (a call's verdict) and the walk that names the
+    /// violations (its error) agree on `value`.
+    pub fn walks_agree(&self, value: &Value) -> bool {
+        self.0.walks_agree(value)
+    }
+
     /// Check `arguments` as the pipeline does, as a call's first stage: here if the work is
     /// small, else on the blocking pool of `pool` (whose threads must have
     /// [`VALIDATION_STACK_BYTES`](crate::validate::VALIDATION_STACK_BYTES) of stack), until `deadline`.

@@ -4,7 +4,7 @@ use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use toolcell::fuzzing::{CheckedArguments, VALIDATION_STACK_BYTES, compile_schema_text};
-use toolcell::limits::MAX_LISTED_VIOLATIONS;
+use toolcell::limits::{MAX_ARGUMENT_DEPTH, MAX_LISTED_VIOLATIONS};
 
 /// How long one check of fuzzed arguments may take, as a call, before the check of the
 /// schema target calls it a finding: far beyond what the schema limits allow for the few KB
@@ -75,6 +75,18 @@ pub fn check_schema(data: &[u8]) -> Result<(), String> {
     })?;
     let (schema, owned) = (Arc::clone(&compiled), arguments.to_owned());
     let to_the_end = on_thread(VALIDATION_STACK_BYTES, move || schema.check("fuzz", &owned))?;
+    // A call's verdict comes from the validator's yes-or-no walk and its error from the walk
+    // that names violations: the two must agree on every value that gets that far.
+    if let Ok(parsed) = serde_json::from_str::<Value>(arguments)
+        && toolcell::fuzzing::json_depth(&parsed) <= MAX_ARGUMENT_DEPTH
+    {
+        let schema = Arc::clone(&compiled);
+        if !on_thread(VALIDATION_STACK_BYTES, move || schema.walks_agree(&parsed))? {
+            return Err(format!(
+                "the validator's two walks disagree on {arguments:?}"
+            ));
+        }
+    }
     let as_called = match as_called {
         CheckedArguments::Valid(value) => Ok(value),
         CheckedArguments::Invalid(why) => Err(why),

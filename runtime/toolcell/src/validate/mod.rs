@@ -252,6 +252,13 @@ impl ArgumentSchema {
         }
     }
 
+    /// Whether the validator's two walks give `value` the same verdict: the yes-or-no walk a
+    /// call's verdict comes from ([`ArgumentSchema::check`]), and the walk that names the
+    /// violations (the fuzz target `schema` asserts it).
+    pub(crate) fn walks_agree(&self, value: &Value) -> bool {
+        self.validator.is_valid(value) == self.validator.iter_errors(value).next().is_none()
+    }
+
     /// Parse `arguments` and check them, here and to the end. The error names every failing
     /// place in the arguments (as a JSON pointer) and what is wrong there.
     pub(crate) fn check(&self, tool: &str, arguments: &str) -> Result<Value, String> {

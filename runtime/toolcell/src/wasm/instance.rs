@@ -216,6 +216,11 @@ pub(crate) async fn call(
             () = &mut stopped => return answer(ToolResponse::Cancelled),
         },
     };
+    // A stop that came while the call waited may have come with the slot (the biased select
+    // takes the slot first): a stopped call never starts its guest.
+    if stop.is_some_and(StopToken::is_stopped) {
+        return answer(ToolResponse::Cancelled);
+    }
 
     let mut store = match new_store(engine, grants, limits, stop, deadline) {
         Ok(store) => store,
