@@ -255,6 +255,7 @@ impl ArgumentSchema {
     /// Whether the validator's two walks give `value` the same verdict: the yes-or-no walk a
     /// call's verdict comes from ([`ArgumentSchema::check`]), and the walk that names the
     /// violations (the fuzz target `schema` asserts it).
+    #[cfg(feature = "fuzzing")]
     pub(crate) fn walks_agree(&self, value: &Value) -> bool {
         self.validator.is_valid(value) == self.validator.iter_errors(value).next().is_none()
     }
