@@ -15,6 +15,7 @@ use crate::call::names;
 use crate::call::registry::Registry;
 pub use crate::call::registry::{CALL_TOOL, FIND_TOOL};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// What [`dispatch`] decided for one call (more ways may come: match with a wildcard arm).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,12 +34,43 @@ pub enum Dispatch {
 
 /// Decide what one call the model made becomes. See the module docs for the table.
 pub fn dispatch(registry: &Registry, name: &str, arguments: &str) -> Dispatch {
+    match route(registry, name, arguments) {
+        Routed::Local(text) => Dispatch::Local(text),
+        Routed::Port { tool, arguments } => Dispatch::Port {
+            tool: tool.into_owned(),
+            arguments: arguments.into_owned(),
+        },
+    }
+}
+
+/// [`Dispatch`] as the pipeline takes it: a call for the port that is not `call_tool`'s
+/// borrows its name and arguments instead of copying them (most calls).
+pub(crate) enum Routed<'a> {
+    /// Answered here, without the port: this text is the tool result.
+    Local(String),
+    /// For the port: call `tool` with these JSON `arguments`.
+    Port {
+        /// The tool to call.
+        tool: Cow<'a, str>,
+        /// Its arguments, as JSON text.
+        arguments: Cow<'a, str>,
+    },
+}
+
+/// [`dispatch`], borrowing what it passes on unchanged: the one home of the table.
+pub(crate) fn route<'a>(registry: &Registry, name: &'a str, arguments: &'a str) -> Routed<'a> {
     match name {
-        FIND_TOOL => Dispatch::Local(find_tool(registry, arguments)),
-        CALL_TOOL => call_tool(registry, arguments),
-        _ => Dispatch::Port {
-            tool: name.to_owned(),
-            arguments: arguments.to_owned(),
+        FIND_TOOL => Routed::Local(find_tool(registry, arguments)),
+        CALL_TOOL => match call_tool(registry, arguments) {
+            Dispatch::Local(text) => Routed::Local(text),
+            Dispatch::Port { tool, arguments } => Routed::Port {
+                tool: Cow::Owned(tool),
+                arguments: Cow::Owned(arguments),
+            },
+        },
+        _ => Routed::Port {
+            tool: Cow::Borrowed(name),
+            arguments: Cow::Borrowed(arguments),
         },
     }
 }

@@ -238,11 +238,16 @@ impl Tool {
 #[derive(Default)]
 pub(crate) struct Catalog {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) tools: HashMap<String, Arc<Tool>>,
+    pub(crate) tools: ByName,
     /// What the components offer beside tools, by key (see [`Offer::all_of`]): never found by
     /// a tool's name, so a `tools/call` cannot reach one.
-    pub(crate) offers: HashMap<String, Arc<Tool>>,
+    pub(crate) offers: ByName,
 }
+
+/// Tools (or offers) by name, hashed with foldhash: a call's lookup by name is on every call's
+/// path, and SipHash's resistance to chosen keys is not needed where the operator chooses
+/// every key (a caller's name is only looked up).
+pub(crate) type ByName = HashMap<String, Arc<Tool>, foldhash::fast::RandomState>;
 
 impl Catalog {
     /// The tool or offer `name` names.

@@ -148,7 +148,7 @@ async fn powerless<R>(
             limits.timeout.as_millis()
         )),
     };
-    let stderr = store.data().stderr.captured().text;
+    let stderr = store.data().stderr().text;
     (answer, stderr_tail(&stderr).to_owned())
 }
 
@@ -299,8 +299,8 @@ fn report(
             fuel,
             memory_bytes: Some(memory),
         },
-        stdout: store.data().stdout.captured(),
-        stderr: store.data().stderr.captured(),
+        stdout: store.data().stdout(),
+        stderr: store.data().stderr(),
         client: store.data().client.used,
         elapsed: started.elapsed(),
         ..CallReport::host_answer(response)
@@ -337,7 +337,7 @@ fn from_guest_error(error: &wasmtime::Error, state: &CallState, limit_ms: u64) -
              again when they are answered",
         );
     }
-    let stderr = state.stderr.captured().text;
+    let stderr = state.stderr().text;
     let tail = stderr_tail(&stderr);
     let with_stderr = |message: String| {
         if tail.is_empty() {

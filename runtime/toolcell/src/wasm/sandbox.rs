@@ -47,8 +47,9 @@ pub(crate) struct CallState {
     spec: WasiSpec,
     table: ResourceTable,
     pub(crate) limiter: CallLimiter,
-    pub(crate) stdout: CapturePipe,
-    pub(crate) stderr: CapturePipe,
+    /// The guest's stdout and stderr, made with its WASI context: a guest that never reaches
+    /// WASI has written nothing, and its call makes neither.
+    outputs: Option<Outputs>,
     /// A granted directory that could not be preopened (the call must not run without it).
     pub(crate) unopened: Option<String>,
     /// The names hidden in every preopen (`wasm/guest_fs.rs`).
@@ -78,8 +79,7 @@ impl CallState {
     /// variable or a stream) does not pay for one: wasmtime-wasi's builder makes two sets of
     /// clocks, random sources and boxed streams per context.
     pub(crate) fn new(grants: &Grants, limits: &Limits) -> CallState {
-        let stdout = CapturePipe::new(STDIO_CAPTURE_BYTES);
-        let stderr = CapturePipe::new(STDIO_CAPTURE_BYTES);
+        let mut outputs = None;
         let spec = WasiSpec {
             clock: grants.clock,
             env: grants.env.clone(),
@@ -88,7 +88,7 @@ impl CallState {
         let wasi = if grants.preopens.is_empty() {
             None
         } else {
-            let mut builder = spec.builder(&stdout, &stderr);
+            let mut builder = spec.builder(outputs.get_or_insert_with(Outputs::new));
             for preopen in &grants.preopens {
                 let perms = if preopen.writable {
                     FsPerms::ReadWrite
@@ -111,8 +111,7 @@ impl CallState {
             spec,
             table: ResourceTable::new(),
             limiter: CallLimiter::new(limits),
-            stdout,
-            stderr,
+            outputs,
             unopened,
             deny_read: grants.deny_read.clone(),
             protected: std::sync::Arc::clone(&grants.protected),
@@ -139,11 +138,11 @@ struct WasiSpec {
 impl WasiSpec {
     /// A builder holding everything of the context but its preopens: the call's captured
     /// stdout and stderr, its clock and environment grants, and no network of WASI's own.
-    fn builder(&self, stdout: &CapturePipe, stderr: &CapturePipe) -> WasiCtxBuilder {
+    fn builder(&self, outputs: &Outputs) -> WasiCtxBuilder {
         let mut builder = WasiCtxBuilder::new();
         builder
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
+            .stdout(outputs.stdout.clone())
+            .stderr(outputs.stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
@@ -177,14 +176,49 @@ impl WasiView for CallState {
         let CallState {
             wasi,
             spec,
-            stdout,
-            stderr,
+            outputs,
             table,
             ..
         } = self;
         WasiCtxView {
-            ctx: wasi.get_or_insert_with(|| spec.builder(stdout, stderr).build()),
+            ctx: wasi.get_or_insert_with(|| {
+                spec.builder(outputs.get_or_insert_with(Outputs::new))
+                    .build()
+            }),
             table,
+        }
+    }
+}
+
+impl CallState {
+    /// What the guest wrote to its stdout (nothing, if it never reached WASI).
+    pub(crate) fn stdout(&self) -> Captured {
+        self.outputs
+            .as_ref()
+            .map(|outputs| outputs.stdout.captured())
+            .unwrap_or_default()
+    }
+
+    /// What the guest wrote to its stderr (nothing, if it never reached WASI).
+    pub(crate) fn stderr(&self) -> Captured {
+        self.outputs
+            .as_ref()
+            .map(|outputs| outputs.stderr.captured())
+            .unwrap_or_default()
+    }
+}
+
+/// A guest's stdout and stderr, each captured up to [`STDIO_CAPTURE_BYTES`].
+struct Outputs {
+    stdout: CapturePipe,
+    stderr: CapturePipe,
+}
+
+impl Outputs {
+    fn new() -> Outputs {
+        Outputs {
+            stdout: CapturePipe::new(STDIO_CAPTURE_BYTES),
+            stderr: CapturePipe::new(STDIO_CAPTURE_BYTES),
         }
     }
 }

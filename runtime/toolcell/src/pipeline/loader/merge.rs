@@ -1,7 +1,7 @@
 //! The catalog of the tools loaded and the native ones: each name, and each URI a resource or
 //! template reads, served by one component only.
 
-use crate::pipeline::catalog::{Catalog, Executable, Listed, Tool};
+use crate::pipeline::catalog::{ByName, Catalog, Executable, Listed, Tool};
 use crate::wasm::load::LoadError;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub(crate) fn catalog(
         .filter(|tool| kept(tool))
         .map(|tool| tool.info.name.as_str())
         .collect();
-    let mut tools: HashMap<String, Arc<Tool>> = HashMap::new();
+    let mut tools = ByName::default();
     // Each template's shape (its variables' names left out), and the key that holds it: the
     // ones in service first, so that a component added meanwhile is the one refused.
     let mut shapes: HashMap<String, String> = candidates
@@ -85,7 +85,7 @@ pub(crate) fn catalog(
         tools.insert(tool.info.name.clone(), tool);
     }
     settle_offers(&mut tools, errors, &kept);
-    let (offers, tools): (HashMap<_, _>, HashMap<_, _>) = tools
+    let (offers, tools): (ByName, ByName) = tools
         .into_iter()
         .partition(|(_, tool)| matches!(tool.executable, Executable::Offer(..)));
     let registry = crate::call::registry::Registry::new(
@@ -121,7 +121,7 @@ fn template_of(tool: &Tool) -> Option<&crate::tool::offer::Template> {
 /// the template is new: then the template is), and a completion is kept only beside the
 /// prompt or template it completes, from the same component.
 fn settle_offers(
-    tools: &mut HashMap<String, Arc<Tool>>,
+    tools: &mut ByName,
     errors: &mut Vec<LoadError>,
     kept: &dyn Fn(&Arc<Tool>) -> bool,
 ) {

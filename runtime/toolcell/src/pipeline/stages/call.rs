@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub(super) struct Call<'a> {
     /// The call's id.
     pub(super) id: &'a str,
+    /// The call's span (see [`CALL_SPAN_TARGET`](crate::pipeline::CALL_SPAN_TARGET)).
+    pub(super) span: &'a tracing::Span,
     /// The tool's (or offer's) name.
     pub(super) name: &'a str,
     /// The tool it runs.

@@ -42,7 +42,17 @@ impl Runtime {
                 // paths), written out again from the checked value: never the caller's text,
                 // which another parser could read differently (a duplicate key, a number
                 // beyond f64) from the one that validated it.
-                let text = checked.to_string();
+                // (`to_string` writes bytes straight into the text; `Display` would go through
+                // the formatting machinery, a visible share of a small call.)
+                let text = match serde_json::to_string(&checked) {
+                    Ok(text) => text,
+                    Err(error) => {
+                        return CallReport::host_answer(ToolResponse::failed(
+                            FailureKind::Internal,
+                            format!("its arguments could not be written out again: {error}"),
+                        ));
+                    }
+                };
                 let stop = call.options.stop.as_ref();
                 let grants = &*grants;
                 async {

@@ -17,7 +17,7 @@ mod execution;
 mod gating;
 mod validation;
 
-use crate::call::dispatch::{Dispatch, dispatch};
+use crate::call::dispatch::{Routed, route};
 use crate::call::limits::{CallOptions, Limits};
 use crate::call::proto::ToolResponse;
 use crate::call::report::{CallReport, GateDecision};
@@ -27,6 +27,7 @@ use crate::pipeline::{CALL_SPAN_TARGET, Namespace, Runtime, record_micros};
 use answers::{millis, refused, too_long, unknown_tool};
 use call::{Call, found};
 use execution::{allowed, commit_staged};
+use std::borrow::Cow;
 use std::time::Instant;
 use tracing::Instrument as _;
 
@@ -120,32 +121,39 @@ impl Runtime {
         // The arguments of what ran, as the audit record keeps them.
         let mut audited = None;
         let dispatched = match namespace {
-            Namespace::Tools => dispatch(&catalog.registry, name, arguments),
+            Namespace::Tools => route(&catalog.registry, name, arguments),
             // An offer is asked for by its key, never through the loop's tools.
-            Namespace::Offers => Dispatch::Port {
-                tool: name.to_owned(),
-                arguments: arguments.to_owned(),
+            Namespace::Offers => Routed::Port {
+                tool: Cow::Borrowed(name),
+                arguments: Cow::Borrowed(arguments),
             },
         };
         if timed {
             record_micros(&call_span, "dispatch_us", started.elapsed());
         }
         let mut report = match dispatched {
-            Dispatch::Local(text) => CallReport {
+            Routed::Local(text) => CallReport {
                 tool: name.to_owned(),
                 ..CallReport::host_answer(ToolResponse::text(text))
             },
-            Dispatch::Port {
+            Routed::Port {
                 tool,
                 arguments: routed,
             } => {
                 let mut report = self
-                    .decide_and_run(catalog, id, (&tool, namespace), &routed, context, options)
+                    .decide_and_run(
+                        catalog,
+                        (id, &call_span),
+                        (&tool, namespace),
+                        &routed,
+                        context,
+                        options,
+                    )
                     .await;
                 if tool != name {
                     report.via = Some(name.to_owned());
                 }
-                report.tool = tool;
+                report.tool = tool.into_owned();
                 audited = Some(routed);
                 report
             }
@@ -176,12 +184,12 @@ impl Runtime {
         report
     }
 
-    /// Stages 2 to 4 for the tool (or offer) `name`: validate, gate, execute. Each step either
-    /// passes the call on or ends it with its report.
+    /// Stages 2 to 4 for the tool (or offer) `name`, of the call `id` whose span is `span`:
+    /// validate, gate, execute. Each step either passes the call on or ends it with its report.
     pub(super) async fn decide_and_run(
         &self,
         catalog: &Catalog,
-        id: &str,
+        (id, span): (&str, &tracing::Span),
         (name, namespace): (&str, Namespace),
         arguments: &str,
         context: &CallContext,
@@ -195,6 +203,7 @@ impl Runtime {
         }
         let call = Call {
             id,
+            span,
             name,
             tool,
             context,
@@ -211,7 +220,9 @@ impl Runtime {
         // The call's deadline starts here: validation is its first stage. What validation
         // spends, execution no longer has (waiting for a person's approval is not counted).
         let limit_ms = millis(limits.timeout);
-        tracing::Span::current().record("deadline_ms", limit_ms);
+        if !span.is_disabled() {
+            span.record("deadline_ms", limit_ms);
+        }
         let validating = Instant::now();
         let (schemas, mut checked) =
             match self.validate(&call, arguments, &limits, validating).await {

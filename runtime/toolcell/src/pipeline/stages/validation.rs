@@ -55,11 +55,9 @@ impl Runtime {
                 call.options.stop.as_ref(),
             )
             .await;
-        record_micros(
-            &tracing::Span::current(),
-            "validate_us",
-            validating.elapsed(),
-        );
+        if !call.span.is_disabled() {
+            record_micros(call.span, "validate_us", validating.elapsed());
+        }
         let response = match checked {
             Checked::Valid(checked) => return Ok((schemas, checked)),
             Checked::Invalid(why) => ToolResponse::failed(FailureKind::InvalidInput, why),
