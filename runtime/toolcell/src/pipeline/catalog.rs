@@ -245,8 +245,12 @@ pub(crate) struct Catalog {
 }
 
 /// Tools (or offers) by name, hashed with foldhash: a call's lookup by name is on every call's
-/// path, and SipHash's resistance to chosen keys is not needed where the operator chooses
-/// every key (a caller's name is only looked up).
+/// path, where SipHash was a visible share of a small call. The keys are the components' (a
+/// tool's name from its `describe()` or its exports, an offer's key from its declarations),
+/// inserted only when the catalog is built; a caller's name is only looked up. A hostile
+/// component cannot flood a table: its names are bounded in number (`tool/offer.rs`,
+/// `wasm/typed`), and each table's seed is random per process and per table, never seen by a
+/// guest, so it cannot choose names that collide.
 pub(crate) type ByName = HashMap<String, Arc<Tool>, foldhash::fast::RandomState>;
 
 impl Catalog {

@@ -43,7 +43,8 @@ impl Runtime {
                 // which another parser could read differently (a duplicate key, a number
                 // beyond f64) from the one that validated it.
                 // (`to_string` writes bytes straight into the text; `Display` would go through
-                // the formatting machinery, a visible share of a small call.)
+                // the formatting machinery, a visible share of a small call. Writing a `Value`
+                // cannot fail; were it to, the call fails and nothing runs.)
                 let text = match serde_json::to_string(&checked) {
                     Ok(text) => text,
                     Err(error) => {
