@@ -93,11 +93,13 @@ impl Drop for Io {
     }
 }
 
-/// Record how long a quick stage took, in microseconds, as `field` of the call's `span` (a
-/// field, not a span of its own: see [`CALL_SPAN_TARGET`]); nothing when the span is off.
-fn record_micros(span: &tracing::Span, field: &'static str, took: std::time::Duration) {
+/// Record how long a quick stage took (from `since` to now), in microseconds, as `field` of the
+/// call's `span` (a field, not a span of its own: see [`CALL_SPAN_TARGET`]); nothing, not even
+/// a clock read, when the span is off.
+fn record_micros(span: &tracing::Span, field: &'static str, since: std::time::Instant) {
     if !span.is_disabled() {
-        span.record(field, u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+        let took = since.elapsed().as_micros();
+        span.record(field, u64::try_from(took).unwrap_or(u64::MAX));
     }
 }
 

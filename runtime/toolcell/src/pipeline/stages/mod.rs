@@ -129,7 +129,7 @@ impl Runtime {
             },
         };
         if timed {
-            record_micros(&call_span, "dispatch_us", started.elapsed());
+            record_micros(&call_span, "dispatch_us", started);
         }
         let mut report = match dispatched {
             Routed::Local(text) => CallReport {
@@ -169,7 +169,7 @@ impl Runtime {
             report.parts.clear();
         }
         if let Some(capping) = capping {
-            record_micros(&call_span, "cap_us", capping.elapsed());
+            record_micros(&call_span, "cap_us", capping);
         }
         if self.audit.is_some() {
             let auditing = Instant::now();
@@ -179,7 +179,7 @@ impl Runtime {
                 &report,
                 started,
             );
-            record_micros(&call_span, "audit_us", auditing.elapsed());
+            record_micros(&call_span, "audit_us", auditing);
         }
         report
     }

@@ -55,9 +55,7 @@ impl Runtime {
                 call.options.stop.as_ref(),
             )
             .await;
-        if !call.span.is_disabled() {
-            record_micros(call.span, "validate_us", validating.elapsed());
-        }
+        record_micros(call.span, "validate_us", validating);
         let response = match checked {
             Checked::Valid(checked) => return Ok((schemas, checked)),
             Checked::Invalid(why) => ToolResponse::failed(FailureKind::InvalidInput, why),
