@@ -7,8 +7,8 @@
 #
 # Without an argument it builds the `micro` bench (`cargo bench --workspace --bench micro
 # --no-run`). Each case runs twice under callgrind, with 300 and with 1,300 samples of one
-# call; the difference of the two totals over 1,000 is what one call costs, setup and loading
-# cancelled out. The pool has one slot (TOOLCELL_BENCH_POOL_SLOTS=1): valgrind cannot reserve
+# call each (`--sample-size 1`); the difference of the two totals over 1,000 is what one call
+# costs, setup and loading cancelled out. The pool has one slot (TOOLCELL_BENCH_POOL_SLOTS=1): valgrind cannot reserve
 # the address space of the default 64. Needs valgrind (apt-get install valgrind); about two
 # minutes a case.
 set -euo pipefail
@@ -30,7 +30,7 @@ per_call() {
   local case=$1 n totals=()
   for n in 300 1300; do
     TOOLCELL_BENCH_POOL_SLOTS=1 valgrind --tool=callgrind --callgrind-out-file="$out/$case.$n" \
-      "$micro" --bench --exact "micro::$case" --sample-count "$n" --threads 1 >"$out/$case.$n.log" 2>&1 \
+      "$micro" --bench --exact "micro::$case" --sample-count "$n" --sample-size 1 --threads 1 >"$out/$case.$n.log" 2>&1 \
       || { echo "bench-instructions: $case failed under valgrind:" >&2; tail -20 "$out/$case.$n.log" >&2; exit 1; }
     totals+=("$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out/$case.$n.log")")
   done
@@ -43,3 +43,6 @@ for case in echo_through_the_port typed_echo_through_the_port; do
   count=$(per_call "$case")
   echo "$(printf '%-30s' "$case") $count instructions per call, $(( count - floor )) over the floor"
 done
+# No instance: what of the share any pipeline must spend (the arguments parsed, checked and
+# written out again), counted alone.
+echo "$(printf '%-30s' echo_arguments_alone) $(per_call echo_arguments_checked_and_written_alone) instructions per call (no instance)"

@@ -100,6 +100,26 @@ static TYPED: LazyLock<Runtime> = LazyLock::new(|| {
     port
 });
 
+/// What every call of the echo must do whatever the pipeline around it: its arguments parsed,
+/// checked against its input schema (depth, then the compiled validator) and written out again
+/// from the checked value for the guest (never the caller's text: BENCHMARKS, "The call"),
+/// the value dropped. No instance, gate, cap or report: the part of
+/// `echo_through_the_port`'s share over `wasmtime_alone_echo` that no restructuring removes.
+#[divan::bench]
+fn echo_arguments_checked_and_written_alone(bencher: Bencher) {
+    let info = PORT.info("echo").expect("the built-in echo");
+    let schema = toolcell::fuzzing::compile_schema_text(&info.input_schema.to_string())
+        .expect("the echo's schema compiles");
+    let once = || {
+        let checked = schema
+            .check("echo", black_box(r#"{"text":"hello"}"#))
+            .expect("valid");
+        serde_json::to_string(&checked).expect("a value writes")
+    };
+    assert_eq!(once(), r#"{"text":"hello"}"#);
+    bencher.bench_local(once);
+}
+
 /// The same echo as `echo_through_the_port`, from a component read by its types: the JSON
 /// lowered to a `string`, the function called by its `Val`s, the answer lifted to JSON.
 /// Issue 50's target: within 1.2x of the contract's echo.

@@ -125,7 +125,9 @@ mod guest_tests {
         test_tool_with_task,
     };
     pub(crate) use crate::lazy::numbered;
-    pub(crate) use crate::loading::{liar_name, liar_schema, shifty, slow_describe, wrong_world};
+    pub(crate) use crate::loading::{
+        liar_name, liar_schema, shifty, slow_describe, wrong_call, wrong_world,
+    };
     pub(crate) use crate::mcp::mirror;
     pub(crate) use crate::metadata::{bomb_schema, slow_schema};
     pub(crate) use crate::no_ambient_authority::snoop;

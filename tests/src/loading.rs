@@ -156,6 +156,34 @@ pub(crate) fn slow_describe() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
+/// A component that exports the contract's interface by its very name, with a `describe` true
+/// to the contract and a `call` of another type (`func(arguments: u32) -> u32`): the host checks
+/// the function's type, not the interface's name, so the component is refused at load with the
+/// mismatch named, and nothing of it is served, neither as the contract's tool nor read by its
+/// types (a component that claims the contract is held to it).
+#[test]
+pub(crate) fn wrong_call() {
+    let why = refusal("wrong_call.wasm", crate::guests::WRONG_CALL);
+    assert!(why.contains("describe() failed"), "{why}");
+    assert!(why.contains("type mismatch"), "{why}");
+    assert!(why.contains("`u32`"), "{why}");
+    let port = crate::support::builder()
+        .component("wrong_call.wasm", crate::guests::WRONG_CALL)
+        .build()
+        .expect("port");
+    for name in ["wrong_call", "call"] {
+        let answer = port.call(&ToolRequest::new("t", name, r#"{"arguments":1}"#));
+        assert!(
+            matches!(&answer, ToolResponse::Failed { message, .. } if message.contains("no tool named")),
+            "{name}: {answer:?}"
+        );
+    }
+    assert_eq!(
+        port.call(&ToolRequest::new("t", "echo", r#"{"text":"still here"}"#)),
+        ToolResponse::text("still here")
+    );
+}
+
 /// A component of another world than toolcell's (`run: func() -> string`) is no longer
 /// refused: it is read by its types, and its function is a tool answering what it returns.
 #[test]
