@@ -377,10 +377,16 @@ fn main() {
     let baseline = std::env::var_os("TOOLCELL_BENCH_BASELINE").map(PathBuf::from);
     let mut served = Vec::new();
     let mut compared = Vec::new();
+    // The pipe's floor beside one call at a time: `cat` (no runtime, no parse, no call) driven
+    // by the same client one line at a time, once before each round of the served stdio case.
+    let mut floors = Vec::new();
     for window in [1, SERVED_WINDOW] {
         let name = format!("echo served over MCP stdio, {window} in flight: round trip");
         if !bench.selects(&name) {
             continue;
+        }
+        if window == 1 {
+            floors.push(pipe_floor(served_calls()));
         }
         let serve = |binary: &std::path::Path| {
             serve_echo(
@@ -402,7 +408,10 @@ fn main() {
             continue;
         };
         let mut rounds = Vec::new();
-        for _ in 0..SERVED_ROUNDS {
+        for round in 0..SERVED_ROUNDS {
+            if window == 1 && round > 0 {
+                floors.push(pipe_floor(served_calls()));
+            }
             rounds.push((serve(baseline), serve(&binary)));
         }
         compared.push((format!("stdio, {window} in flight"), rounds));
@@ -626,6 +635,7 @@ fn main() {
 
     print_table(&bench.cases, &throughputs);
     print_served(&bench.cases, &served);
+    print_floors(&bench.cases, &floors);
     if let Some(baseline) = &baseline {
         print_compared(&bench.cases, baseline, &binary, &compared);
     }
@@ -1090,6 +1100,44 @@ impl ServedChild {
     }
 }
 
+/// The pipe's floor under a stdio server one call at a time: `cat`, which reads its input
+/// pipe and writes what it read back, with no runtime, no parse and no call, sent the echo's
+/// request line `calls` times one at a time (after as many to warm up), every line checked
+/// coming back. Its CPU per line is what this machine charges a process to be woken by a pipe,
+/// read a line and answer it; a served call one at a time pays that and the call, run on a
+/// core that slept since the last one.
+fn pipe_floor(calls: usize) -> Served {
+    use std::io::{BufRead as _, Write as _};
+    let mut child = Command::new("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start cat");
+    let served = ServedChild {
+        input: std::io::BufWriter::new(child.stdin.take().expect("stdin")),
+        output: std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        child,
+        ends_at_eof: true,
+    };
+    let request = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}"#;
+    let mut line = String::new();
+    served.measure(calls, |served, count| {
+        let mut times = Vec::with_capacity(count);
+        for _ in 0..count {
+            let started = Instant::now();
+            writeln!(served.input, "{request}")
+                .and_then(|()| served.input.flush())
+                .expect("a line to cat");
+            line.clear();
+            served.output.read_line(&mut line).expect("the line back");
+            times.push(started.elapsed());
+            assert_eq!(line.trim_end(), request, "cat answered another line");
+        }
+        times
+    })
+}
+
 /// Start `toolcell serve`, shake hands, then make `calls` echo calls with `window` in
 /// flight (after as many to warm up), checking every answer.
 fn serve_echo(
@@ -1306,6 +1354,30 @@ fn print_served(cases: &[Case], served: &[(String, Served)]) {
         println!(
             "| {how} | {:.0} | {:.1} µs | {} |",
             run.calls_per_second,
+            cpu * 1e6,
+            ratio(cpu / in_process)
+        );
+    }
+}
+
+/// The pipe's floor, once per round of the served stdio case one call at a time
+/// ([`pipe_floor`]), against the in-process call.
+fn print_floors(cases: &[Case], floors: &[Served]) {
+    if floors.is_empty() {
+        return;
+    }
+    let in_process = in_process_p50(cases);
+    println!();
+    println!(
+        "| the pipe's floor (`cat`, one line at a time) | round trip p50 | CPU per line | / in-process p50 |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (round, run) in floors.iter().enumerate() {
+        let cpu = run.cpu_per_call.as_secs_f64();
+        println!(
+            "| round {} | {:.1} µs | {:.1} µs | {} |",
+            round + 1,
+            run.p50.as_secs_f64() * 1e6,
             cpu * 1e6,
             ratio(cpu / in_process)
         );
